@@ -1,0 +1,90 @@
+"""One build: read and validate the input, settle the base URL, sync the output."""
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from ratings_api.errors import InputError
+from ratings_api.loader import Catalogue, load
+from ratings_api.rating import Renderer
+from ratings_api.writer import Changes, sync_site
+
+
+@dataclass(frozen=True)
+class Result:
+    articles: int
+    changes: Changes
+
+
+def build(
+    input_path: str,
+    output: str,
+    *,
+    base_url: str | None,
+    environ: Mapping[str, str],
+    dry_run: bool = False,
+) -> Result:
+    """Build ``output`` from ``input_path``; with ``dry_run``, only say what would change."""
+    catalogue = load(input_path, read_input(input_path))
+    render = Renderer(resolve_base_url(input_path, base_url, environ, catalogue))
+    changes = sync_site(output, _documents(catalogue, render), dry_run=dry_run)
+    return Result(len(catalogue.ids), changes)
+
+
+def read_input(path: str) -> bytes:
+    try:
+        with open(path, "rb") as file:
+            return file.read()
+    except OSError as error:
+        raise InputError(f"{path}: cannot read: {error.strerror}") from None
+
+
+def _documents(catalogue: Catalogue, render: Renderer) -> Iterator[tuple[int, bytes]]:
+    for article_id, total, count in zip(catalogue.ids, catalogue.sums, catalogue.counts):
+        yield article_id, render(article_id, total, count)
+
+
+def resolve_base_url(
+    input_path: str, option: str | None, environ: Mapping[str, str], catalogue: Catalogue
+) -> str:
+    """The first base URL given: --base-url, BASE_URL, the file, Netlify's variables.
+
+    An empty environment variable counts as unset, as CI systems often
+    define variables they leave empty.
+    """
+    if option is not None:
+        return _checked(option, "--base-url")
+    if environ.get("BASE_URL"):
+        return _checked(environ["BASE_URL"], "BASE_URL (environment)")
+    if catalogue.base_url is not None:
+        return _checked(catalogue.base_url, f"{catalogue.base_url_at}: base_url")
+    if "CONTEXT" in environ:  # only Netlify's builds set CONTEXT; URL alone is too common a name
+        name = "URL" if environ["CONTEXT"] == "production" else "DEPLOY_PRIME_URL"
+        if environ.get(name):
+            return _checked(environ[name], f"{name} (Netlify, CONTEXT={environ['CONTEXT']})")
+    raise InputError(
+        f"{input_path}: no base URL to build article_url from: set base_url in "
+        f"{input_path}, the BASE_URL environment variable, or --base-url"
+    )
+
+
+def _checked(url: str, source: str) -> str:
+    """``url`` without its trailing slashes, or an InputError naming ``source``."""
+    problem = _url_problem(url)
+    if problem:
+        raise InputError(f"{source}: {problem}, found '{url}'")
+    return url.rstrip("/")
+
+
+def _url_problem(url: str) -> str | None:
+    if not url.startswith(("http://", "https://")):
+        return "the base URL must start with http:// or https://"
+    if any(char.isspace() or not char.isprintable() for char in url):
+        return "the base URL must not contain spaces or control characters"
+    parts = urlsplit(url)
+    if not parts.hostname:
+        return "the base URL has no host"
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        return "the base URL must not have a query or a fragment"
+    return None

@@ -1,0 +1,84 @@
+"""The command line: ``python generate.py [options]``."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Final
+
+from ratings_api.build import Result, build
+from ratings_api.errors import InputError
+
+HELP_WIDTH: Final = 80  # fixed, so that --help reads the same everywhere (and in the README)
+
+
+def parser() -> argparse.ArgumentParser:
+    command = argparse.ArgumentParser(
+        prog="generate.py",
+        description="Build the static JSON rating API from a ratings file.",
+        formatter_class=lambda prog: argparse.HelpFormatter(prog, width=HELP_WIDTH),
+    )
+    command.add_argument(
+        "--input", default="ratings.yaml", metavar="FILE",
+        help="the ratings to read (default: ratings.yaml)",
+    )
+    command.add_argument(
+        "--output", default="site", metavar="DIR",
+        help="the folder to build the site in (default: site)",
+    )
+    command.add_argument(
+        "--base-url", metavar="URL",
+        help="the absolute URL the site is served at; overrides BASE_URL, "
+        "base_url in the input and Netlify's URL",
+    )
+    command.add_argument(
+        "--check", action="store_true",
+        help="write nothing; exit 1 if the output is not what a build would make",
+    )
+    return command
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    started = time.perf_counter()
+    try:
+        result = build(
+            args.input, args.output, base_url=args.base_url,
+            environ=os.environ, dry_run=args.check,
+        )
+    except InputError as error:
+        print(error, file=sys.stderr)
+        return 2
+    seconds = time.perf_counter() - started
+    if args.check:
+        return _report_check(args.output, result)
+    print(_summary(args.output, result, seconds))
+    return 0
+
+
+def _summary(output: str, result: Result, seconds: float) -> str:
+    changes = result.changes
+    rate = f"{result.articles / seconds:,.0f}" if seconds > 0 else "-"
+    return (
+        f"built {output}: {result.articles} articles, {changes.written} written, "
+        f"{changes.removed} removed, {changes.unchanged} unchanged "
+        f"in {seconds:.2f} s ({rate} articles/s)"
+    )
+
+
+def _report_check(output: str, result: Result) -> int:
+    changes = result.changes
+    if not changes.written and not changes.removed:
+        print(f"{output} is up to date: {result.articles} articles")
+        return 0
+    listed = "".join(f"\n  {path}" for path in changes.examples)
+    more = changes.written + changes.removed - len(changes.examples)
+    etc = f"\n  and {more} more" if more > 0 else ""
+    print(
+        f"{output} is out of date: {changes.written} to write, "
+        f"{changes.removed} to remove:{listed}{etc}",
+        file=sys.stderr,
+    )
+    return 1

@@ -1,0 +1,307 @@
+"""Strict reading of ratings.yaml from the YAML event stream.
+
+The file is never turned into Python objects by PyYAML: its resolver guesses
+types (``010`` is 8, ``1:30`` is 90, ``yes`` is true) and a repeated key
+silently replaces the first. Walking the events instead keeps every scalar's
+exact text and position, needs no node tree (flat memory for a million
+articles), and stops at the first alias, tag or unexpected nesting.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Final, NoReturn
+
+import yaml
+from yaml.events import (
+    AliasEvent,
+    DocumentEndEvent,
+    DocumentStartEvent,
+    Event,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+    StreamStartEvent,
+)
+
+from ratings_api.errors import InputError
+
+TOP_KEYS: Final = ("articles", "scale", "base_url")
+TOTALS_FIELDS: Final = ("sum", "count")
+MAX_DIGITS: Final = 100  # far beyond any real total, far below int()'s own limit
+MAX_ID: Final = 2**63 - 1  # the largest id a database's bigint column holds
+
+ID_TEXT: Final = re.compile(r"[1-9][0-9]*")
+INT_TEXT: Final = re.compile(r"0|-?[1-9][0-9]*")
+NULL_TEXTS: Final = frozenset(("", "~", "null", "Null", "NULL"))
+STANDARD_TAG: Final = "tag:yaml.org,2002:"
+
+Parser = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
+
+
+@dataclass
+class Catalogue:
+    """What ratings.yaml says, validated: parallel lists, one entry an article."""
+
+    ids: list[int] = field(default_factory=list)
+    sums: list[int] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)
+    scale: tuple[int, int] | None = None
+    base_url: str | None = None
+    base_url_at: str = ""  # "FILE:LINE:COL" of base_url, for messages about it
+
+
+def load(path: str, data: bytes) -> Catalogue:
+    """Validate ``data``, the bytes of the file named ``path``, into a Catalogue."""
+    try:
+        walker = _Walker(path, data, scale=None)
+        catalogue = walker.document()
+        if walker.scale_came_late:
+            # The ratings were read before their bounds were known: read them
+            # again with the bounds, so the first rating out of scale is the
+            # one reported. Only files that put scale after articles pay this.
+            catalogue = _Walker(path, data, scale=catalogue.scale).document()
+    except yaml.MarkedYAMLError as error:
+        raise InputError(f"{_where(path, error.problem_mark)}: {_syntax(error)}") from None
+    except yaml.reader.ReaderError as error:
+        reason = str(error).partition("\n")[0]
+        raise InputError(f"{_offset_where(path, data, error.position)}: {reason}") from None
+    return catalogue
+
+
+def _syntax(error: yaml.MarkedYAMLError) -> str:
+    context = f" ({error.context})" if error.context else ""
+    return f"YAML syntax error: {error.problem}{context}"
+
+
+def _where(path: str, mark: yaml.Mark) -> str:
+    return f"{path}:{mark.line + 1}:{mark.column + 1}"
+
+
+def _offset_where(path: str, data: bytes, offset: int) -> str:
+    """FILE:LINE:COL of a byte offset, the column counted in characters."""
+    line = data.count(b"\n", 0, offset) + 1
+    line_start = data.rfind(b"\n", 0, offset) + 1
+    column = len(data[line_start:offset].decode("utf-8", "replace")) + 1
+    return f"{path}:{line}:{column}"
+
+
+def _describe(event: Event) -> str:
+    """How a value is named in a message: its text, or what kind of node it is."""
+    if isinstance(event, MappingStartEvent):
+        return "a mapping"
+    if isinstance(event, SequenceStartEvent):
+        return "a list"
+    if isinstance(event, ScalarEvent):
+        if event.style in ('"', "'"):
+            return f"the quoted string {event.style}{event.value}{event.style}"
+        if event.style in ("|", ">"):
+            return "a block of text"
+        if event.value in NULL_TEXTS:
+            return "nothing (null)"
+        return f"'{event.value}'"
+    return "the end of the mapping"
+
+
+class _Walker:
+    """One pass over the event stream of one YAML document."""
+
+    def __init__(self, path: str, data: bytes, scale: tuple[int, int] | None) -> None:
+        self.path = path
+        self.next_event = Parser(data).get_event
+        self.catalogue = Catalogue(scale=scale)
+        self.scale_came_late = False
+
+    def fail(self, event: Event, message: str) -> NoReturn:
+        raise InputError(f"{_where(self.path, event.start_mark)}: {message}")
+
+    def node(self) -> Event:
+        """The next event, which starts a node: anchors, aliases and tags are refused."""
+        event = self.next_event()
+        if isinstance(event, AliasEvent):
+            self.fail(event, f"aliases are not allowed (*{event.anchor})")
+        if isinstance(event, (ScalarEvent, SequenceStartEvent, MappingStartEvent)):
+            if event.anchor is not None:
+                self.fail(event, f"anchors are not allowed (&{event.anchor})")
+            if event.tag is not None:
+                tag = event.tag.replace(STANDARD_TAG, "!!", 1)
+                self.fail(event, f"tags are not allowed ({tag})")
+        return event
+
+    def integer(self, event: Event, what: str) -> int:
+        if not (
+            isinstance(event, ScalarEvent)
+            and not event.style
+            and INT_TEXT.fullmatch(event.value)
+        ):
+            self.fail(event, f"{what} must be an integer, found {_describe(event)}")
+        if len(event.value.lstrip("-")) > MAX_DIGITS:
+            self.fail(event, f"{what} has more than {MAX_DIGITS} digits")
+        return int(event.value)
+
+    def document(self) -> Catalogue:
+        """Read the whole stream into the catalogue."""
+        self.next_event()  # StreamStartEvent: the parser always sends it first
+        start = self.next_event()
+        if isinstance(start, StreamEndEvent):
+            self.fail(start, "the file is empty; expected a mapping with the key 'articles'")
+        assert isinstance(start, DocumentStartEvent), start
+        self.top_mapping()
+        end = self.next_event()
+        assert isinstance(end, DocumentEndEvent), end
+        after = self.next_event()
+        if not isinstance(after, StreamEndEvent):
+            self.fail(after, "only one YAML document is allowed")
+        return self.catalogue
+
+    def top_mapping(self) -> None:
+        mapping = self.node()
+        if not isinstance(mapping, MappingStartEvent):
+            self.fail(
+                mapping,
+                "expected a mapping with the key 'articles' at the top level, "
+                f"found {_describe(mapping)}",
+            )
+        seen: dict[str, int] = {}
+        while True:
+            key = self.node()
+            if isinstance(key, MappingEndEvent):
+                break
+            name = self.top_key(key, seen)
+            if name == "articles":
+                self.articles()
+            elif name == "scale":
+                self.scale()
+            else:
+                self.base_url()
+        if "articles" not in seen:
+            self.fail(mapping, "the key 'articles' is missing")
+        order = list(seen)  # keys in the order they came
+        self.scale_came_late = "scale" in seen and order.index("scale") > order.index("articles")
+
+    def top_key(self, key: Event, seen: dict[str, int]) -> str:
+        expected = "expected one of: " + ", ".join(TOP_KEYS)
+        # Quoting a key changes nothing here (keys are strings either way),
+        # unlike quoting a number, which makes it a string.
+        if not (isinstance(key, ScalarEvent) and key.value in TOP_KEYS):
+            self.fail(key, f"unknown key {_describe(key)} ({expected})")
+        if key.value in seen:
+            first = seen[key.value] + 1
+            self.fail(key, f"the key '{key.value}' appears twice (first at line {first})")
+        seen[key.value] = key.start_mark.line
+        return key.value
+
+    def scale(self) -> None:
+        start = self.node()
+        shape = "scale must be a list of two integers [low, high]"
+        if not isinstance(start, SequenceStartEvent):
+            self.fail(start, f"{shape}, found {_describe(start)}")
+        bounds = []
+        while not isinstance(event := self.node(), SequenceEndEvent):
+            if len(bounds) == 2:
+                self.fail(event, f"{shape}, found more than two values")
+            bounds.append(self.integer(event, "a scale bound"))
+        if len(bounds) != 2:
+            self.fail(start, f"{shape}, found {len(bounds)} value{'s' * (len(bounds) != 1)}")
+        low, high = bounds
+        if low >= high:
+            self.fail(start, f"scale must go from low to high, found [{low}, {high}]")
+        self.catalogue.scale = (low, high)
+
+    def base_url(self) -> None:
+        event = self.node()
+        if not isinstance(event, ScalarEvent) or event.style in ("|", ">") or (
+            not event.style and event.value in NULL_TEXTS
+        ):
+            self.fail(event, f"base_url must be a URL, found {_describe(event)}")
+        self.catalogue.base_url = event.value
+        self.catalogue.base_url_at = _where(self.path, event.start_mark)
+
+    def articles(self) -> None:
+        start = self.node()
+        if not isinstance(start, MappingStartEvent):
+            self.fail(
+                start,
+                f"'articles' must be a mapping of article id to ratings, found {_describe(start)}",
+            )
+        lines: dict[int, int] = {}
+        while not isinstance(key := self.node(), MappingEndEvent):
+            article_id = self.article_id(key, lines)
+            lines[article_id] = key.start_mark.line
+            self.article(article_id)
+
+    def article_id(self, key: Event, lines: dict[int, int]) -> int:
+        if not (isinstance(key, ScalarEvent) and not key.style and ID_TEXT.fullmatch(key.value)):
+            self.fail(
+                key,
+                "an article id must be a positive integer in plain decimal, "
+                f"found {_describe(key)}",
+            )
+        article_id = int(key.value) if len(key.value) <= 19 else MAX_ID + 1
+        if article_id > MAX_ID:
+            self.fail(key, f"an article id must be at most {MAX_ID}, found {key.value}")
+        if article_id in lines:
+            first = lines[article_id] + 1
+            self.fail(key, f"article {article_id} is listed twice (first at line {first})")
+        return article_id
+
+    def article(self, article_id: int) -> None:
+        value = self.node()
+        if isinstance(value, SequenceStartEvent):
+            total, count = self.ratings(article_id)
+        elif isinstance(value, MappingStartEvent):
+            total, count = self.totals(article_id, value)
+        else:
+            self.fail(
+                value,
+                f"article {article_id}: expected a list of ratings or "
+                f"{{sum: ..., count: ...}}, found {_describe(value)}",
+            )
+        self.catalogue.ids.append(article_id)
+        self.catalogue.sums.append(total)
+        self.catalogue.counts.append(count)
+
+    def ratings(self, article_id: int) -> tuple[int, int]:
+        scale = self.catalogue.scale
+        total = count = 0
+        while not isinstance(event := self.node(), SequenceEndEvent):
+            rating = self.integer(event, f"article {article_id}: a rating")
+            if scale is not None and not scale[0] <= rating <= scale[1]:
+                self.fail(
+                    event,
+                    f"article {article_id}: rating {rating} is outside "
+                    f"the scale {scale[0]}..{scale[1]}",
+                )
+            total += rating
+            count += 1
+        return total, count
+
+    def totals(self, article_id: int, start: Event) -> tuple[int, int]:
+        prefix = f"article {article_id}: "
+        found: dict[str, tuple[int, Event]] = {}
+        while not isinstance(key := self.node(), MappingEndEvent):
+            if not (isinstance(key, ScalarEvent) and key.value in TOTALS_FIELDS):
+                self.fail(key, f"{prefix}unknown field {_describe(key)} (expected sum and count)")
+            if key.value in found:
+                self.fail(key, f"{prefix}the field '{key.value}' appears twice")
+            value = self.node()
+            found[key.value] = (self.integer(value, f"{prefix}{key.value}"), value)
+        for name in TOTALS_FIELDS:
+            if name not in found:
+                self.fail(start, f"{prefix}'{name}' is missing (totals need sum and count)")
+        (total, total_event), (count, count_event) = found["sum"], found["count"]
+        if count < 0:
+            self.fail(count_event, f"{prefix}count must not be negative, found {count}")
+        if count == 0 and total != 0:
+            self.fail(total_event, f"{prefix}sum must be 0 when count is 0, found {total}")
+        scale = self.catalogue.scale
+        if scale is not None and not scale[0] * count <= total <= scale[1] * count:
+            self.fail(
+                total_event,
+                f"{prefix}sum {total} is outside {scale[0] * count}..{scale[1] * count}, "
+                f"the range of {count} ratings on the scale {scale[0]}..{scale[1]}",
+            )
+        return total, count
