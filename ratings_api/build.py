@@ -24,10 +24,16 @@ def build(
     base_url: str | None,
     environ: Mapping[str, str],
     dry_run: bool = False,
+    fallback_base_url: str | None = None,
 ) -> Result:
-    """Build ``output`` from ``input_path``; with ``dry_run``, only say what would change."""
+    """Build ``output`` from ``input_path``; with ``dry_run``, only say what would change.
+
+    ``fallback_base_url`` is used when no base URL is configured anywhere
+    (``--serve`` passes the address it serves at).
+    """
     catalogue = load(input_path, read_input(input_path))
-    render = Renderer(resolve_base_url(input_path, base_url, environ, catalogue))
+    url = resolve_base_url(input_path, base_url, environ, catalogue, fallback_base_url)
+    render = Renderer(url)
     changes = sync_site(output, _documents(catalogue, render), dry_run=dry_run)
     return Result(len(catalogue.ids), changes)
 
@@ -46,7 +52,11 @@ def _documents(catalogue: Catalogue, render: Renderer) -> Iterator[tuple[int, by
 
 
 def resolve_base_url(
-    input_path: str, option: str | None, environ: Mapping[str, str], catalogue: Catalogue
+    input_path: str,
+    option: str | None,
+    environ: Mapping[str, str],
+    catalogue: Catalogue,
+    fallback: str | None = None,
 ) -> str:
     """The first base URL given: --base-url, BASE_URL, the file, Netlify's variables.
 
@@ -63,6 +73,8 @@ def resolve_base_url(
         name = "URL" if environ["CONTEXT"] == "production" else "DEPLOY_PRIME_URL"
         if environ.get(name):
             return _checked(environ[name], f"{name} (Netlify, CONTEXT={environ['CONTEXT']})")
+    if fallback is not None:
+        return _checked(fallback, "the served address")
     raise InputError(
         f"{input_path}: no base URL to build article_url from: set base_url in "
         f"{input_path}, the BASE_URL environment variable, or --base-url"

@@ -37,11 +37,33 @@ def parser() -> argparse.ArgumentParser:
         "--check", action="store_true",
         help="write nothing; exit 1 if the output is not what a build would make",
     )
+    serving = command.add_argument_group("serving")
+    serving.add_argument(
+        "--serve", action="store_true",
+        help="build, then serve the output folder and rebuild when the input changes",
+    )
+    serving.add_argument(
+        "--host", default="127.0.0.1",
+        help="the address to serve at (default: 127.0.0.1)",
+    )
+    serving.add_argument(
+        "--port", default=8000, type=int,
+        help="the port to serve at (default: 8000)",
+    )
     return command
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    command = parser()
+    args = command.parse_args(argv)
+    if args.serve:
+        if args.check:
+            command.error("--check and --serve do not go together")
+        from ratings_api.server import serve  # WhiteNoise is only needed to serve
+
+        return serve(
+            args.input, args.output, base_url=args.base_url, host=args.host, port=args.port
+        )
     started = time.perf_counter()
     try:
         result = build(
