@@ -67,9 +67,18 @@ def load(path: str, data: bytes) -> Catalogue:
     except yaml.MarkedYAMLError as error:
         raise InputError(f"{_where(path, error.problem_mark)}: {_syntax(error)}") from None
     except yaml.reader.ReaderError as error:
-        reason = str(error).partition("\n")[0]
-        raise InputError(f"{_offset_where(path, data, error.position)}: {reason}") from None
+        raise InputError(_unreadable(path, data, error)) from None
     return catalogue
+
+
+def _unreadable(path: str, data: bytes, error: yaml.reader.ReaderError) -> str:
+    """libyaml points at the byte after a broken UTF-8 sequence; Python's codec at its start."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        return f"{_offset_where(path, data, bad.start)}: not valid UTF-8 ({bad.reason})"
+    reason = str(error).partition("\n")[0]
+    return f"{_offset_where(path, data, error.position)}: {reason}"
 
 
 def _syntax(error: yaml.MarkedYAMLError) -> str:

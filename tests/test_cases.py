@@ -1,0 +1,58 @@
+"""Golden cases: a folder each, with its input and the exact tree or error it gives."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ratings_api.cli import main
+from tests.trees import read_tree, snapshot, tree_diff
+
+CASES = Path(__file__).parent / "cases"
+VALID = sorted((CASES / "valid").iterdir())
+ERRORS = sorted((CASES / "errors").iterdir())
+GOOD_INPUT = "base_url: https://example.com\narticles:\n  7: [5, 4]\n  8: []\n"
+
+
+def test_cases_are_found() -> None:
+    assert len(VALID) >= 6, VALID
+    assert len(ERRORS) >= 60, ERRORS
+
+
+def case_args(case: Path) -> list[str]:
+    args = case / "args"
+    return args.read_text().splitlines() if args.exists() else []
+
+
+@pytest.mark.parametrize("case", VALID, ids=lambda case: case.name)
+def test_valid_case_builds_the_expected_tree(
+    case: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(case)
+    output = tmp_path / "site"
+
+    assert main(["--output", str(output), *case_args(case)]) == 0
+
+    actual, expected = read_tree(output), read_tree(case / "expected")
+    assert actual == expected, tree_diff(actual, expected)
+
+
+@pytest.mark.parametrize("case", ERRORS, ids=lambda case: case.name)
+def test_error_case_says_where_and_changes_nothing(
+    case: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    output = tmp_path / "site"
+    good = tmp_path / "good.yaml"
+    good.write_text(GOOD_INPUT)
+    assert main(["--input", str(good), "--output", str(output)]) == 0
+    (output / "CNAME").write_text("ratings.example.com\n")
+    before = snapshot(output)
+    capsys.readouterr()
+    monkeypatch.chdir(case)
+
+    assert main(["--output", str(output)]) == 2
+
+    captured = capsys.readouterr()
+    assert captured.err == (case / "error").read_text()
+    assert captured.out == ""
+    assert snapshot(output) == before

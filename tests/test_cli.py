@@ -1,0 +1,216 @@
+"""The command line as users meet it: options, base URL, messages, docs in step."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ratings_api.cli import main, parser
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+CASES = ROOT / "tests" / "cases" / "errors"
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def article_url(site: Path, article_id: int = 7) -> str:
+    document = (site / f"away/api/articles/{article_id}/rating/index.json").read_text()
+    return re.match(r'\{"article_url": "([^"]*)"', document).group(1)
+
+
+@pytest.fixture
+def no_base_url(tmp_path: Path) -> Path:
+    return write(tmp_path / "ratings.yaml", "articles:\n  7: [5]\n")
+
+
+@pytest.fixture
+def with_base_url(tmp_path: Path) -> Path:
+    return write(tmp_path / "ratings.yaml", "base_url: https://file.example\narticles:\n  7: [5]\n")
+
+
+def test_base_url_option_wins_over_everything(
+    with_base_url: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BASE_URL", "https://env.example")
+    monkeypatch.setenv("CONTEXT", "production")
+    monkeypatch.setenv("URL", "https://netlify.example")
+    site = tmp_path / "site"
+
+    assert main(["--input", str(with_base_url), "--output", str(site),
+                 "--base-url", "https://option.example/"]) == 0
+
+    assert article_url(site) == "https://option.example/away/api/articles/7/"
+
+
+def test_base_url_variable_wins_over_the_file(
+    with_base_url: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BASE_URL", "https://env.example")
+    monkeypatch.setenv("CONTEXT", "production")
+    monkeypatch.setenv("URL", "https://netlify.example")
+
+    assert main(["--input", str(with_base_url), "--output", str(tmp_path / "site")]) == 0
+
+    assert article_url(tmp_path / "site") == "https://env.example/away/api/articles/7/"
+
+
+def test_an_empty_base_url_variable_counts_as_unset(
+    with_base_url: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BASE_URL", "")
+
+    assert main(["--input", str(with_base_url), "--output", str(tmp_path / "site")]) == 0
+
+    assert article_url(tmp_path / "site") == "https://file.example/away/api/articles/7/"
+
+
+def test_the_file_wins_over_netlify(
+    with_base_url: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONTEXT", "production")
+    monkeypatch.setenv("URL", "https://netlify.example")
+
+    assert main(["--input", str(with_base_url), "--output", str(tmp_path / "site")]) == 0
+
+    assert article_url(tmp_path / "site") == "https://file.example/away/api/articles/7/"
+
+
+@pytest.mark.parametrize(
+    ("context", "expected"),
+    [
+        ("production", "https://ratings.netlify.app/away/api/articles/7/"),
+        ("deploy-preview", "https://deploy-preview-4--ratings.netlify.app/away/api/articles/7/"),
+        ("branch-deploy", "https://deploy-preview-4--ratings.netlify.app/away/api/articles/7/"),
+    ],
+)
+def test_netlify_variables_by_context(
+    context: str, expected: str, no_base_url: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONTEXT", context)
+    monkeypatch.setenv("URL", "https://ratings.netlify.app")
+    monkeypatch.setenv("DEPLOY_PRIME_URL", "https://deploy-preview-4--ratings.netlify.app")
+
+    assert main(["--input", str(no_base_url), "--output", str(tmp_path / "site")]) == 0
+
+    assert article_url(tmp_path / "site") == expected
+
+
+def test_url_alone_is_not_taken_for_netlify(
+    no_base_url: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("URL", "https://somewhere.example")
+
+    assert main(["--input", str(no_base_url), "--output", str(tmp_path / "site")]) == 2
+
+    assert capsys.readouterr().err == (
+        f"{no_base_url}: no base URL to build article_url from: set base_url in "
+        f"{no_base_url}, the BASE_URL environment variable, or --base-url\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "variables", "message"),
+    [
+        (["--base-url", "https://"], {}, "--base-url: the base URL has no host, found 'https://'"),
+        (["--base-url", "example.com"], {},
+         "--base-url: the base URL must start with http:// or https://, found 'example.com'"),
+        ([], {"BASE_URL": "https://example.com/#top"},
+         "BASE_URL (environment): the base URL must not have a query or a fragment, "
+         "found 'https://example.com/#top'"),
+        ([], {"CONTEXT": "production", "URL": "ftp://netlify.example"},
+         "URL (Netlify, CONTEXT=production): the base URL must start with http:// or https://, "
+         "found 'ftp://netlify.example'"),
+    ],
+)
+def test_a_bad_base_url_names_where_it_came_from(
+    args: list[str], variables: dict[str, str], message: str, no_base_url: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+
+    assert main(["--input", str(no_base_url), "--output", str(tmp_path / "site"), *args]) == 2
+
+    assert capsys.readouterr().err == message + "\n"
+    assert not (tmp_path / "site").exists()
+
+
+def test_paths_are_relative_to_the_current_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "data").mkdir()
+    write(tmp_path / "data" / "ratings.yaml", "base_url: https://example.com\narticles:\n  7: [5]\n")
+    monkeypatch.chdir(tmp_path)
+
+    assert main(["--input", "data/ratings.yaml", "--output", "public"]) == 0
+
+    summary = capsys.readouterr().out
+    assert re.fullmatch(
+        r"built public: 1 articles, 1 written, 0 removed, 0 unchanged "
+        r"in \d+\.\d\d s \([\d,]+ articles/s\)\n",
+        summary,
+    ), summary
+    assert (tmp_path / "public/away/api/articles/7/rating/index.json").is_file()
+
+
+def test_check_and_serve_do_not_go_together(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit:
+        main(["--check", "--serve"])
+
+    assert exit.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        "generate.py: error: --check and --serve do not go together\n"
+    )
+
+
+def test_the_script_reports_bad_input_without_traceback(tmp_path: Path) -> None:
+    case = CASES / "rating-true"
+
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "generate.py"), "--output", str(tmp_path / "site")],
+        cwd=case, capture_output=True, text=True,
+    )
+
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (case / "error").read_text()
+
+
+def test_the_committed_site_is_up_to_date(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(ROOT)
+
+    assert main(["--check"]) == 0, capsys.readouterr().err
+
+
+def test_readme_shows_the_help_as_it_is() -> None:
+    assert f"```text\n{parser().format_help()}```" in README
+
+
+def test_readme_error_samples_are_real_messages() -> None:
+    block = README.split("## Error messages", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    samples = block.splitlines()
+    case_messages = {path.read_text() for path in CASES.glob("*/error")}
+    assert len(samples) >= 10
+    for sample in samples:
+        if sample.startswith("--base-url:"):
+            continue  # asserted in test_a_bad_base_url_names_where_it_came_from
+        assert sample + "\n" in case_messages, sample
+
+
+def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_one() -> None:
+    commands = re.findall(r"```sh\n(.*)\n```", README.split("\n## ", 1)[0])
+    assert len(commands) == 2
+    build, test = commands
+    assert build.endswith("generate.py --serve")
+    assert test.endswith("python -m pytest")
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert ci[-1] == test

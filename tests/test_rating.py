@@ -1,0 +1,102 @@
+"""The average, rounded exactly, and the bytes of one document."""
+from __future__ import annotations
+
+import json
+import random
+from decimal import ROUND_HALF_UP, Decimal, localcontext
+from fractions import Fraction
+
+import pytest
+
+from ratings_api.rating import Renderer, rating_value
+
+ISSUE_TABLE = [
+    (29, 6, "4.8"),
+    (5, 2, "2.5"),
+    (63, 20, "3.2"),  # 3.15: '%.1f' % 3.15 gives 3.1
+    (65, 20, "3.3"),  # 3.25
+    (4, 1, "4.0"),
+    (0, 0, "0.0"),  # listed, not rated yet
+    (10**30 + 5 * 10**28, 10**30, "1.1"),  # 1.05, far past a float's precision
+    (2**64 * 3 + 2**63, 2**64, "3.5"),
+    (10**40 - 1, 10**40, "1.0"),  # 0.99999…
+    (149999999999999999999, 10**20, "1.5"),  # 1.49999…
+    (1449999999999999999999, 10**21, "1.4"),  # 1.44999…, which a float holds as 1.45
+    (-65, 20, "-3.3"),  # ties away from zero, as Decimal's ROUND_HALF_UP
+    (-1, 100, "0.0"),  # never "-0.0"
+]
+
+
+@pytest.mark.parametrize(("total", "count", "expected"), ISSUE_TABLE)
+def test_rating_value_table(total: int, count: int, expected: str) -> None:
+    assert rating_value(total, count) == expected
+
+
+def test_float_formatting_would_fail_the_table() -> None:
+    """The reason the arithmetic is exact: the obvious float code gets these wrong."""
+    assert "%.1f" % (63 / 20) == "3.1"
+    as_float = 1449999999999999999999 / 10**21
+    assert str(as_float) == "1.45"
+    assert str(Decimal(str(as_float)).quantize(Decimal("0.1"), ROUND_HALF_UP)) == "1.5"
+
+
+def decimal_reference(total: int, count: int) -> str:
+    with localcontext() as context:
+        context.prec = 200
+        return str((Decimal(total) / Decimal(count)).quantize(Decimal("0.1"), ROUND_HALF_UP))
+
+
+def fraction_reference(total: int, count: int) -> str:
+    exact = abs(Fraction(total, count))
+    tenths = int(exact * 10 + Fraction(1, 2))  # int() floors a positive Fraction
+    sign = "-" if total < 0 and tenths else ""
+    return f"{sign}{tenths // 10}.{tenths % 10}"
+
+
+def test_rating_value_agrees_with_fractions_for_every_small_average() -> None:
+    checked = 0
+    for count in range(1, 61):
+        for total in range(-6 * count, 6 * count + 1):
+            assert rating_value(total, count) == fraction_reference(total, count), (total, count)
+            checked += 1
+    assert checked == sum(12 * count + 1 for count in range(1, 61))
+
+
+def test_rating_value_agrees_with_decimal_for_huge_totals() -> None:
+    rng = random.Random(20261122)
+    for _ in range(5000):
+        count = rng.randrange(1, 10 ** rng.randrange(1, 40))
+        total = rng.randrange(0, 6 * count)
+        expected = decimal_reference(total, count)
+        assert rating_value(total, count) == expected, (total, count)
+
+
+BASE_URLS = [
+    "https://example.com",
+    "http://localhost:8000",
+    "https://example.com/news",
+    'https://example.com/"quoted"/\\back',
+    "https://bücher.example/straße",
+]
+
+
+@pytest.mark.parametrize("base_url", BASE_URLS)
+def test_renderer_gives_the_bytes_of_json_dumps(base_url: str) -> None:
+    render = Renderer(base_url)
+    for article_id, total, count in [(7, 29, 6), (1, 0, 0), (2**63 - 1, 10**30, 10**29), (5, -3, 2)]:
+        document = {
+            "article_url": f"{base_url}/away/api/articles/{article_id}/",
+            "id": article_id,
+            "rating_sum": total,
+            "rating_count": count,
+            "rating_value": rating_value(total, count),
+        }
+        expected = (json.dumps(document, ensure_ascii=False) + "\n").encode()
+        assert render(article_id, total, count) == expected
+
+
+def test_renderer_bytes_of_the_issue_example() -> None:
+    assert Renderer("https://example.com")(7, 29, 6) == (
+        b'{"article_url": "https://example.com/away/api/articles/7/", "id": 7, '
+        b'"rating_sum": 29, "rating_count": 6, "rating_value": "4.8"}\n'
+    )

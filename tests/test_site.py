@@ -1,0 +1,286 @@
+"""Writing the site: incremental, atomic, never touching what it did not make."""
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ratings_api.cli import main
+from ratings_api.writer import TMP_NAME
+from tests.trees import read_tree, snapshot
+
+ROOT = Path(__file__).resolve().parent.parent
+OLD_TIME = 1_000_000_000_000_000_000  # 2001, in nanoseconds: far from any build's clock
+ARTICLES = Path("away/api/articles")
+
+
+def document(article_id: int) -> Path:
+    return ARTICLES / str(article_id) / "rating" / "index.json"
+
+
+def ratings_file(tmp_path: Path, articles: str, base_url: str = "https://example.com") -> Path:
+    tmp_path.mkdir(exist_ok=True)
+    path = tmp_path / "ratings.yaml"
+    path.write_text(f"base_url: {base_url}\nscale: [1, 5]\narticles:\n{articles}")
+    return path
+
+
+def build(path: Path, output: Path, *extra: str) -> int:
+    return main(["--input", str(path), "--output", str(output), *extra])
+
+
+def age_all(root: Path) -> None:
+    for path in root.rglob("*"):
+        os.utime(path, ns=(OLD_TIME, OLD_TIME))
+
+
+def test_rebuild_rewrites_only_what_changed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    site = tmp_path / "site"
+    ratings = ratings_file(tmp_path, "  1: [5]\n  2: [4, 4]\n  3: []\n")
+    assert build(ratings, site) == 0
+    age_all(site)
+    ratings_file(tmp_path, "  1: [5]\n  2: [4, 4, 1]\n  3: []\n")
+    capsys.readouterr()
+
+    assert build(ratings, site) == 0
+
+    assert capsys.readouterr().out.startswith(
+        f"built {site}: 3 articles, 1 written, 0 removed, 2 unchanged in "
+    )
+    times = {path: (site / path).stat().st_mtime_ns for path in map(document, (1, 2, 3))}
+    assert times[document(1)] == times[document(3)] == OLD_TIME
+    assert times[document(2)] != OLD_TIME
+    assert (site / document(2)).read_bytes().endswith(
+        b'"rating_sum": 9, "rating_count": 3, "rating_value": "3.0"}\n'
+    )
+
+
+def test_rebuild_with_nothing_changed_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    site = tmp_path / "site"
+    ratings = ratings_file(tmp_path, "  1: [5]\n  2: [4, 4]\n")
+    assert build(ratings, site) == 0
+    age_all(site)
+    before = snapshot(site)
+    capsys.readouterr()
+
+    assert build(ratings, site) == 0
+
+    assert snapshot(site) == before
+    assert " 0 written, 0 removed, 2 unchanged in " in capsys.readouterr().out
+
+
+def test_a_new_base_url_rewrites_every_document(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    ratings = ratings_file(tmp_path, "  1: [5]\n")
+    assert build(ratings, site) == 0
+
+    assert build(ratings, site, "--base-url", "https://cdn.example.org") == 0
+
+    assert (site / document(1)).read_bytes().startswith(
+        b'{"article_url": "https://cdn.example.org/away/api/articles/1/"'
+    )
+
+
+def test_articles_no_longer_listed_are_removed_with_their_folders(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    site = tmp_path / "site"
+    ratings = ratings_file(tmp_path, "  1: [5]\n  2: [4]\n  30: [3]\n")
+    assert build(ratings, site) == 0
+    ratings_file(tmp_path, "  2: [4]\n")
+    capsys.readouterr()
+
+    assert build(ratings, site) == 0
+
+    assert " 2 removed, " in capsys.readouterr().out
+    assert sorted(os.listdir(site / ARTICLES)) == ["2"]
+
+
+def test_files_the_generator_did_not_make_are_kept(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    ratings = ratings_file(tmp_path, "  7: [5]\n  8: [4]\n")
+    assert build(ratings, site) == 0
+    users = {
+        "CNAME": b"ratings.example.com\n",
+        "_headers": b"/*\n  X-Frame-Options: DENY\n",
+        "away/api/articles/7/rating/notes.txt": b"kept\n",
+        "away/api/articles/drafts/index.html": b"<p>draft</p>\n",
+        "away/api/articles/0099/rating/index.json": b"not an id the generator writes\n",
+        "away/api/articles/9/README": b"a folder that looks like an id, without a document\n",
+    }
+    for name, content in users.items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_bytes(content)
+    ratings_file(tmp_path, "  8: [4]\n")
+
+    assert build(ratings, site) == 0
+
+    tree = read_tree(site)
+    assert {name: tree.get(name) for name in users} == users
+    assert str(document(7)) not in tree
+
+
+def test_an_empty_catalogue_leaves_only_the_users_files(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    ratings = ratings_file(tmp_path, "  7: [5]\n")
+    assert build(ratings, site) == 0
+    (site / "CNAME").write_text("ratings.example.com\n")
+    ratings_file(tmp_path, "  {}\n")
+
+    assert build(ratings, site) == 0
+
+    assert sorted(os.listdir(site)) == ["CNAME"]
+
+
+def test_builds_are_deterministic_whatever_the_order(tmp_path: Path) -> None:
+    articles = ["  3: [1, 2]\n", "  1: {sum: 29, count: 6}\n", "  2: []\n", "  40: [5, 5, 4]\n"]
+    first = ratings_file(tmp_path / "a", "".join(articles))
+    second = ratings_file(tmp_path / "b", "".join(reversed(articles)))
+
+    assert build(first, tmp_path / "site-a") == 0
+    assert build(second, tmp_path / "site-b") == 0
+    assert build(first, tmp_path / "site-c") == 0
+
+    trees = [read_tree(tmp_path / name) for name in ("site-a", "site-b", "site-c")]
+    assert len(trees[0]) == 4
+    assert trees[0] == trees[1] == trees[2]
+
+
+def test_check_reports_a_missing_site(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ratings = ratings_file(tmp_path, "  1: [5]\n  2: [4]\n")
+    site = tmp_path / "site"
+
+    assert build(ratings, site, "--check") == 1
+
+    assert capsys.readouterr().err == (
+        f"{site} is out of date: 2 to write, 0 to remove:\n"
+        f"  {site / document(1)}\n"
+        f"  {site / document(2)}\n"
+    )
+    assert not site.exists()
+
+
+def test_check_passes_on_a_fresh_build(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ratings = ratings_file(tmp_path, "  1: [5]\n  2: [4]\n")
+    site = tmp_path / "site"
+    assert build(ratings, site) == 0
+    capsys.readouterr()
+
+    assert build(ratings, site, "--check") == 0
+
+    assert capsys.readouterr().out == f"{site} is up to date: 2 articles\n"
+
+
+def test_check_names_edited_stale_and_leftover_files_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    site = tmp_path / "site"
+    ratings = ratings_file(tmp_path, "  1: [5]\n  2: [4]\n  3: [3]\n")
+    assert build(ratings, site) == 0
+    (site / document(2)).write_text('{"edited": true}\n')
+    ratings_file(tmp_path, "  1: [5]\n  2: [4]\n")
+    (site / TMP_NAME).write_bytes(b'{"article_url": "ht')
+    before = snapshot(site)
+    capsys.readouterr()
+
+    assert build(ratings, site, "--check") == 1
+
+    assert capsys.readouterr().err == (
+        f"{site} is out of date: 1 to write, 2 to remove:\n"
+        f"  {site / document(2)}\n"
+        f"  {site / document(3)}\n"
+        f"  {site / TMP_NAME}\n"
+    )
+    assert snapshot(site) == before
+
+
+def test_check_names_at_most_five_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ratings = ratings_file(tmp_path, "".join(f"  {n}: [5]\n" for n in range(1, 9)))
+
+    assert build(ratings, tmp_path / "site", "--check") == 1
+
+    message = capsys.readouterr().err.splitlines()
+    assert message[0] == f"{tmp_path / 'site'} is out of date: 8 to write, 0 to remove:"
+    assert len(message) == 7
+    assert message[-1] == "  and 3 more"
+
+
+def test_a_build_consumes_the_leftover_of_a_killed_build(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    ratings = ratings_file(tmp_path, "  1: [5]\n")
+    assert build(ratings, site) == 0
+    (site / TMP_NAME).write_bytes(b'{"article_url": "ht')
+
+    assert build(ratings, site) == 0
+
+    assert sorted(read_tree(site)) == [str(document(1))]
+
+
+def limit_file_size(size: int) -> None:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+
+def test_a_build_killed_mid_write_leaves_whole_documents(tmp_path: Path) -> None:
+    """The kernel kills the build (SIGXFSZ) when a file outgrows the limit, mid-write."""
+    site = tmp_path / "site"
+    ratings = ratings_file(tmp_path, "  1: [5]\n  2: [4]\n")
+    assert build(ratings, site) == 0
+    old = read_tree(site)
+    # Article 1's new document fits in the limit; article 2's is longer and does not.
+    ratings_file(tmp_path, "  1: [5, 5]\n  2: {sum: 4000000000, count: 1000000000}\n")
+    limit = len((site / document(1)).read_bytes()) + 20
+
+    killed = subprocess.run(
+        [sys.executable, str(ROOT / "generate.py"), "--input", str(ratings), "--output", str(site)],
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        preexec_fn=lambda: limit_file_size(limit),
+        capture_output=True,
+    )
+
+    assert killed.returncode == -signal.SIGXFSZ
+    tree = read_tree(site)
+    assert tree[str(document(1))].endswith(b'"rating_sum": 10, "rating_count": 2, "rating_value": "5.0"}\n')
+    assert tree[str(document(2))] == old[str(document(2))]
+    assert len(tree[TMP_NAME]) == limit  # the cut-off write went to the temporary file only
+
+    assert build(ratings, site) == 0
+    tree = read_tree(site)
+    assert sorted(tree) == [str(document(1)), str(document(2))]
+    assert tree[str(document(2))].endswith(
+        b'"rating_sum": 4000000000, "rating_count": 1000000000, "rating_value": "4.0"}\n'
+    )
+
+
+def test_an_unwritable_output_is_an_error_without_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ratings = ratings_file(tmp_path, "  1: [5]\n")
+    (tmp_path / "file").write_text("not a folder\n")
+
+    assert build(ratings, tmp_path / "file" / "site") == 2
+
+    assert capsys.readouterr().err == f"{tmp_path / 'file' / 'site'}: cannot write: Not a directory\n"
+
+
+def test_a_missing_input_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert build(tmp_path / "missing.yaml", tmp_path / "site") == 2
+
+    assert capsys.readouterr().err == f"{tmp_path / 'missing.yaml'}: cannot read: No such file or directory\n"
+    assert not (tmp_path / "site").exists()

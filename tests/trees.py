@@ -1,0 +1,38 @@
+"""Whole output trees as data, for exact comparisons with readable failures."""
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+
+
+def read_tree(root: Path) -> dict[str, bytes]:
+    """Every file below ``root`` by its relative path."""
+    return {
+        str(path.relative_to(root)): path.read_bytes()
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+
+
+def snapshot(root: Path) -> dict[str, tuple[bytes | None, int]]:
+    """Every file and folder below ``root`` with its bytes and modification time."""
+    return {
+        str(path.relative_to(root)): (
+            path.read_bytes() if path.is_file() else None,
+            os.stat(path).st_mtime_ns,
+        )
+        for path in sorted(root.rglob("*"))
+    }
+
+
+def tree_diff(actual: dict[str, bytes], expected: dict[str, bytes]) -> str:
+    """A unified diff of two trees, file by file."""
+    lines: list[str] = []
+    for name in sorted(actual.keys() | expected.keys()):
+        if actual.get(name) == expected.get(name):
+            continue
+        before = expected.get(name, b"").decode(errors="replace").splitlines()
+        after = actual.get(name, b"").decode(errors="replace").splitlines()
+        lines += difflib.unified_diff(before, after, f"expected/{name}", f"actual/{name}", lineterm="")
+    return "\n".join(lines)
