@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from ratings_api.errors import InputError
+from ratings_api.fastpath import load_fast
 from ratings_api.loader import Catalogue, load
 from ratings_api.rating import Renderer
 from ratings_api.writer import Changes, sync_site
@@ -31,7 +32,7 @@ def build(
     ``fallback_base_url`` is used when no base URL is configured anywhere
     (``--serve`` passes the address it serves at).
     """
-    catalogue = load(input_path, read_input(input_path))
+    catalogue = load_catalogue(input_path, read_input(input_path))
     url = resolve_base_url(input_path, base_url, environ, catalogue, fallback_base_url)
     render = Renderer(url)
     changes = sync_site(output, _documents(catalogue, render), dry_run=dry_run)
@@ -44,6 +45,12 @@ def read_input(path: str) -> bytes:
             return file.read()
     except OSError as error:
         raise InputError(f"{path}: cannot read: {error.strerror}") from None
+
+
+def load_catalogue(path: str, data: bytes) -> Catalogue:
+    """The fast reading where it applies, else the event walker, which also reports errors."""
+    catalogue = load_fast(path, data)
+    return load(path, data) if catalogue is None else catalogue
 
 
 def _documents(catalogue: Catalogue, render: Renderer) -> Iterator[tuple[int, bytes]]:

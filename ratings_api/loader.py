@@ -57,13 +57,13 @@ class Catalogue:
 def load(path: str, data: bytes) -> Catalogue:
     """Validate ``data``, the bytes of the file named ``path``, into a Catalogue."""
     try:
-        walker = _Walker(path, data, scale=None)
+        walker = Walker(path, data, scale=None)
         catalogue = walker.document()
         if walker.scale_came_late:
             # The ratings were read before their bounds were known: read them
             # again with the bounds, so the first rating out of scale is the
             # one reported. Only files that put scale after articles pay this.
-            catalogue = _Walker(path, data, scale=catalogue.scale).document()
+            catalogue = Walker(path, data, scale=catalogue.scale).document()
     except yaml.MarkedYAMLError as error:
         raise InputError(f"{_where(path, error.problem_mark)}: {_syntax(error)}") from None
     except yaml.reader.ReaderError as error:
@@ -115,7 +115,7 @@ def _describe(event: Event) -> str:
     return "the end of the mapping"
 
 
-class _Walker:
+class Walker:
     """One pass over the event stream of one YAML document."""
 
     def __init__(self, path: str, data: bytes, scale: tuple[int, int] | None) -> None:
@@ -123,6 +123,7 @@ class _Walker:
         self.next_event = Parser(data).get_event
         self.catalogue = Catalogue(scale=scale)
         self.scale_came_late = False
+        self.articles_line = -1  # where the key 'articles' is, counted from 0
 
     def fail(self, event: Event, message: str) -> NoReturn:
         raise InputError(f"{_where(self.path, event.start_mark)}: {message}")
@@ -181,6 +182,7 @@ class _Walker:
                 break
             name = self.top_key(key, seen)
             if name == "articles":
+                self.articles_line = key.start_mark.line
                 self.articles()
             elif name == "scale":
                 self.scale()

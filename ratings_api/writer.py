@@ -86,22 +86,32 @@ def _sync(
     dry_run: bool,
 ) -> Changes:
     changes = Changes()
-    listed = set()
+    # One listing up front: a new article's folder cannot hold a document, so
+    # it is written without first trying to read one, and what is left in
+    # ``existing`` at the end is stale.
+    existing = _article_folders(articles_fd)
+    listed = 0
     for article_id, body in documents:
-        listed.add(article_id)
-        path = f"{article_id}/{DOCUMENT}"
+        listed += 1
+        name = str(article_id)
+        path = f"{name}/{DOCUMENT}"
         try:
-            if _current(articles_fd, path, len(body)) == body:
-                changes.unchanged += 1
-                continue
+            if name in existing:
+                existing.remove(name)
+                if _current(articles_fd, path, len(body)) == body:
+                    changes.unchanged += 1
+                    continue
+            elif not dry_run:
+                os.mkdir(name, dir_fd=articles_fd)
+                os.mkdir(f"{name}/rating", dir_fd=articles_fd)
             changes.written += 1
             if dry_run:
                 changes.note(os.path.join(root, ARTICLES_PATH, path))
             else:
-                _replace(root_fd, articles_fd, str(article_id), body)
+                _replace(root_fd, articles_fd, name, body)
         except OSError as error:
             raise _write_error(os.path.join(root, ARTICLES_PATH, path), error) from None
-    _remove_stale(root, articles_fd, listed, changes, dry_run)
+    _remove_stale(root, articles_fd, existing, changes, dry_run)
     _remove_leftover_tmp(root, root_fd, changes, dry_run)
     if not listed and not dry_run:
         try:
@@ -123,6 +133,12 @@ def _current(dir_fd: int, path: str, size: int) -> bytes | None:
         os.close(fd)
 
 
+def _article_folders(articles_fd: int) -> set[str]:
+    """The names of the folders the generator may have made: ids as it writes them."""
+    with os.scandir(articles_fd) as entries:
+        return {entry.name for entry in entries if ID_NAME.fullmatch(entry.name)}
+
+
 def _replace(root_fd: int, articles_fd: int, name: str, body: bytes) -> None:
     fd = os.open(TMP_NAME, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=root_fd)
     try:
@@ -134,24 +150,14 @@ def _replace(root_fd: int, articles_fd: int, name: str, body: bytes) -> None:
     target = f"{name}/{DOCUMENT}"
     try:
         os.replace(TMP_NAME, target, src_dir_fd=root_fd, dst_dir_fd=articles_fd)
-    except FileNotFoundError:  # a new article: its folders come first
-        for folder in (name, f"{name}/rating"):
-            try:
-                os.mkdir(folder, dir_fd=articles_fd)
-            except FileExistsError:
-                pass
+    except FileNotFoundError:  # the article's folder is there, but not its rating/
+        os.mkdir(f"{name}/rating", dir_fd=articles_fd)
         os.replace(TMP_NAME, target, src_dir_fd=root_fd, dst_dir_fd=articles_fd)
 
 
 def _remove_stale(
-    root: str, articles_fd: int, listed: set[int], changes: Changes, dry_run: bool
+    root: str, articles_fd: int, stale: set[str], changes: Changes, dry_run: bool
 ) -> None:
-    with os.scandir(articles_fd) as entries:
-        stale = [
-            entry.name
-            for entry in entries
-            if ID_NAME.fullmatch(entry.name) and int(entry.name) not in listed
-        ]
     for name in sorted(stale, key=int):
         path = f"{name}/{DOCUMENT}"
         try:
