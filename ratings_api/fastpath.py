@@ -22,6 +22,7 @@ is still read by the walker: the article lines are replaced by
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Final
 
 import yaml
@@ -36,6 +37,8 @@ ARTICLE: Final = re.compile(
     rb"|\{sum: (?P<sum>" + _INT + rb"), count: (?P<count>0|[1-9][0-9]{0,99})\})"
     rb"(?: +#[^\n]*)?\n"
 )
+ZERO: Final = ord("0")
+SEPARATOR: Final = ord(",") + ord(" ")
 BLANK_OR_COMMENT: Final = re.compile(rb" *(?:#[^\n]*)?\n")  # libyaml refuses a tab there
 ARTICLES_KEY: Final = re.compile(rb"^articles:(?: +#[^\n]*)?\n", re.MULTILINE)
 # Characters libyaml refuses, or reads as line breaks where a line-based reader
@@ -53,19 +56,39 @@ def load_fast(path: str, data: bytes) -> Catalogue | None:
     key = ARTICLES_KEY.search(data)
     if key is None:
         return None
-    ids: list[int] = []
-    sums: list[int] = []
-    counts: list[int] = []
-    lows: list[int] = []
-    highs: list[int] = []
-    end = _read_articles(data, key.end(), ids, sums, counts, lows, highs)
-    if end is None or len(set(ids)) != len(ids) or (ids and max(ids) > MAX_ID):
+    articles = _Articles()
+    end = _read_articles(data, key.end(), articles)
+    ids = articles.ids
+    if end is None or len(set(ids)) != len(ids) or max(ids) > MAX_ID:
         return None
     meta = _rest_of_file(path, data, key.start(), key.end(), end)
-    if meta is None or not _within_scale(meta.scale, sums, counts, lows, highs):
+    if meta is None or not articles.within(meta.scale):
         return None
-    meta.ids, meta.sums, meta.counts = ids, sums, counts
+    meta.ids, meta.sums, meta.counts = ids, articles.sums, articles.counts
     return meta
+
+
+@dataclass
+class _Articles:
+    """The articles read so far, and every rating, for the scale to judge at the end."""
+
+    ids: list[int] = field(default_factory=list)
+    sums: list[int] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)
+    digit_lists: list[bytes] = field(default_factory=list)  # "5, 4, 5": one-digit ratings
+    values: list[int] = field(default_factory=list)  # the other ratings
+
+    def within(self, scale: tuple[int, int] | None) -> bool:
+        if scale is None:
+            return True
+        low, high = scale
+        digits = b"".join(self.digit_lists).translate(None, b", ")
+        if digits and not low <= min(digits) - ZERO <= max(digits) - ZERO <= high:
+            return False
+        if self.values and not low <= min(self.values) <= max(self.values) <= high:
+            return False
+        # Ratings within the scale give sums within it; the totals need the check.
+        return all(low * n <= total <= high * n for total, n in zip(self.sums, self.counts))
 
 
 def _plain_characters(data: bytes) -> bool:
@@ -79,17 +102,11 @@ def _plain_characters(data: bytes) -> bool:
         return False
 
 
-def _read_articles(
-    data: bytes,
-    position: int,
-    ids: list[int],
-    sums: list[int],
-    counts: list[int],
-    lows: list[int],
-    highs: list[int],
-) -> int | None:
+def _read_articles(data: bytes, position: int, articles: _Articles) -> int | None:
     """Read article lines from ``position``; where they end, or None if unusual."""
     article, blank = ARTICLE.match, BLANK_OR_COMMENT.match
+    add_id, add_sum, add_count = articles.ids.append, articles.sums.append, articles.counts.append
+    add_digits, add_values = articles.digit_lists.append, articles.values.extend
     indent = None
     size = len(data)
     while position < size:
@@ -100,29 +117,35 @@ def _read_articles(
                 break
             position = line.end()
             continue
-        if indent != line["indent"]:
+        spaces, article_id, ratings, total, count = line.groups()
+        if indent != spaces:
             if indent is not None:
                 return None  # entries of one mapping must line up
-            indent = line["indent"]
-        ids.append(int(line["id"]))
-        ratings = line["ratings"]
+            indent = spaces
+        add_id(int(article_id))
         if ratings is not None:
-            values = [int(rating) for rating in ratings.split(b", ")]
-            sums.append(sum(values))
-            counts.append(len(values))
-            lows.append(min(values))
-            highs.append(max(values))
-        elif line["sum"] is None:  # the empty list, []
-            sums.append(0)
-            counts.append(0)
+            count = ratings.count(b",") + 1
+            if len(ratings) == 3 * count - 2:
+                # Only one-digit ratings fit "d, d, d" in this length, so the
+                # sum of the bytes is the digits' plus (count - 1) separators.
+                add_sum(sum(ratings) - SEPARATOR * (count - 1) - ZERO * count)
+                add_digits(ratings)
+            else:
+                values = [int(rating) for rating in ratings.split(b", ")]
+                add_sum(sum(values))
+                add_values(values)
+            add_count(count)
+        elif total is None:  # the empty list, []
+            add_sum(0)
+            add_count(0)
         else:
-            total, count = int(line["sum"]), int(line["count"])
+            total, count = int(total), int(count)
             if count == 0 and total != 0:
                 return None
-            sums.append(total)
-            counts.append(count)
+            add_sum(total)
+            add_count(count)
         position = line.end()
-    if not ids or (position < size and data[position] in b" \t"):
+    if not articles.ids or (position < size and data[position] in b" \t"):
         return None  # no article (then 'articles' is null), or a line of another layout
     return position
 
@@ -141,20 +164,3 @@ def _rest_of_file(path: str, data: bytes, start: int, after_key: int, end: int) 
     if walker.articles_line != data.count(b"\n", 0, start) or meta.ids:
         return None
     return meta
-
-
-def _within_scale(
-    scale: tuple[int, int] | None,
-    sums: list[int],
-    counts: list[int],
-    lows: list[int],
-    highs: list[int],
-) -> bool:
-    if scale is None:
-        return True
-    low, high = scale
-    if lows and (min(lows) < low or max(highs) > high):
-        return False
-    # Lists within the scale give sums within it; this re-checks them with the
-    # totals, which is cheaper than telling the two apart.
-    return all(low * count <= total <= high * count for total, count in zip(sums, counts))

@@ -17,6 +17,7 @@ from tests.trees import read_tree, snapshot
 ROOT = Path(__file__).resolve().parent.parent
 OLD_TIME = 1_000_000_000_000_000_000  # 2001, in nanoseconds: far from any build's clock
 ARTICLES = Path("away/api/articles")
+LEFTOVER = ".generate-1.tmp"  # as a killed build's second writer leaves it
 
 
 def document(article_id: int) -> Path:
@@ -192,7 +193,7 @@ def test_check_names_edited_stale_and_leftover_files_and_writes_nothing(
     assert build(ratings, site) == 0
     (site / document(2)).write_text('{"edited": true}\n')
     ratings_file(tmp_path, "  1: [5]\n  2: [4]\n")
-    (site / TMP_NAME).write_bytes(b'{"article_url": "ht')
+    (site / LEFTOVER).write_bytes(b'{"article_url": "ht')
     before = snapshot(site)
     capsys.readouterr()
 
@@ -202,7 +203,7 @@ def test_check_names_edited_stale_and_leftover_files_and_writes_nothing(
         f"{site} is out of date: 1 to write, 2 to remove:\n"
         f"  {site / document(2)}\n"
         f"  {site / document(3)}\n"
-        f"  {site / TMP_NAME}\n"
+        f"  {site / LEFTOVER}\n"
     )
     assert snapshot(site) == before
 
@@ -224,7 +225,7 @@ def test_a_build_consumes_the_leftover_of_a_killed_build(tmp_path: Path) -> None
     site = tmp_path / "site"
     ratings = ratings_file(tmp_path, "  1: [5]\n")
     assert build(ratings, site) == 0
-    (site / TMP_NAME).write_bytes(b'{"article_url": "ht')
+    (site / LEFTOVER).write_bytes(b'{"article_url": "ht')
 
     assert build(ratings, site) == 0
 
@@ -235,35 +236,75 @@ def limit_file_size(size: int) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
 
 
-def test_a_build_killed_mid_write_leaves_whole_documents(tmp_path: Path) -> None:
-    """The kernel kills the build (SIGXFSZ) when a file outgrows the limit, mid-write."""
+def run_generate(*args: str, **options: object) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "generate.py"), *args],
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, **options,
+    )
+
+
+def test_a_write_cut_short_leaves_whole_documents(tmp_path: Path) -> None:
+    """As on a full disk: the kernel writes part of a file, then refuses the rest."""
     site = tmp_path / "site"
     ratings = ratings_file(tmp_path, "  1: [5]\n  2: [4]\n")
     assert build(ratings, site) == 0
     old = read_tree(site)
     # Article 1's new document fits in the limit; article 2's is longer and does not.
-    ratings_file(tmp_path, "  1: [5, 5]\n  2: {sum: 4000000000, count: 1000000000}\n")
+    ratings_file(tmp_path, "  1: [5, 5]\n  2: {sum: 40000000000000, count: 10000000000000}\n")
     limit = len((site / document(1)).read_bytes()) + 20
 
-    killed = subprocess.run(
-        [sys.executable, str(ROOT / "generate.py"), "--input", str(ratings), "--output", str(site)],
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    process = run_generate(
+        "--input", str(ratings), "--output", str(site),
         preexec_fn=lambda: limit_file_size(limit),
-        capture_output=True,
     )
+    stdout, stderr = process.communicate(timeout=60)
 
-    assert killed.returncode == -signal.SIGXFSZ
+    assert (process.returncode, stdout) == (2, b"")
+    assert stderr == f"{site / document(2)}: cannot write: File too large\n".encode()
     tree = read_tree(site)
     assert tree[str(document(1))].endswith(b'"rating_sum": 10, "rating_count": 2, "rating_value": "5.0"}\n')
     assert tree[str(document(2))] == old[str(document(2))]
-    assert len(tree[TMP_NAME]) == limit  # the cut-off write went to the temporary file only
+    leftovers = [name for name in tree if TMP_NAME.fullmatch(name)]
+    assert len(leftovers) == 1
+    assert len(tree[leftovers[0]]) == limit  # the cut-off write went to a temporary file only
 
     assert build(ratings, site) == 0
     tree = read_tree(site)
     assert sorted(tree) == [str(document(1)), str(document(2))]
     assert tree[str(document(2))].endswith(
-        b'"rating_sum": 4000000000, "rating_count": 1000000000, "rating_value": "4.0"}\n'
+        b'"rating_sum": 40000000000000, "rating_count": 10000000000000, "rating_value": "4.0"}\n'
     )
+
+
+def test_a_build_killed_midway_leaves_whole_documents(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    articles = "".join(f"  {n}: [{n % 5 + 1}]\n" for n in range(1, 2001))
+    ratings = ratings_file(tmp_path, articles, base_url="https://old.example")
+    assert build(ratings, site) == 0
+    old = read_tree(site)
+    ratings_file(tmp_path, articles, base_url="https://new.example")
+    process = run_generate("--input", str(ratings), "--output", str(site))
+    probe = site / document(1)
+    try:
+        while b"old.example" in probe.read_bytes() and process.poll() is None:
+            pass  # until the rewrite has begun
+        process.kill()
+    finally:
+        process.communicate(timeout=60)
+    assert process.returncode == -signal.SIGKILL, "the build finished before it could be killed"
+
+    tree = read_tree(site)
+    rewritten = 0
+    for name, content in old.items():
+        if tree[name] != content:
+            assert tree[name] == content.replace(b"old.example", b"new.example"), name
+            rewritten += 1
+    assert 0 < rewritten < len(old)
+    assert build(ratings, site) == 0
+    assert read_tree(site) == {
+        name: content.replace(b"old.example", b"new.example") for name, content in old.items()
+    }
 
 
 def test_an_unwritable_output_is_an_error_without_traceback(
