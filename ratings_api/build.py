@@ -1,7 +1,7 @@
 """One build: read and validate the input, settle the base URL, sync the output."""
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -26,17 +26,21 @@ def build(
     environ: Mapping[str, str],
     dry_run: bool = False,
     fallback_base_url: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Result:
     """Build ``output`` from ``input_path``; with ``dry_run``, only say what would change.
 
     ``fallback_base_url`` is used when no base URL is configured anywhere
-    (``--serve`` passes the address it serves at).
+    (``--serve`` passes the address it serves at). ``progress`` is called
+    now and then with the articles handed to the writers so far, and all.
     """
     catalogue = load_catalogue(input_path, read_input(input_path))
     url = resolve_base_url(input_path, base_url, environ, catalogue, fallback_base_url)
-    render = Renderer(url)
-    changes = sync_site(output, _documents(catalogue, render), dry_run=dry_run)
-    return Result(len(catalogue.ids), changes)
+    documents = _documents(catalogue, Renderer(url))
+    total = len(catalogue.ids)
+    report = None if progress is None else lambda done: progress(done, total)
+    changes = sync_site(output, documents, dry_run=dry_run, progress=report)
+    return Result(total, changes)
 
 
 def read_input(path: str) -> bytes:

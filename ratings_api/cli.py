@@ -37,6 +37,10 @@ def parser() -> argparse.ArgumentParser:
         "--check", action="store_true",
         help="write nothing; exit 1 if the output is not what a build would make",
     )
+    command.add_argument(
+        "--quiet", action="store_true",
+        help="print nothing but errors: no progress, no summary",
+    )
     serving = command.add_argument_group("serving")
     serving.add_argument(
         "--serve", action="store_true",
@@ -65,19 +69,29 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.input, args.output, base_url=args.base_url, host=args.host, port=args.port
         )
     started = time.perf_counter()
+    show_progress = not args.quiet and sys.stderr.isatty()
     try:
         result = build(
-            args.input, args.output, base_url=args.base_url,
-            environ=os.environ, dry_run=args.check,
+            args.input, args.output, base_url=args.base_url, environ=os.environ,
+            dry_run=args.check, progress=_show_progress if show_progress else None,
         )
     except InputError as error:
         print(error, file=sys.stderr)
         return 2
+    finally:
+        if show_progress:
+            print("\r\x1b[K", end="", file=sys.stderr, flush=True)  # leave a clean line
     seconds = time.perf_counter() - started
     if args.check:
-        return _report_check(args.output, result)
-    print(_summary(args.output, result, seconds))
+        return _report_check(args.output, result, args.quiet)
+    if not args.quiet:
+        print(_summary(args.output, result, seconds))
     return 0
+
+
+def _show_progress(done: int, total: int) -> None:
+    percent = 100 * done // total if total else 100
+    print(f"\rwriting: {done:,} of {total:,} articles ({percent}%)", end="", file=sys.stderr, flush=True)
 
 
 def _summary(output: str, result: Result, seconds: float) -> str:
@@ -90,10 +104,11 @@ def _summary(output: str, result: Result, seconds: float) -> str:
     )
 
 
-def _report_check(output: str, result: Result) -> int:
+def _report_check(output: str, result: Result, quiet: bool) -> int:
     changes = result.changes
     if not changes.written and not changes.removed:
-        print(f"{output} is up to date: {result.articles} articles")
+        if not quiet:
+            print(f"{output} is up to date: {result.articles} articles")
         return 0
     listed = "".join(f"\n  {path}" for path in changes.examples)
     more = changes.written + changes.removed - len(changes.examples)

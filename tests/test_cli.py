@@ -1,6 +1,8 @@
 """The command line as users meet it: options, base URL, messages, docs in step."""
 from __future__ import annotations
 
+import os
+import pty
 import re
 import subprocess
 import sys
@@ -214,3 +216,64 @@ def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_one() -> None:
     assert test.endswith("python -m pytest")
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert ci[-1] == test
+
+
+def run_on_terminal(*args: str) -> tuple[int, bytes, bytes]:
+    """Run generate.py with stderr on a pseudo-terminal; its exit code, stdout, and what the terminal got."""
+    leader, follower = pty.openpty()
+    try:
+        process = subprocess.Popen(
+            [sys.executable, str(ROOT / "generate.py"), *args],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=follower,
+        )
+        os.close(follower)
+        terminal = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # EIO: the process closed the terminal
+                break
+            if not chunk:
+                break
+            terminal += chunk
+        stdout = process.stdout.read()
+        process.stdout.close()
+        return process.wait(timeout=60), stdout, terminal
+    finally:
+        os.close(leader)
+
+
+def test_progress_shows_on_a_terminal(tmp_path: Path) -> None:
+    ratings = write(tmp_path / "ratings.yaml", "base_url: https://example.com\narticles:\n"
+                    + "".join(f"  {n}: [5]\n" for n in range(1, 1001)))
+
+    code, stdout, terminal = run_on_terminal("--input", str(ratings), "--output", str(tmp_path / "site"))
+
+    assert code == 0
+    assert stdout.startswith(f"built {tmp_path / 'site'}: 1000 articles, 1000 written".encode())
+    assert terminal.endswith(b"\rwriting: 1,000 of 1,000 articles (100%)\r\x1b[K"), terminal
+    reports = terminal.removesuffix(b"\r\x1b[K").split(b"\r")[1:]
+    assert all(re.fullmatch(rb"writing: [\d,]+ of 1,000 articles \(\d+%\)", line) for line in reports)
+
+
+def test_quiet_prints_nothing_even_on_a_terminal(tmp_path: Path) -> None:
+    ratings = write(tmp_path / "ratings.yaml", "base_url: https://example.com\narticles:\n  7: [5]\n")
+
+    code, stdout, terminal = run_on_terminal(
+        "--input", str(ratings), "--output", str(tmp_path / "site"), "--quiet"
+    )
+
+    assert (code, stdout, terminal) == (0, b"", b"")
+    assert (tmp_path / "site/away/api/articles/7/rating/index.json").is_file()
+
+
+def test_no_progress_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
+    ratings = write(tmp_path / "ratings.yaml", "base_url: https://example.com\narticles:\n  7: [5]\n")
+
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "generate.py"), "--input", str(ratings), "--output", str(tmp_path / "site")],
+        capture_output=True, text=True,
+    )
+
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.startswith(f"built {tmp_path / 'site'}: 1 articles, 1 written, ")
