@@ -24,7 +24,7 @@ import errno
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from itertools import islice
@@ -53,7 +53,8 @@ class Changes:
     unchanged: int = 0
     # The first few paths changed, each after its place: documents to write
     # (0, batch, position), in the input's order, whichever thread finished
-    # first; then stale documents (1, n) and leftover temporary files (2, n).
+    # first; then other generated files (1, n), stale documents (2, n) and
+    # leftover temporary files (3, n).
     noted: list[tuple[tuple[int, ...], str]] = field(default_factory=list)
 
     def note(self, place: tuple[int, ...], path: str) -> None:
@@ -109,20 +110,25 @@ def sync_site(
     root: str,
     documents: Iterable[Document],
     *,
+    extras: Mapping[str, bytes] | None = None,
     dry_run: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> Changes:
     """Write each ``(article id, document)`` that differs and remove the stale ones.
 
-    ``progress`` is called now and then, from this thread, with the number of
-    documents handed to the writers so far.
+    ``extras`` are other generated files, by their path below ``root`` (such
+    as ``_redirects``): written the same way, never removed. ``progress`` is
+    called now and then, from this thread, with the number of documents
+    handed to the writers so far.
     """
     articles_dir = os.path.join(root, ARTICLES_PATH)
     try:
         if not dry_run:
             os.makedirs(articles_dir, exist_ok=True)
         elif not os.path.isdir(articles_dir):
-            return _all_missing(root, documents)
+            changes = _all_missing(root, documents)
+            _sync_extras(root, extras or {}, changes, dry_run)
+            return changes
         root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as error:
         raise _write_error(root, error) from None
@@ -130,11 +136,34 @@ def sync_site(
         articles_fd = os.open(ARTICLES_PATH, os.O_RDONLY | os.O_DIRECTORY, dir_fd=root_fd)
         try:
             site = _Site(root, root_fd, articles_fd, dry_run, _article_folders(articles_fd))
-            return _sync(site, documents, progress)
+            changes = _sync(site, documents, progress)
         finally:
             os.close(articles_fd)
     finally:
         os.close(root_fd)
+    _sync_extras(root, extras or {}, changes, dry_run)
+    return changes
+
+
+def _sync_extras(root: str, extras: Mapping[str, bytes], changes: Changes, dry_run: bool) -> None:
+    """The few other generated files, one by one, after the documents."""
+    for place, (name, body) in enumerate(sorted(extras.items())):
+        assert not os.path.isabs(name) and ".." not in name.split("/"), name
+        path = os.path.join(root, name)
+        try:
+            if _current(None, path, len(body)) == body:
+                changes.unchanged += 1
+                continue
+            changes.written += 1
+            changes.note((1, place), path)
+            if not dry_run:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                tmp = os.path.join(root, ".generate-0.tmp")  # the writers are done with it
+                with open(tmp, "wb") as file:
+                    file.write(body)
+                os.replace(tmp, path)
+        except OSError as error:
+            raise _write_error(path, error) from None
 
 
 def _all_missing(root: str, documents: Iterable[Document]) -> Changes:
@@ -211,7 +240,7 @@ def _article_folders(articles_fd: int) -> set[str]:
         return {entry.name for entry in entries if ID_NAME.fullmatch(entry.name)}
 
 
-def _current(dir_fd: int, path: str, size: int) -> bytes | None:
+def _current(dir_fd: int | None, path: str, size: int) -> bytes | None:
     """The file's bytes, or None when missing; one byte past ``size`` is enough to differ."""
     try:
         fd = os.open(path, os.O_RDONLY, dir_fd=dir_fd)
@@ -254,7 +283,7 @@ def _remove_stale(site: _Site, changes: Changes) -> None:
         except OSError as error:
             raise _write_error(site.path(path), error) from None
         changes.removed += 1
-        changes.note((1, place), site.path(path))
+        changes.note((2, place), site.path(path))
 
 
 def _remove_leftover_tmp(site: _Site, changes: Changes) -> None:
@@ -268,7 +297,7 @@ def _remove_leftover_tmp(site: _Site, changes: Changes) -> None:
         except OSError as error:
             raise _write_error(os.path.join(site.root, name), error) from None
         changes.removed += 1
-        changes.note((2, place), os.path.join(site.root, name))
+        changes.note((3, place), os.path.join(site.root, name))
 
 
 def _prune_empty(root_fd: int) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ratings_api.cli import main
-from ratings_api.writer import TMP_NAME
+from ratings_api.writer import TMP_NAME, sync_site
 from tests.trees import read_tree, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -324,4 +324,28 @@ def test_a_missing_input_is_an_error(
     assert build(tmp_path / "missing.yaml", tmp_path / "site") == 2
 
     assert capsys.readouterr().err == f"{tmp_path / 'missing.yaml'}: cannot read: No such file or directory\n"
+    assert not (tmp_path / "site").exists()
+
+
+def test_other_generated_files_are_written_only_when_they_change(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    extras = {"_redirects": b"/* /404.html 404\n", "away/api/openapi.json": b"{}\n"}
+
+    first = sync_site(str(site), [(7, b"{}\n")], extras=extras)
+    age_all(site)
+    second = sync_site(str(site), [(7, b"{}\n")], extras={**extras, "_redirects": b"changed\n"})
+
+    assert (first.written, first.unchanged) == (3, 0)
+    assert (second.written, second.unchanged) == (1, 2)
+    assert (site / "_redirects").read_bytes() == b"changed\n"
+    assert (site / "away/api/openapi.json").stat().st_mtime_ns == OLD_TIME
+    assert not [name for name in os.listdir(site) if TMP_NAME.fullmatch(name)]
+
+
+def test_check_names_missing_generated_files(tmp_path: Path) -> None:
+    changes = sync_site(str(tmp_path / "site"), [(7, b"{}\n")], extras={"_redirects": b"x\n"}, dry_run=True)
+
+    assert (changes.written, changes.examples) == (
+        2, [str(tmp_path / "site" / document(7)), str(tmp_path / "site/_redirects")]
+    )
     assert not (tmp_path / "site").exists()
