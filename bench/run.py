@@ -28,7 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -60,8 +60,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     peers = [name for name in args.peers.split(",") if name]
     work = Path(args.dir)
     work.mkdir(parents=True, exist_ok=True)
-    writer = _compile_floor_writer(work)
     print(_machine(work))
+    if args.stages:
+        for size in sizes:
+            print(_stages(size, args.seed, work))
+        return 0
+    writer = _compile_floor_writer(work)
     rows = [_measure_size(size, args, work, writer, peers) for size in sizes]
     print(_table(rows))
     peer_rows = [row for row in rows if row.peers]
@@ -78,6 +82,10 @@ def _parser() -> argparse.ArgumentParser:
     command.add_argument("--seed", type=int, default=20261122)
     command.add_argument("--peers", default="", help="comma-separated: frozen-flask,hugo")
     command.add_argument("--peer-max", type=int, default=100_000, help="largest size peers are run at")
+    command.add_argument(
+        "--stages", action="store_true",
+        help="instead, time the stages of a fresh build and a no-op, in this process",
+    )
     return command
 
 
@@ -214,6 +222,36 @@ def _prepare_peers(names: list[str], ratings: Path, work: Path, size: int) -> di
         peer_work.mkdir()
         prepared[name] = (peer.prepare(articles, peer_work, BASE_URL, cache), peer_work / "out")
     return prepared
+
+
+# --- where the time goes --------------------------------------------------
+
+
+def _stages(size: int, seed: int, work: Path) -> str:
+    """Each stage of a fresh build and of a no-op, timed on its own."""
+    from ratings_api.writer import sync_site
+
+    ratings, site = work / f"ratings-{size}.yaml", work / "site"
+    make_catalogue(size, seed, ratings)
+    lines = [f"{size:,} articles:"]
+
+    def stage(name: str, work: Callable[[], object]) -> object:
+        started = time.perf_counter()
+        result = work()
+        lines.append(f"  {name:<34} {time.perf_counter() - started:6.2f} s")
+        return result
+
+    data = stage("read the file", ratings.read_bytes)
+    catalogue = stage("parse and validate (fast path)", lambda: load_catalogue(str(ratings), data))
+    stage("libyaml's event parse, for scale", lambda: subprocess.run(
+        [sys.executable, "-c", PARSE_FLOOR, str(ratings)], check=True))
+    render = Renderer(BASE_URL)
+    articles = list(zip(catalogue.ids, catalogue.sums, catalogue.counts))
+    documents = stage("render every document", lambda: [(i, render(i, t, c)) for i, t, c in articles])
+    stage("write a fresh tree", lambda: sync_site(str(site), documents))
+    stage("no-op: compare every document", lambda: sync_site(str(site), documents))
+    remove_tree(site)
+    return "\n".join(lines)
 
 
 # --- the tables ------------------------------------------------------------

@@ -5,6 +5,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from ratings_api.describe import describe_files
 from ratings_api.errors import InputError
 from ratings_api.fastpath import load_fast
 from ratings_api.loader import Catalogue, load
@@ -39,7 +40,8 @@ def build(
     documents = _documents(catalogue, Renderer(url))
     total = len(catalogue.ids)
     report = None if progress is None else lambda done: progress(done, total)
-    changes = sync_site(output, documents, dry_run=dry_run, progress=report)
+    extras = describe_files(catalogue, url)
+    changes = sync_site(output, documents, extras=extras, dry_run=dry_run, progress=report)
     return Result(total, changes)
 
 
