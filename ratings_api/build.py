@@ -1,7 +1,7 @@
 """One build: read and validate the input, settle the base URL, sync the output."""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -37,11 +37,12 @@ def build(
     """
     catalogue = load_catalogue(input_path, read_input(input_path))
     url = resolve_base_url(input_path, base_url, environ, catalogue, fallback_base_url)
-    documents = _documents(catalogue, Renderer(url))
     total = len(catalogue.ids)
     report = None if progress is None else lambda done: progress(done, total)
-    extras = describe_files(catalogue, url)
-    changes = sync_site(output, documents, extras=extras, dry_run=dry_run, progress=report)
+    changes = sync_site(
+        output, catalogue, Renderer(url), extras=describe_files(catalogue, url),
+        dry_run=dry_run, progress=report,
+    )
     return Result(total, changes)
 
 
@@ -57,11 +58,6 @@ def load_catalogue(path: str, data: bytes) -> Catalogue:
     """The fast reading where it applies, else the event walker, which also reports errors."""
     catalogue = load_fast(path, data)
     return load(path, data) if catalogue is None else catalogue
-
-
-def _documents(catalogue: Catalogue, render: Renderer) -> Iterator[tuple[int, bytes]]:
-    for article_id, total, count in zip(catalogue.ids, catalogue.sums, catalogue.counts):
-        yield article_id, render(article_id, total, count)
 
 
 def resolve_base_url(

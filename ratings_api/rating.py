@@ -5,6 +5,7 @@ import json
 from typing import Final
 
 ARTICLES_PATH: Final = "away/api/articles"
+FORMAT: Final = 1  # the documents' layout: a new one makes every document change
 
 
 def rating_value(total: int, count: int) -> str:
@@ -38,6 +39,8 @@ class Renderer:
     def __init__(self, base_url: str) -> None:
         quoted = json.dumps(article_url(base_url, 0), ensure_ascii=False)
         self._url_head = quoted[: -len('0/"')]
+        # Besides an article's numbers, all its document depends on.
+        self.stamp = f"{FORMAT} {base_url}"
 
     def __call__(self, article_id: int, total: int, count: int) -> bytes:
         value = rating_value(total, count)

@@ -8,6 +8,7 @@ import pytest
 
 # Variables that choose the base URL: a developer's shell or CI may set any of them.
 BASE_URL_VARIABLES = ("BASE_URL", "CONTEXT", "URL", "DEPLOY_PRIME_URL")
+SHM = "/dev/shm"
 
 
 @pytest.fixture(autouse=True)
@@ -24,6 +25,15 @@ def pytest_configure(config: pytest.Config) -> None:
     several times slower for minutes after mass deletions (such as pytest's
     own clean-up of old runs); on /dev/shm the suite is many times faster.
     """
-    if config.option.basetemp is None and os.access("/dev/shm", os.W_OK):
-        config.option.basetemp = tempfile.mkdtemp(dir="/dev/shm", prefix="ratings-tests-")
+    if config.option.basetemp is None and _roomy_tmpfs(SHM):
+        config.option.basetemp = tempfile.mkdtemp(dir=SHM, prefix="ratings-tests-")
         config.add_cleanup(lambda: shutil.rmtree(config.option.basetemp, ignore_errors=True))
+
+
+def _roomy_tmpfs(path: str) -> bool:
+    """Whether ``path`` is a writable folder with room for the suite (a benchmark may fill it)."""
+    try:
+        room = os.statvfs(path)
+    except OSError:
+        return False
+    return os.access(path, os.W_OK) and room.f_favail > 500_000 and room.f_bavail * room.f_frsize > 2**30
