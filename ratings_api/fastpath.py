@@ -75,20 +75,21 @@ class _Articles:
     ids: list[int] = field(default_factory=list)
     sums: list[int] = field(default_factory=list)
     counts: list[int] = field(default_factory=list)
-    digit_lists: list[bytes] = field(default_factory=list)  # "5, 4, 5": one-digit ratings
+    digits: set[int] = field(default_factory=set)  # the bytes of one-digit ratings, and ", "
     values: list[int] = field(default_factory=list)  # the other ratings
+    totals: list[tuple[int, int]] = field(default_factory=list)  # {sum, count} as given
 
     def within(self, scale: tuple[int, int] | None) -> bool:
         if scale is None:
             return True
         low, high = scale
-        digits = b"".join(self.digit_lists).translate(None, b", ")
+        digits = self.digits - set(b", ")
         if digits and not low <= min(digits) - ZERO <= max(digits) - ZERO <= high:
             return False
         if self.values and not low <= min(self.values) <= max(self.values) <= high:
             return False
-        # Ratings within the scale give sums within it; the totals need the check.
-        return all(low * n <= total <= high * n for total, n in zip(self.sums, self.counts))
+        # Ratings within the scale give sums within it; only totals need the check.
+        return all(low * count <= total <= high * count for total, count in self.totals)
 
 
 def _plain_characters(data: bytes) -> bool:
@@ -106,7 +107,7 @@ def _read_articles(data: bytes, position: int, articles: _Articles) -> int | Non
     """Read article lines from ``position``; where they end, or None if unusual."""
     article, blank = ARTICLE.match, BLANK_OR_COMMENT.match
     add_id, add_sum, add_count = articles.ids.append, articles.sums.append, articles.counts.append
-    add_digits, add_values = articles.digit_lists.append, articles.values.extend
+    add_digits, add_values = articles.digits.update, articles.values.extend
     indent = None
     size = len(data)
     while position < size:
@@ -144,6 +145,7 @@ def _read_articles(data: bytes, position: int, articles: _Articles) -> int | Non
                 return None
             add_sum(total)
             add_count(count)
+            articles.totals.append((total, count))
         position = line.end()
     if not articles.ids or (position < size and data[position] in b" \t"):
         return None  # no article (then 'articles' is null), or a line of another layout
