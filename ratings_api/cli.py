@@ -98,17 +98,21 @@ def _summary(output: str, result: Result, seconds: float) -> str:
     changes = result.changes
     rate = f"{result.articles / seconds:,.0f}" if seconds > 0 else "-"
     return (
-        f"built {output}: {result.articles} articles, {changes.written} written, "
+        f"built {output}: {_articles(result.articles)}; files: {changes.written} written, "
         f"{changes.removed} removed, {changes.unchanged} unchanged "
         f"in {seconds:.2f} s ({rate} articles/s)"
     )
+
+
+def _articles(count: int) -> str:
+    return f"{count:,} article{'' if count == 1 else 's'}"
 
 
 def _report_check(output: str, result: Result, quiet: bool) -> int:
     changes = result.changes
     if not changes.written and not changes.removed:
         if not quiet:
-            print(f"{output} is up to date: {result.articles} articles")
+            print(f"{output} is up to date: {_articles(result.articles)}")
         return 0
     listed = "".join(f"\n  {path}" for path in changes.examples)
     more = changes.written + changes.removed - len(changes.examples)

@@ -1,4 +1,4 @@
-"""Golden cases: a folder each, with its input and the exact tree or error it gives."""
+"""Golden cases: a folder each, with its input and the exact documents or error it gives."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from ratings_api.cli import main
-from tests.trees import read_tree, snapshot, tree_diff
+from tests.trees import documents, snapshot, tree_diff
 
 CASES = Path(__file__).parent / "cases"
 VALID = sorted((CASES / "valid").iterdir())
@@ -33,7 +33,7 @@ def test_valid_case_builds_the_expected_tree(
 
     assert main(["--output", str(output), *case_args(case)]) == 0
 
-    actual, expected = read_tree(output), read_tree(case / "expected")
+    actual, expected = documents(output), documents(case / "expected")
     assert actual == expected, tree_diff(actual, expected)
 
 

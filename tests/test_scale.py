@@ -5,7 +5,7 @@ import random
 from pathlib import Path
 
 from ratings_api.cli import main
-from tests.trees import read_tree
+from tests.trees import documents
 
 SIZE = 20_000
 
@@ -48,9 +48,9 @@ def test_a_large_site_built_in_pieces_equals_one_built_at_once(tmp_path: Path) -
     build(flow_file(tmp_path / "changed.yaml", changed | stale), pieces)
     build(flow_file(tmp_path / "all.yaml", articles), pieces)
 
-    expected = read_tree(tmp_path / "at-once")
+    expected = documents(tmp_path / "at-once")
     assert len(expected) == SIZE
-    assert read_tree(pieces) == expected
+    assert documents(pieces) == expected
 
 
 def test_the_walker_and_the_fast_reading_build_the_same_site(tmp_path: Path) -> None:
@@ -59,4 +59,4 @@ def test_the_walker_and_the_fast_reading_build_the_same_site(tmp_path: Path) -> 
     build(flow_file(tmp_path / "flow.yaml", articles), tmp_path / "fast")
     build(block_file(tmp_path / "block.yaml", articles), tmp_path / "walked")
 
-    assert read_tree(tmp_path / "walked") == read_tree(tmp_path / "fast")
+    assert documents(tmp_path / "walked") == documents(tmp_path / "fast")

@@ -15,7 +15,7 @@ from ratings_api.loader import Catalogue
 from ratings_api.rating import Renderer
 from ratings_api.record import RECORD_NAME
 from ratings_api.writer import TMP_NAME, sync_site
-from tests.trees import read_tree, snapshot
+from tests.trees import documents, read_tree, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD_TIME = 1_000_000_000_000_000_000  # 2001, in nanoseconds: far from any build's clock
@@ -57,8 +57,9 @@ def test_rebuild_rewrites_only_what_changed(
 
     assert build(ratings, site) == 0
 
+    # Article 2's document, and the front page, whose table of the best rated changed.
     assert capsys.readouterr().out.startswith(
-        f"built {site}: 3 articles, 1 written, 0 removed, 2 unchanged in "
+        f"built {site}: 3 articles; files: 2 written, 0 removed, 6 unchanged in "
     )
     times = {path: (site / path).stat().st_mtime_ns for path in map(document, (1, 2, 3))}
     assert times[document(1)] == times[document(3)] == OLD_TIME
@@ -84,7 +85,7 @@ def test_rebuild_with_nothing_changed_writes_nothing(
     # The build's own record is saved anew each time; every published file stays.
     assert after.pop(RECORD_NAME) != before.pop(RECORD_NAME)
     assert after == before
-    assert " 0 written, 0 removed, 2 unchanged in " in capsys.readouterr().out
+    assert "; files: 0 written, 0 removed, 7 unchanged in " in capsys.readouterr().out
 
 
 def test_a_new_base_url_rewrites_every_document(tmp_path: Path) -> None:
@@ -138,7 +139,7 @@ def test_files_the_generator_did_not_make_are_kept(tmp_path: Path) -> None:
     assert str(document(7)) not in tree
 
 
-def test_an_empty_catalogue_leaves_only_the_users_files(tmp_path: Path) -> None:
+def test_an_empty_catalogue_removes_the_article_folders_but_not_the_users_files(tmp_path: Path) -> None:
     site = tmp_path / "site"
     ratings = ratings_file(tmp_path, "  7: [5]\n")
     assert build(ratings, site) == 0
@@ -147,7 +148,8 @@ def test_an_empty_catalogue_leaves_only_the_users_files(tmp_path: Path) -> None:
 
     assert build(ratings, site) == 0
 
-    assert sorted(os.listdir(site)) == [RECORD_NAME, "CNAME"]
+    assert sorted(os.listdir(site)) == [RECORD_NAME, "CNAME", "assets", "away", "index.html"]
+    assert sorted(os.listdir(site / "away/api")) == ["openapi.json"]
 
 
 def test_builds_are_deterministic_whatever_the_order(tmp_path: Path) -> None:
@@ -160,7 +162,7 @@ def test_builds_are_deterministic_whatever_the_order(tmp_path: Path) -> None:
     assert build(first, tmp_path / "site-c") == 0
 
     trees = [read_tree(tmp_path / name) for name in ("site-a", "site-b", "site-c")]
-    assert len(trees[0]) == 4
+    assert len(documents(tmp_path / "site-a")) == 4
     assert trees[0] == trees[1] == trees[2]
 
 
@@ -173,9 +175,13 @@ def test_check_reports_a_missing_site(
     assert build(ratings, site, "--check") == 1
 
     assert capsys.readouterr().err == (
-        f"{site} is out of date: 2 to write, 0 to remove:\n"
+        f"{site} is out of date: 7 to write, 0 to remove:\n"
         f"  {site / document(1)}\n"
         f"  {site / document(2)}\n"
+        f"  {site / 'assets/front-page.css'}\n"
+        f"  {site / 'assets/front-page.js'}\n"
+        f"  {site / 'assets/star.svg'}\n"
+        f"  and 2 more\n"
     )
     assert not site.exists()
 
@@ -207,9 +213,13 @@ def test_check_names_edited_stale_and_leftover_files_and_writes_nothing(
 
     assert build(ratings, site, "--check") == 1
 
+    # The documents first, then the files describing the API (article 3
+    # leaves the front page's table and the OpenAPI document's examples).
     assert capsys.readouterr().err == (
-        f"{site} is out of date: 1 to write, 2 to remove:\n"
+        f"{site} is out of date: 3 to write, 2 to remove:\n"
         f"  {site / document(2)}\n"
+        f"  {site / 'away/api/openapi.json'}\n"
+        f"  {site / 'index.html'}\n"
         f"  {site / document(3)}\n"
         f"  {site / LEFTOVER}\n"
     )
@@ -224,9 +234,9 @@ def test_check_names_at_most_five_files(
     assert build(ratings, tmp_path / "site", "--check") == 1
 
     message = capsys.readouterr().err.splitlines()
-    assert message[0] == f"{tmp_path / 'site'} is out of date: 8 to write, 0 to remove:"
-    assert len(message) == 7
-    assert message[-1] == "  and 3 more"
+    assert message[0] == f"{tmp_path / 'site'} is out of date: 13 to write, 0 to remove:"
+    assert message[1:6] == [f"  {tmp_path / 'site' / document(n)}" for n in range(1, 6)]
+    assert message[6:] == ["  and 8 more"]
 
 
 def test_a_build_consumes_the_leftover_of_a_killed_build(tmp_path: Path) -> None:
@@ -237,7 +247,8 @@ def test_a_build_consumes_the_leftover_of_a_killed_build(tmp_path: Path) -> None
 
     assert build(ratings, site) == 0
 
-    assert sorted(read_tree(site)) == [str(document(1))]
+    assert sorted(documents(site)) == [str(document(1))]
+    assert not [name for name in os.listdir(site) if TMP_NAME.fullmatch(name)]
 
 
 def limit_file_size(size: int) -> None:
@@ -257,7 +268,7 @@ def test_a_write_cut_short_leaves_whole_documents(tmp_path: Path) -> None:
     site = tmp_path / "site"
     ratings = ratings_file(tmp_path, "  1: [5]\n  2: [4]\n")
     assert build(ratings, site) == 0
-    old = read_tree(site)
+    old = documents(site)
     # Article 1's new document fits in the limit; article 2's is longer and does not.
     ratings_file(tmp_path, "  1: [5, 5]\n  2: {sum: 40000000000000, count: 10000000000000}\n")
     limit = len((site / document(1)).read_bytes()) + 20
@@ -270,15 +281,15 @@ def test_a_write_cut_short_leaves_whole_documents(tmp_path: Path) -> None:
 
     assert (process.returncode, stdout) == (2, b"")
     assert stderr == f"{site / document(2)}: cannot write: File too large\n".encode()
-    tree = read_tree(site)
+    tree = documents(site)
     assert tree[str(document(1))].endswith(b'"rating_sum": 10, "rating_count": 2, "rating_value": "5.0"}\n')
     assert tree[str(document(2))] == old[str(document(2))]
-    leftovers = [name for name in tree if TMP_NAME.fullmatch(name)]
+    leftovers = [path for path in site.iterdir() if TMP_NAME.fullmatch(path.name)]
     assert len(leftovers) == 1
-    assert len(tree[leftovers[0]]) == limit  # the cut-off write went to a temporary file only
+    assert len(leftovers[0].read_bytes()) == limit  # the cut-off write went to a temporary file only
 
     assert build(ratings, site) == 0
-    tree = read_tree(site)
+    tree = documents(site)
     assert sorted(tree) == [str(document(1)), str(document(2))]
     assert tree[str(document(2))].endswith(
         b'"rating_sum": 40000000000000, "rating_count": 10000000000000, "rating_value": "4.0"}\n'
@@ -290,7 +301,7 @@ def test_a_build_killed_midway_leaves_whole_documents(tmp_path: Path) -> None:
     articles = "".join(f"  {n}: [{n % 5 + 1}]\n" for n in range(1, 2001))
     ratings = ratings_file(tmp_path, articles, base_url="https://old.example")
     assert build(ratings, site) == 0
-    old = read_tree(site)
+    old = documents(site)
     ratings_file(tmp_path, articles, base_url="https://new.example")
     process = run_generate("--input", str(ratings), "--output", str(site))
     probe = site / document(1)
@@ -302,7 +313,7 @@ def test_a_build_killed_midway_leaves_whole_documents(tmp_path: Path) -> None:
         process.communicate(timeout=60)
     assert process.returncode == -signal.SIGKILL, "the build finished before it could be killed"
 
-    tree = read_tree(site)
+    tree = documents(site)
     rewritten = 0
     for name, content in old.items():
         if tree[name] != content:
@@ -310,7 +321,7 @@ def test_a_build_killed_midway_leaves_whole_documents(tmp_path: Path) -> None:
             rewritten += 1
     assert 0 < rewritten < len(old)
     assert build(ratings, site) == 0
-    assert read_tree(site) == {
+    assert documents(site) == {
         name: content.replace(b"old.example", b"new.example") for name, content in old.items()
     }
 

@@ -5,20 +5,27 @@ import difflib
 import os
 from pathlib import Path
 
+from ratings_api.rating import ARTICLES_PATH
 from ratings_api.record import RECORD_NAME
 
 
-def read_tree(root: Path) -> dict[str, bytes]:
-    """Every file below ``root`` by its relative path, but the build's own record.
+def read_tree(root: Path, under: str = "") -> dict[str, bytes]:
+    """Every file below ``root`` (or ``root / under``) by its path from ``root``.
 
-    The record holds inode numbers and times, different at every build by
-    nature; the tests of the record look at it by name.
+    All but the build's own record, which holds inode numbers and times,
+    different at every build by nature; the tests of the record look at it
+    by name.
     """
     return {
         str(path.relative_to(root)): path.read_bytes()
-        for path in sorted(root.rglob("*"))
+        for path in sorted((root / under).rglob("*"))
         if path.is_file() and path.name != RECORD_NAME
     }
+
+
+def documents(root: Path) -> dict[str, bytes]:
+    """The articles' documents only: the files that describe the API have tests of their own."""
+    return read_tree(root, ARTICLES_PATH)
 
 
 def snapshot(root: Path) -> dict[str, tuple[bytes | None, int]]:
