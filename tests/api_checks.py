@@ -1,0 +1,70 @@
+"""The catalogue the property tests serve, and a Schemathesis check that holds bodies to it.
+
+Schemathesis loads this file as its hooks (``hooks`` in its configuration) in
+its own process; tests/test_api_properties.py imports the same constants. The
+schema already fixes the types, the pattern of rating_value and the 404 body;
+this check adds what a schema cannot say: that a 200 is the article the path
+names, with its exact numbers, fields in order, byte for byte.
+"""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Final
+
+import schemathesis
+
+if TYPE_CHECKING:
+    from schemathesis import Case, CheckContext, Response
+
+MAX_ID: Final = 2**63 - 1
+RATINGS: Final = f"""\
+scale: [1, 5]
+articles:
+  1: [4, 5, 3, 4]
+  7: [5, 4, 5, 5, 5, 5]
+  12: {{sum: 29, count: 6}}
+  31: []
+  1000000: [5]
+  {MAX_ID}: {{sum: 10, count: 2}}
+"""
+# id: (rating_sum, rating_count, rating_value), worked out by hand.
+LISTED: Final = {
+    1: (16, 4, "4.0"),
+    7: (29, 6, "4.8"),
+    12: (29, 6, "4.8"),
+    31: (0, 0, "0.0"),
+    1000000: (5, 1, "5.0"),
+    MAX_ID: (10, 2, "5.0"),
+}
+# Ids next to listed ones, and the largest ids that are not.
+UNLISTED: Final = (2, 6, 8, 13, 30, 32, 999999, 1000001, MAX_ID - 1)
+ARTICLES_PATH: Final = "/away/api/articles/"
+# A file the check notes each id it passed in, so a test can tell that it ran.
+CHECKED_LOG: Final = "RATINGS_API_CHECKED_LOG"
+
+
+def expected_document(base_url: str, article_id: int) -> bytes:
+    total, count, value = LISTED[article_id]
+    return (
+        f'{{"article_url": "{base_url}{ARTICLES_PATH}{article_id}/", "id": {article_id}, '
+        f'"rating_sum": {total}, "rating_count": {count}, "rating_value": "{value}"}}\n'
+    ).encode()
+
+
+@schemathesis.check
+def matches_the_catalogue(ctx: CheckContext, response: Response, case: Case[Any]) -> bool | None:
+    """A 200 is the listed article's document, exactly; no unlisted id answers 200."""
+    if response.status_code != 200:
+        return None
+    url = str(response.request.url)
+    base_url, _, rest = url.partition(ARTICLES_PATH)
+    article_id = int(rest.split("/")[0])
+    if article_id not in LISTED:
+        raise AssertionError(f"{url}: 200 for an article the catalogue does not list")
+    expected = expected_document(base_url, article_id)
+    if response.content != expected:
+        raise AssertionError(f"{url}: expected {expected!r}, got {response.content!r}")
+    if CHECKED_LOG in os.environ:
+        with open(os.environ[CHECKED_LOG], "a", encoding="utf-8") as log:
+            log.write(f"{article_id}\n")
+    return True

@@ -1,0 +1,70 @@
+"""Headless Chromium for the tests: Debian's chromium and chromedriver, driven by Selenium.
+
+Nothing is downloaded at run time: scripts/install-test-tools installs the two
+Debian packages (built from one source, so their versions always match), and
+Selenium is given both paths, so its Selenium Manager, which would fetch a
+browser or a driver, never runs.
+"""
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Final
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+
+REPO: Final = Path(__file__).resolve().parent.parent
+INSTALL: Final = REPO / "scripts" / "install-test-tools"
+INSTALL_SECONDS: Final = 900  # apt-get update and ~100 MB of packages on a slow mirror
+# The browser itself, not Debian's /usr/bin/chromium wrapper script, which
+# adds flags of its own from /etc/chromium.d.
+CHROMIUM: Final = "/usr/lib/chromium/chromium"
+CHROMEDRIVER: Final = "/usr/bin/chromedriver"
+FLAGS: Final = (
+    "--headless",
+    "--no-sandbox",  # the tests may run as root, where the sandbox cannot start
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    # No calls home: on a closed network each one is a refused connection, retried.
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    # The same pixels on every machine: for the screenshot the README shows.
+    "--force-device-scale-factor=1",
+    "--hide-scrollbars",
+    "--lang=en-US",
+)
+
+
+def install_test_tools() -> str:
+    """Run the install script; its output, or AssertionError with it if the script failed."""
+    done = subprocess.run(
+        ["bash", str(INSTALL)], capture_output=True, text=True, timeout=INSTALL_SECONDS, check=False
+    )
+    output = done.stdout + done.stderr
+    if done.returncode != 0:
+        raise AssertionError(f"{INSTALL} failed with exit code {done.returncode}:\n{output}")
+    return output
+
+
+@contextmanager
+def chromium(profile: Path, width: int, height: int) -> Iterator[webdriver.Chrome]:
+    """A fresh headless Chromium, with a profile of its own and its console kept for the test."""
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={profile}")
+    options.add_argument(f"--window-size={width},{height}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    service = Service(executable_path=CHROMEDRIVER, log_output=str(profile.parent / "chromedriver.log"))
+    driver = webdriver.Chrome(options=options, service=service)
+    try:
+        yield driver
+    finally:
+        driver.quit()

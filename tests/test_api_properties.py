@@ -1,0 +1,225 @@
+"""Property-based tests of the served API: Schemathesis, driven by the site's own OpenAPI document.
+
+``python generate.py --serve`` serves a small catalogue (tests/api_checks.py).
+``schemathesis run`` loads the OpenAPI document from that server, as any client
+would, and sends what it derives from it: the document's examples, the
+boundaries of the id (the coverage phase, with the methods the API does not
+allow), and generated requests, valid and invalid (the fuzzing phase), with
+the catalogue's ids and ids next to them mixed in through a dictionary. Each
+response is checked for its status code, content type, headers and body
+against the document, and each 200 against the catalogue, byte for byte.
+
+Generated requests may miss a given id, so every listed and unlisted id is
+also checked one by one, through Schemathesis's own validation. The run is
+deterministic (no seed, no example database) and bounded: the same requests
+every time, in a few seconds.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+import schemathesis
+from schemathesis.core.failures import FailureGroup
+
+from tests.api_checks import CHECKED_LOG, LISTED, MAX_ID, RATINGS, UNLISTED, expected_document
+from tests.served import Served, hermetic_environ, serving
+
+Operation = schemathesis.APIOperation[Any, Any, Any, Any]
+CHECKS_FILE: Final = Path(__file__).resolve().parent / "api_checks.py"
+OPERATION: Final = ("/away/api/articles/{id}/rating/", "GET")
+MAX_EXAMPLES: Final = 100
+RUN_SECONDS: Final = 300  # it takes about 2 s; a loaded CI machine may take many times that
+REQUEST: Final = re.compile(r'"GET /away/api/articles/([^/ ]*)/rating/ HTTP/1\.1" (\d{3}) ')
+CANONICAL_ID: Final = re.compile(r"[1-9][0-9]*")
+
+
+def schemathesis_config(hooks: Path) -> str:
+    """The run's configuration: deterministic, bounded, and our ids in the mix."""
+    ids = ", ".join(str(article_id) for article_id in (*LISTED, *UNLISTED))
+    return f"""\
+color = false
+hooks = "{hooks}"
+
+[cache]
+enabled = false
+
+[generation]
+mode = "all"
+max-examples = {MAX_EXAMPLES}
+deterministic = true
+database = "none"
+
+[dictionaries.article-ids]
+values = [{ids}]
+
+[parameters]
+"path.id" = {{ dictionary = "article-ids", probability = 0.5 }}
+"""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One Schemathesis run: its output, what the server logged meanwhile, what the check passed."""
+
+    done: subprocess.CompletedProcess[str]
+    log: str
+    checked: list[int]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    # No base URL anywhere: the build uses the served address, so the
+    # document's server is the one the tests talk to.
+    with serving(tmp_path_factory.mktemp("properties"), RATINGS) as site:
+        yield site
+
+
+@pytest.fixture(scope="module")
+def run(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """One ``schemathesis run`` against the served site, as the CLI runs it."""
+    work = tmp_path_factory.mktemp("schemathesis")
+    config = work / "schemathesis.toml"
+    config.write_text(schemathesis_config(CHECKS_FILE), encoding="utf-8")
+    checked = work / "checked.log"
+    checked.write_text("")
+    environ = hermetic_environ() | {
+        "HYPOTHESIS_STORAGE_DIRECTORY": str(work / "hypothesis"),  # not .hypothesis/ in the checkout
+        "NO_COLOR": "1",
+        "COLUMNS": "100",
+        CHECKED_LOG: str(checked),
+    }
+    before = len(served.log.read_text(errors="replace"))
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "schemathesis.cli", "--config-file", str(config),
+            "run", "--checks", "all", f"{served.address}/away/api/openapi.json",
+        ],
+        cwd=work, env=environ, capture_output=True, text=True, timeout=RUN_SECONDS,
+    )
+    log = served.log.read_text(errors="replace")[before:]
+    return Run(done, log, [int(line) for line in checked.read_text().split()])
+
+
+def test_schemathesis_finds_nothing(run: Run) -> None:
+    output = run.done.stdout
+    assert run.done.returncode == 0, output + run.done.stderr
+    assert run.done.stderr == ""
+    assert "Dictionaries:     1 dictionary / 15 entries\n" in output, output
+    assert re.search(r"\n=+ No issues found in [\d.]+s =+\n$", output), output
+    for phase in ("Examples", "Coverage", "Fuzzing"):
+        assert f"  ✅ {phase}\n" in output, output
+    cases = re.search(r"\nTest cases:\n  (\d+) generated, (\d+) passed\n", output)
+    assert cases, output
+    assert cases[1] == cases[2]
+    assert int(cases[1]) >= MAX_EXAMPLES, f"only {cases[1]} cases: the run tested little"
+
+
+def test_the_catalogue_check_ran(run: Run) -> None:
+    # Proof that Schemathesis loaded the hooks file and ran its check, on
+    # listed articles only: an unlisted id answering 200 fails the check.
+    assert run.checked, "the check never ran"
+    assert set(run.checked) <= set(LISTED)
+
+
+def answers(log: str) -> dict[str, set[int]]:
+    """The statuses each id segment was answered with, from the server's request log."""
+    statuses: dict[str, set[int]] = {}
+    for text, status in REQUEST.findall(log):
+        statuses.setdefault(text, set()).add(int(status))
+    return statuses
+
+
+def test_the_run_asked_for_listed_unlisted_and_malformed_ids(run: Run) -> None:
+    asked = answers(run.log)
+    ids = {int(text): statuses for text, statuses in asked.items() if CANONICAL_ID.fullmatch(text)}
+    for article_id, statuses in ids.items():
+        assert statuses == ({200} if article_id in LISTED else {404}), article_id
+    # The document's examples: the best rated, one not rated yet, one unused id.
+    assert {MAX_ID, 31, 2} <= set(ids)
+    # The dictionary's, beyond those, and one past the largest id there can be.
+    assert set(ids) & (set(LISTED) - {MAX_ID, 31}), sorted(ids)
+    assert set(ids) & (set(UNLISTED) - {2}), sorted(ids)
+    assert MAX_ID + 1 in ids
+    # What is no id at all (zero, a fraction, text, null) is a 404, never a 5xx.
+    malformed = {text: statuses for text, statuses in asked.items() if not CANONICAL_ID.fullmatch(text)}
+    assert {"0", "0.5", "AAA", "true", "null"} <= set(malformed), sorted(malformed)
+    assert all(statuses == {404} for statuses in malformed.values()), malformed
+
+
+@pytest.fixture(scope="module")
+def operation(served: Served) -> Operation:
+    # An explicit configuration: no schemathesis.toml found by chance decides this test.
+    schema = schemathesis.openapi.from_url(
+        f"{served.address}/away/api/openapi.json", config=schemathesis.Config()
+    )
+    path, method = OPERATION
+    found: Operation = schema[path][method]
+    return found
+
+
+@pytest.mark.parametrize("article_id", [*LISTED, *UNLISTED])
+def test_each_listed_and_unlisted_id_conforms(
+    operation: Operation, served: Served, article_id: int
+) -> None:
+    response = operation.Case(path_parameters={"id": article_id}).call_and_validate()
+    if article_id in LISTED:
+        assert response.status_code == 200
+        assert response.content == expected_document(served.address, article_id)
+    else:
+        assert response.status_code == 404
+        assert response.content == b'{"detail": "Not found."}\n'
+
+
+# A wrong document on disk, and what Schemathesis says about it: proof that
+# the checks above can fail.
+WRONG_DOCUMENTS: Final = {
+    "a value with two decimals": (
+        '{{"article_url": "{base}/away/api/articles/7/", "id": 7, "rating_sum": 29, '
+        '"rating_count": 6, "rating_value": "4.83"}}\n',
+        "ST108 Response violates schema",
+    ),
+    "a field missing": (
+        '{{"article_url": "{base}/away/api/articles/7/", "id": 7, "rating_sum": 29, '
+        '"rating_count": 6}}\n',
+        '"rating_value" is a required property',
+    ),
+    "an article_url on another host": (
+        '{{"article_url": "https://elsewhere.example/away/api/articles/7/", "id": 7, '
+        '"rating_sum": 29, "rating_count": 6, "rating_value": "4.8"}}\n',
+        "ST108 Response violates schema",
+    ),
+    "the fields in another order": (
+        '{{"id": 7, "article_url": "{base}/away/api/articles/7/", "rating_sum": 29, '
+        '"rating_count": 6, "rating_value": "4.8"}}\n',
+        "Custom check failed: `matches_the_catalogue`",
+    ),
+    "a wrong average": (
+        '{{"article_url": "{base}/away/api/articles/7/", "id": 7, "rating_sum": 29, '
+        '"rating_count": 6, "rating_value": "4.9"}}\n',
+        "Custom check failed: `matches_the_catalogue`",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(WRONG_DOCUMENTS))
+def test_a_wrong_document_fails(
+    operation: Operation, served: Served, run: Run, name: str
+) -> None:
+    # ``run`` first: the run must see the site as built, whatever the order of the tests.
+    template, failure = WRONG_DOCUMENTS[name]
+    path = served.site / "away/api/articles/7/rating/index.json"
+    good = path.read_bytes()
+    path.write_text(template.format(base=served.address), encoding="utf-8")
+    try:
+        with pytest.raises(FailureGroup) as caught:
+            operation.Case(path_parameters={"id": 7}).call_and_validate()
+    finally:
+        path.write_bytes(good)
+    assert failure in str(caught.value)
