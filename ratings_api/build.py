@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 from ratings_api.describe import describe_files
 from ratings_api.errors import InputError
 from ratings_api.fastpath import load_fast
+from ratings_api.hosting import hosting_files
 from ratings_api.loader import Catalogue, load
 from ratings_api.rating import Renderer
 from ratings_api.writer import Changes, sync_site
@@ -39,9 +40,9 @@ def build(
     url = resolve_base_url(input_path, base_url, environ, catalogue, fallback_base_url)
     total = len(catalogue.ids)
     report = None if progress is None else lambda done: progress(done, total)
+    extras = {**describe_files(catalogue, url), **hosting_files(catalogue, url)}
     changes = sync_site(
-        output, catalogue, Renderer(url), extras=describe_files(catalogue, url),
-        dry_run=dry_run, progress=report,
+        output, catalogue, Renderer(url), extras=extras, dry_run=dry_run, progress=report
     )
     return Result(total, changes)
 

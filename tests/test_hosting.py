@@ -1,0 +1,148 @@
+"""The hosts' configuration: what it says, and what the hosts' own servers do with it.
+
+The HTTP contract suite runs against nginx with deploy/nginx.conf; here are
+the lines it does not cover (the front page's policy), and the files each
+configuration must agree with. Netlify's and Cloudflare's local servers
+(tests/hosts.py starts them) are not in the suite yet: see the README.
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+
+from ratings_api.describe import FRONT_PAGE_CSP
+from ratings_api.hosting import hosting_files
+from ratings_api.loader import Catalogue
+from ratings_api.server import CACHE_CONTROL, COMMON_HEADERS, NOT_FOUND
+from tests.hosts import (
+    CLOUDFLARE_HEADERS,
+    NETLIFY_TOML,
+    NGINX_CONF,
+    nginx_site_conf,
+    start_nginx,
+)
+from tests.test_http_contract import Host, assert_common_headers, request, stop
+
+REDIRECTS: Final = """\
+# Written by generate.py from templates/hosting/_redirects.j2 at every build:
+# edit the template, not this file. Netlify and Cloudflare Pages read it, and
+# the first rule that matches a request wins.
+#
+# These hosts look a folder's index up as index.html only: the document is
+# reached by a rewrite. For an id with no document the rewrite finds no file
+# and the host sends 404.html, which the build writes as the API's JSON error.
+# So the rules are the same for ten articles or ten million.
+/away/api/articles/:id/rating/  /away/api/articles/:id/rating/index.json  200
+# Netlify matches the rule above with or without the trailing slash, and never
+# gets here; Cloudflare Pages matches exactly, and redirects as the app does.
+/away/api/articles/:id/rating  /away/api/articles/:id/rating/  301
+"""
+
+
+# The generated files
+
+
+def test_hosting_files_are_the_rules_and_the_json_404() -> None:
+    files = hosting_files(Catalogue(ids=[1, 7]), "https://ratings.example.com")
+    assert files == {"_redirects": REDIRECTS.encode(), "404.html": NOT_FOUND}
+
+
+def test_hosting_files_do_not_grow_with_the_catalogue() -> None:
+    """Netlify advises against more than about 10,000 rules: a million articles need one."""
+    small = hosting_files(Catalogue(ids=[7]), "https://a.example")
+    huge = hosting_files(Catalogue(ids=list(range(1, 1_000_001))), "https://b.example")
+    assert small == huge
+
+
+# netlify.toml
+
+
+def netlify_config() -> dict[str, Any]:
+    with open(NETLIFY_TOML, "rb") as file:
+        return tomllib.load(file)
+
+
+def netlify_headers(path: str) -> dict[str, str]:
+    rules = [rule["values"] for rule in netlify_config()["headers"] if rule["for"] == path]
+    assert len(rules) == 1, path
+    return dict(rules[0])
+
+
+def test_netlify_sends_the_apps_headers_everywhere() -> None:
+    assert netlify_headers("/*") == dict(COMMON_HEADERS)
+
+
+def test_netlify_sends_the_front_page_policy() -> None:
+    assert netlify_headers("/") == {"Content-Security-Policy": FRONT_PAGE_CSP}
+    assert netlify_headers("/index.html") == {"Content-Security-Policy": FRONT_PAGE_CSP}
+
+
+def test_netlify_builds_with_the_deploy_s_own_url() -> None:
+    """ratings.yaml's base_url would win over Netlify's variables: --base-url wins over it."""
+    config = netlify_config()
+    assert config["build"]["publish"] == "site"
+    assert config["build"]["command"] == 'python generate.py --base-url "$URL"'
+    for context in ("deploy-preview", "branch-deploy"):
+        assert config["context"][context]["command"] == (
+            'python generate.py --base-url "$DEPLOY_PRIME_URL"'
+        )
+    assert re.fullmatch(r"3\.1[1-9]", config["build"]["environment"]["PYTHON_VERSION"])
+
+
+# deploy/cloudflare-pages/_headers
+
+
+def test_cloudflare_headers_are_the_apps_and_the_front_page_policy() -> None:
+    text = CLOUDFLARE_HEADERS.read_text(encoding="utf-8")
+    rules = "".join(line for line in text.splitlines(keepends=True) if not line.startswith("#"))
+    common = "".join(f"  {name}: {value}\n" for name, value in COMMON_HEADERS)
+    policy = f"  Content-Security-Policy: {FRONT_PAGE_CSP}\n"
+    assert rules == f"/*\n{common}/\n{policy}/index.html\n{policy}"
+
+
+# deploy/nginx.conf
+
+
+def test_nginx_conf_sends_the_apps_headers_and_policy() -> None:
+    text = NGINX_CONF.read_text(encoding="utf-8")
+    for name, value in COMMON_HEADERS:
+        assert f'    add_header {name} "{value}" always;\n' in text
+    assert f'    "/index.html" "{FRONT_PAGE_CSP}";\n' in text
+
+
+def test_nginx_conf_has_the_two_documented_edits(tmp_path: Path) -> None:
+    text = nginx_site_conf(8080, tmp_path)
+    assert "    listen 127.0.0.1:8080;\n" in text
+    assert f"    root {tmp_path};\n" in text
+    assert "# EDIT" not in text
+
+
+# The hosts' own servers, on what the contract suite does not check
+
+
+@pytest.fixture(scope="module")
+def nginx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
+    host = start_nginx(tmp_path_factory.mktemp("nginx"))
+    try:
+        yield host
+    finally:
+        stop(host.process)
+
+
+@pytest.mark.parametrize("path", ["/", "/index.html"])
+def test_nginx_sends_the_front_page_policy(nginx: Host, path: str) -> None:
+    reply = request(nginx.port, "GET", path)
+    assert reply.status == 200
+    assert reply.header("Content-Security-Policy") == FRONT_PAGE_CSP
+
+
+@pytest.mark.parametrize(
+    "path", ["/about/", "/away/api/openapi.json", "/away/api/articles/7/rating/"]
+)
+def test_nginx_sends_the_policy_with_the_front_page_only(nginx: Host, path: str) -> None:
+    assert request(nginx.port, "GET", path).header("Content-Security-Policy") is None
