@@ -328,14 +328,19 @@ def _headers() -> dict[str, Any]:
 # The front page
 
 
-@functools.cache
-def _environment() -> jinja2.Environment:
+def template_environment(**options: Any) -> jinja2.Environment:
+    """The repository's templates: an unknown name is an error, the last newline is kept."""
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
-        autoescape=True,
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
+        **options,
     )
+
+
+@functools.cache
+def _environment() -> jinja2.Environment:
+    return template_environment(autoescape=True)
 
 
 def front_page(

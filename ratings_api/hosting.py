@@ -20,7 +20,8 @@ from typing import Final
 
 import jinja2
 
-from ratings_api.describe import NOT_FOUND, TEMPLATES
+
+from ratings_api.describe import NOT_FOUND, template_environment
 from ratings_api.loader import Catalogue
 from ratings_api.rating import ARTICLES_PATH
 
@@ -51,11 +52,4 @@ def not_found_page() -> bytes:
 @functools.cache
 def _environment() -> jinja2.Environment:
     # Not HTML: nothing to escape, and the only value is a constant path.
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
-        autoescape=False,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
+    return template_environment(autoescape=False, trim_blocks=True, lstrip_blocks=True)
