@@ -20,7 +20,6 @@ from typing import Final
 
 import jinja2
 
-
 from ratings_api.describe import NOT_FOUND, template_environment
 from ratings_api.loader import Catalogue
 from ratings_api.rating import ARTICLES_PATH
