@@ -31,6 +31,7 @@ import pytest
 from whitenoise.responders import Response, StaticFile
 
 from ratings_api.build import build
+from ratings_api.describe import FRONT_PAGE_CSP
 from ratings_api.errors import InputError
 from ratings_api.server import _StaticFile, create_app
 
@@ -539,6 +540,13 @@ for _path, _name, _type in (
     ("/about/", "about/index.html", HTML),
 ):
     check(f"another file: {_path}", path=_path, file=_name, content_type=_type)(check_other_file)
+
+
+@check("the front page carries its Content-Security-Policy, and only it")
+def check_front_page_policy(host: Host) -> None:
+    assert request(host.port, "GET", "/").header("Content-Security-Policy") == FRONT_PAGE_CSP
+    for path in (rating_path(7), "/away/api/openapi.json", "/robots.txt"):
+        assert request(host.port, "GET", path).header("Content-Security-Policy") is None, path
 
 
 # Requests that try to leave the root, sent byte for byte. A WSGI server
