@@ -85,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.check:
         return _report_check(args.output, result, args.quiet)
     if not args.quiet:
-        print(_summary(args.output, result, seconds))
+        print(summary(args.output, result, seconds))
     return 0
 
 
@@ -94,7 +94,7 @@ def _show_progress(done: int, total: int) -> None:
     print(f"\rwriting: {done:,} of {total:,} articles ({percent}%)", end="", file=sys.stderr, flush=True)
 
 
-def _summary(output: str, result: Result, seconds: float) -> str:
+def summary(output: str, result: Result, seconds: float) -> str:
     changes = result.changes
     rate = f"{result.articles / seconds:,.0f}" if seconds > 0 else "-"
     return (
