@@ -95,6 +95,7 @@ def _show_progress(done: int, total: int) -> None:
 
 
 def summary(output: str, result: Result, seconds: float) -> str:
+    """The one line a build prints: articles, files written, removed, unchanged, time."""
     changes = result.changes
     rate = f"{result.articles / seconds:,.0f}" if seconds > 0 else "-"
     return (
