@@ -1,14 +1,22 @@
-"""The static hosts' own servers, started for the HTTP contract suite.
+"""The hosts the HTTP contract suite runs against, and where each differs.
 
 Each ``start_*`` function takes an empty folder, builds the test project in
-it, starts the host's server on 127.0.0.1 with the configuration this
-repository ships (``deploy/nginx.conf``, ``netlify.toml``,
-``deploy/cloudflare-pages/_headers`` and the generated ``_redirects`` and
-``404.html``), and returns a ``Host`` whose differences
-name, with the reason, each line of the contract that host cannot honour.
+it, starts a server on 127.0.0.1 with the configuration this repository
+ships, and returns a ``Host``. DIFFERENCES names, for each host, the lines of
+the contract it cannot honour, what it answers instead (as measured), and
+why: the checks assert exactly that, and the README's table is rendered
+from it. Nothing is skipped.
 
-The servers come from ``scripts/install-host-tools``, run once a session;
-its failure fails the tests with its output, and nothing is skipped.
+- ``generate --serve`` and ``gunicorn``: the WhiteNoise app, under Python's
+  own server and under the documented production command;
+- ``nginx``: Debian's nginx-light with ``deploy/nginx.conf``;
+- ``netlify dev``: netlify-cli's local server, offline, with ``netlify.toml``;
+- ``wrangler pages dev``: Cloudflare Pages' local server, offline, with
+  ``deploy/cloudflare-pages/_headers``;
+
+the last three with the generated ``_redirects`` and ``404.html``. Their
+programs come from ``scripts/install-host-tools``, run once a session: its
+failure fails the tests with its output.
 """
 from __future__ import annotations
 
@@ -17,46 +25,84 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-if TYPE_CHECKING:
-    from tests.test_http_contract import Host
+from ratings_api.build import build
+from tests.contract import (
+    FOUND,
+    NO_ANSWER,
+    REPO,
+    STOPS,
+    Difference,
+    Host,
+    make_project,
+    start,
+    stop,
+    wait_answering,
+    wait_for,
+)
 
-REPO: Final = Path(__file__).resolve().parent.parent
 INSTALL: Final = REPO / "scripts" / "install-host-tools"
-NODE_BIN: Final = REPO / "tests" / "hosts-node" / "node_modules" / ".bin"
+NODE_PROJECT: Final = REPO / "tests" / "hosts-node"
+NODE_BIN: Final = NODE_PROJECT / "node_modules" / ".bin"
 NGINX_CONF: Final = REPO / "deploy" / "nginx.conf"
 NETLIFY_TOML: Final = REPO / "netlify.toml"
-BASE_URL: Final = "https://ratings.example.com"
-# The two lines of deploy/nginx.conf a user edits, as shipped.
-NGINX_LISTEN: Final = "    listen 80;  # EDIT: the port (and address) to listen on\n"
-NGINX_ROOT: Final = (
-    "    root /var/www/ratings/site;  # EDIT: the absolute path of the built site/\n"
-)
-NGINX_MAIN: Final = """\
-{user}pid {folder}/nginx.pid;
-error_log {folder}/nginx-error.log notice;
-events {{ worker_connections 256; }}
-http {{
-    include /etc/nginx/mime.types;
-    default_type application/octet-stream;
-    access_log off;
-    include {folder}/ratings.conf;
-}}
-"""
-NGINX_READY: Final = r"start worker process"
-WRANGLER_READY: Final = r"Ready on http://127\.0\.0\.1:(\d+)"
-# wrangler's own default is today's date, newer than its pinned workerd knows.
-WRANGLER_COMPATIBILITY_DATE: Final = "2026-04-01"
 CLOUDFLARE_HEADERS: Final = REPO / "deploy" / "cloudflare-pages" / "_headers"
-NETLIFY_READY: Final = r"Local dev server ready: http://localhost:(\d+)"
-# Netlify's CLI asks the network for nothing with these, and asks no one anything.
-NETLIFY_ENVIRON: Final = {
-    "NETLIFY_TELEMETRY_DISABLED": "1",
-    "BROWSER": "none",
-    "CI": "1",
-}
+BASE_URL: Final = "https://ratings.example.com"
+
+# python generate.py --serve
+
+
+def serve_command(*options: str) -> list[str]:
+    return [sys.executable, "-W", "error", str(REPO / "generate.py"), "--serve", "--port", "0", *options]
+
+
+SERVING: Final = r"^Serving site/ at http://127\.0\.0\.1:(\d+)/ "
+
+
+def start_serve(folder: Path) -> Host:
+    """``python generate.py --serve`` with no base URL: the served address is used."""
+    make_project(folder)
+    log = folder / "serve.log"
+    process = start(serve_command(), folder, log)
+    try:
+        port = int(wait_for(SERVING, log, process)[1])
+    except BaseException:
+        stop(process)
+        raise
+    return Host(
+        "generate --serve", port, folder / "site", f"http://127.0.0.1:{port}", process, log,
+        DIFFERENCES["generate --serve"],
+    )
+
+
+# gunicorn
+
+
+def start_gunicorn(folder: Path) -> Host:
+    """The production command, run in the folder that holds site/."""
+    make_project(folder)
+    build(str(folder / "ratings.yaml"), str(folder / "site"), base_url=BASE_URL, environ={})
+    log = folder / "gunicorn.log"
+    command = [
+        sys.executable, "-W", "error", "-m", "gunicorn", "--bind", "127.0.0.1:0",
+        "--workers", "2", "--threads", "4", "--no-control-socket",
+        "--pythonpath", str(REPO), "generate:create_app()",
+    ]
+    process = start(command, folder, log)
+    try:
+        port = int(wait_for(r"Listening at: http://127\.0\.0\.1:(\d+)", log, process)[1])
+        wait_answering(port)  # gunicorn listens before its workers run
+    except BaseException:
+        stop(process)
+        raise
+    return Host("gunicorn", port, folder / "site", BASE_URL, process, log, DIFFERENCES["gunicorn"])
+
+
+# The static hosts' own servers
 
 
 @functools.cache
@@ -79,19 +125,45 @@ def free_port() -> int:
 
 
 def build_project(folder: Path) -> Path:
-    """The contract's test project, built with BASE_URL and the hosts' files; its site/."""
-    from ratings_api.build import build, load_catalogue, read_input
-    from ratings_api.hosting import hosting_files
-    from tests.test_http_contract import make_project
-
+    """The contract's test project, built with BASE_URL (and so the hosts' files); its site/."""
     ratings = make_project(folder)
     site = folder / "site"
     build(str(ratings), str(site), base_url=BASE_URL, environ={})
-    # Until build() writes them itself, as it will with hosting_files among its extras.
-    catalogue = load_catalogue(str(ratings), read_input(str(ratings)))
-    for name, body in hosting_files(catalogue, BASE_URL).items():
-        (site / name).write_bytes(body)
     return site
+
+
+def started(
+    command: list[str], folder: Path, log: Path, ready: str,
+    environ: dict[str, str] | None = None, port: int | None = None,
+) -> tuple[subprocess.Popen[bytes], int]:
+    """Start ``command``; wait for ``ready`` in ``log`` (its group 1 the port, if no port is given)."""
+    process = start(command, folder, log, environ)
+    try:
+        found = wait_for(ready, log, process)
+        return process, port if port is not None else int(found[1])
+    except BaseException:
+        stop(process)
+        raise
+
+
+# nginx
+
+# The two lines of deploy/nginx.conf a user edits, as shipped.
+NGINX_LISTEN: Final = "    listen 80;  # EDIT: the port (and address) to listen on\n"
+NGINX_ROOT: Final = (
+    "    root /var/www/ratings/site;  # EDIT: the absolute path of the built site/\n"
+)
+NGINX_MAIN: Final = """\
+{user}pid {folder}/nginx.pid;
+error_log {folder}/nginx-error.log notice;
+events {{ worker_connections 256; }}
+http {{
+    include /etc/nginx/mime.types;
+    default_type application/octet-stream;
+    access_log off;
+    include {folder}/ratings.conf;
+}}
+"""
 
 
 def nginx_site_conf(port: int, site: Path) -> str:
@@ -108,8 +180,6 @@ def nginx_site_conf(port: int, site: Path) -> str:
 
 def start_nginx(folder: Path) -> Host:
     """Debian's nginx with deploy/nginx.conf, in the foreground, its files in ``folder``."""
-    from tests.test_http_contract import Difference, Host, start, stop, wait_for
-
     install_host_tools()
     site = build_project(folder)
     port = free_port()
@@ -124,69 +194,56 @@ def start_nginx(folder: Path) -> Host:
         shutil.which("nginx") or "/usr/sbin/nginx", "-p", str(folder), "-c", str(main),
         "-e", str(log), "-g", "daemon off;",
     ]
-    process = start(command, folder, folder / "nginx.out")
-    try:
-        wait_for(NGINX_READY, log, process)
-    except BaseException:
-        stop(process)
-        raise
-    return Host("nginx", port, site, BASE_URL, process, log, {
-        "NUL byte in the request line": Difference(
-            400, "nginx refuses a request line holding a NUL byte before any location applies",
-        ),
-    })
+    process, _ = started(command, folder, log, r"start worker process", port=port)
+    return Host("nginx", port, site, BASE_URL, process, log, DIFFERENCES["nginx"])
+
+
+# netlify dev
+
+NETLIFY_READY: Final = r"Local dev server ready: http://localhost:(\d+)"
+NETLIFY_ENVIRON: Final = {
+    # No telemetry, no browser, no questions; offline, it asks the network for nothing.
+    "NETLIFY_TELEMETRY_DISABLED": "1",
+    "BROWSER": "none",
+    "CI": "1",
+    # netlify dev listens on every interface: this preload keeps its servers on 127.0.0.1.
+    "NODE_OPTIONS": f'--require "{NODE_PROJECT / "loopback.cjs"}"',
+}
 
 
 def start_netlify_dev(folder: Path) -> Host:
     """``netlify dev --offline`` from netlify-cli, serving site/ with the shipped netlify.toml."""
-    from tests.test_http_contract import Host, stop, wait_for
-
     install_host_tools()
-    site = build_project(folder)
-    shutil.copyfile(NETLIFY_TOML, folder / "netlify.toml")
+    site = folder / "site"
+    if not (site / "404.html").exists():  # started again after a crash: already built
+        site = build_project(folder)
+        shutil.copyfile(NETLIFY_TOML, folder / "netlify.toml")
     port = free_port()
     log = folder / "netlify.log"
     command = [
         str(NODE_BIN / "netlify"), "dev", "--offline", "--internal-disable-edge-functions",
         "--no-open", "--skip-gitignore", "--dir", "site", "--port", str(port),
     ]
-    process = start_with(command, folder, log, NETLIFY_ENVIRON)
-    try:
-        wait_for(NETLIFY_READY, log, process)
-    except BaseException:
-        stop(process)
-        raise
-    # Measured differences that are not yet points of the contract are listed
-    # in the README's table; tests/test_hosting.py asserts them one by one.
-    return Host("netlify dev", port, site, BASE_URL, process, log, {})
+    process, _ = started(command, folder, log, NETLIFY_READY, NETLIFY_ENVIRON, port)
+    return Host(
+        "netlify dev", port, site, BASE_URL, process, log, DIFFERENCES["netlify dev"],
+        restart=lambda: start_netlify_dev(folder),
+    )
 
 
-def start_with(
-    command: list[str], folder: Path, log: Path, extra: dict[str, str]
-) -> subprocess.Popen[bytes]:
-    """tests.test_http_contract.start, with a few more environment variables."""
-    import signal
+# wrangler pages dev
 
-    from tests.test_http_contract import hermetic_environ
-
-    with open(log, "wb") as output:
-        return subprocess.Popen(
-            command, cwd=folder, stdout=output, stderr=subprocess.STDOUT,
-            env={**hermetic_environ(), **extra},
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-        )
+WRANGLER_READY: Final = r"Ready on http://127\.0\.0\.1:(\d+)"
+# wrangler's own default is today's date, newer than its pinned workerd knows.
+WRANGLER_COMPATIBILITY_DATE: Final = "2026-04-01"
 
 
 def start_wrangler(folder: Path) -> Host:
     """``wrangler pages dev`` (Cloudflare Pages' local server) serving site/, offline."""
-    from tests.test_http_contract import Host, stop, wait_for
-
     install_host_tools()
     site = build_project(folder)
-    if CLOUDFLARE_HEADERS.exists():  # the documented step: the user's own _headers
-        shutil.copyfile(CLOUDFLARE_HEADERS, site / "_headers")
+    shutil.copyfile(CLOUDFLARE_HEADERS, site / "_headers")  # the README's build step
     port = free_port()
-    log = folder / "wrangler.log"
     command = [
         str(NODE_BIN / "wrangler"), "pages", "dev", "site", "--ip", "127.0.0.1",
         "--port", str(port), "--compatibility-date", WRANGLER_COMPATIBILITY_DATE,
@@ -196,10 +253,232 @@ def start_wrangler(folder: Path) -> Host:
         # Its logs and caches stay in the test's folder.
         "XDG_CONFIG_HOME": str(folder / ".config"), "HOME": str(folder),
     }
-    process = start_with(command, folder, log, environ)
-    try:
-        wait_for(WRANGLER_READY, log, process)
-    except BaseException:
-        stop(process)
-        raise
-    return Host("wrangler pages dev", port, site, BASE_URL, process, log, {})
+    log = folder / "wrangler.log"
+    process, _ = started(command, folder, log, WRANGLER_READY, environ, port)
+    return Host("wrangler pages dev", port, site, BASE_URL, process, log,
+                DIFFERENCES["wrangler pages dev"])
+
+
+HOSTS: Final[dict[str, Callable[[Path], Host]]] = {
+    "generate --serve": start_serve,
+    "gunicorn": start_gunicorn,
+    "nginx": start_nginx,
+    "netlify dev": start_netlify_dev,
+    "wrangler pages dev": start_wrangler,
+}
+
+# What each host answers where it differs from the app, as measured, and why.
+DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
+    "generate --serve": {
+        "a leading `//` (`//away/api/articles/7/rating/`)": Difference(
+            FOUND, "Python's http.server turns a leading // into / before the app sees "
+            "the path, against open redirects (gh-87389)",
+        ),
+    },
+    "gunicorn": {
+        "a request line over 4094 bytes": Difference(
+            414, "gunicorn refuses a request line longer than --limit-request-line "
+            "(4094 bytes) before the app sees it",
+        ),
+        "a NUL byte in the request line": Difference(
+            400, "gunicorn refuses control characters in the request line",
+        ),
+        "a non-ASCII byte in the request line": Difference(
+            400, "gunicorn refuses bytes outside ASCII in the request target",
+        ),
+    },
+    "nginx": {
+        "a rebuild (in the same second, same size)": Difference(
+            "the new document, with the old `ETag`: a client's copy gets 304",
+            "nginx's ETag is the mtime in whole seconds and the size: a document rewritten "
+            "within the same second at the same length keeps its ETag until the next change",
+        ),
+        "the no-slash redirect's body": Difference(
+            "162 bytes of `text/html`", "nginx's `return 301` always sends its own HTML page",
+        ),
+        "the `charset` of HTML and text files": Difference(
+            "`charset=utf-8`", "nginx's `charset utf-8` writes the parameter unquoted, as "
+            "most servers do; quoted or not, it is the same value (RFC 9110, 5.6.6)",
+        ),
+        "above the root (`../`, `%2e%2e`, `..%2f`, 1,300 × `../`)": Difference(
+            400, "nginx resolves `..` segments, decoded, before any location applies, and "
+            "refuses a path that climbs above the root",
+        ),
+        "an absolute-form target (`http://127.0.0.1/../secret.txt`)": Difference(
+            400, "the same: its path climbs above the root",
+        ),
+        "`%00` in the path": Difference(400, "nginx refuses a path that decodes to a NUL byte"),
+        "a NUL byte in the request line": Difference(
+            400, "nginx refuses a request line holding a NUL byte",
+        ),
+    },
+    "netlify dev": {
+        "`Content-Type` of a JSON file": Difference(
+            "`application/json; charset=utf-8`", "netlify dev's static server adds the parameter",
+        ),
+        "`ETag`": Difference(
+            '`W/"<size>-<hash>"`, weak', "netlify dev's static server makes its own, of the content",
+        ),
+        "`Last-Modified`": Difference("none", "netlify dev sends none"),
+        "HEAD: the headers of GET, no body": Difference(
+            "not the same `ETag`", "netlify dev's ETag on HEAD is that of the empty body",
+        ),
+        "`Cache-Control` of a file (200, 206, 304)": Difference(
+            "`public, max-age=0`", "netlify dev's static server sets its own on the files it "
+            "sends, over netlify.toml's (its proxy's own answers keep netlify.toml's)",
+        ),
+        "`Cache-Control` of a 404": Difference("`public, max-age=0`", "the same"),
+        "`If-Modified-Since` the `Last-Modified`": Difference(
+            "no `Last-Modified` to send", "no Last-Modified",
+        ),
+        "`Range: bytes=0-9`": Difference("200 and the whole document", "netlify dev ignores Range"),
+        "no slash (`7/rating`): GET, HEAD, with a query": Difference(
+            FOUND, "Netlify matches a rule with or without the trailing slash: the rewrite "
+            "serves both forms, and the redirect rule is never reached",
+        ),
+        "the no-slash redirect's body": Difference("no redirect", "the same"),
+        "`Content-Type` of a 404": Difference(
+            "`text/html; charset=utf-8`", "404.html is sent with the type its name gives",
+        ),
+        "the document's own path (`7/rating/index.json`)": Difference(
+            200, "Netlify serves every file at its own path as well",
+        ),
+        "a folder without its slash (`/about`)": Difference(
+            200, "netlify dev serves a folder's index.html without the slash too",
+        ),
+        "dotfiles (`/.hidden`, `/.generate-state`)": Difference(
+            200, "netlify dev serves every file of the folder",
+        ),
+        "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating": Difference(
+            "200, no `Allow`, `text/plain` “Method Not Allowed”", "after the 200 rewrite, "
+            "netlify dev's proxy answers other methods with its own text, and the rule's 200",
+        ),
+        "the same on an unknown id and on `/`": Difference(
+            "405, no `Allow`, `text/plain` “Method Not Allowed”", "its proxy's own 405",
+        ),
+        "OPTIONS, with or without CORS, on a rating": Difference(
+            "200, no `Allow`, `text/plain` “Method Not Allowed”", "the same as other methods: "
+            "a preflight fails, so a browser sends only simple cross-origin GETs (which need none)",
+        ),
+        "OPTIONS on an unknown id": Difference(
+            "405, no `Allow`, `text/plain` “Method Not Allowed”", "the same",
+        ),
+        "the `charset` of HTML and text files": Difference(
+            "`charset=utf-8`", "unquoted; the same value (RFC 9110, 5.6.6)",
+        ),
+        "`/..%5csecret.txt` (an encoded backslash)": Difference(
+            403, "netlify dev answers this path with a 403 of its own",
+        ),
+        "`rating\\index.json` (a backslash for a slash)": Difference(
+            FOUND, "netlify dev reads `\\` as `/`, as WHATWG URL parsing does in an http URL: "
+            "the document, inside the root",
+        ),
+        "dot segments inside the root (`api/./articles`, `rating/.`)": Difference(
+            FOUND, "netlify dev resolves `.` segments: the document, inside the root",
+        ),
+        "an empty segment (`/away//api/…`)": Difference(
+            FOUND, "netlify dev merges the slashes: the document, inside the root",
+        ),
+        "`%00` in the path": Difference(400, "netlify dev refuses a path with a NUL byte"),
+        "a NUL byte in the request line": Difference(400, "netlify dev refuses it"),
+        "a non-ASCII byte in the request line": Difference(400, "netlify dev refuses it"),
+        "`/..%c0%af..%c0%afsecret.txt` (overlong UTF-8)": Difference(
+            STOPS, "netlify dev's rewriter (rules-proxy.js) calls decodeURIComponent on the "
+            "path and the URIError it throws ends the process; the suite starts it again",
+        ),
+    },
+    "wrangler pages dev": {
+        "`Content-Length` of a file": Difference(
+            "none", "wrangler pages dev streams every file with `Transfer-Encoding: chunked`",
+        ),
+        "`ETag`": Difference(
+            '`"<32 hex digits>"` (of the content)',
+            "wrangler pages dev's own: it changes with the content, the mtime plays no part",
+        ),
+        "`Last-Modified`": Difference("none", "wrangler pages dev sends none"),
+        "`If-Modified-Since` the `Last-Modified`": Difference(
+            "no `Last-Modified` to send", "the same",
+        ),
+        "`If-None-Match` with the `ETag`, GET and HEAD": Difference(
+            "304 without an `ETag`", "wrangler pages dev's 304 leaves the ETag out",
+        ),
+        "`Range: bytes=0-9`": Difference(
+            "200 and the whole document", "wrangler pages dev ignores Range",
+        ),
+        "no slash (`7/rating`): GET, HEAD, with a query": Difference(
+            "301 to `/away/api/articles/7/rating/`", "Pages matches `_redirects` rules exactly, so "
+            "the second rule answers, and it sends the rule's target as written: an absolute path",
+        ),
+        "the no-slash redirect's body": Difference(
+            "`text/plain` “Redirecting to /away/api/articles/7/rating/”",
+            "wrangler pages dev writes a short text body on its redirects",
+        ),
+        "no slash, no article (`2/rating`, `abc/rating`)": Difference(
+            "301 to the path with a slash, then 404", "a `_redirects` rule cannot ask whether "
+            "the file exists: the redirect comes first, the 404 after it",
+        ),
+        "`Content-Type` of a 404": Difference(
+            "`text/html; charset=utf-8`", "404.html is sent with the type its name gives",
+        ),
+        "`Cache-Control` of a 404": Difference(
+            "`no-store`", "wrangler pages dev replaces the `_headers` value on its 404s",
+        ),
+        "`Content-Length` of a 404": Difference("none", "the same: chunked"),
+        "an id of 300 digits": Difference(
+            502, "its local asset server looks the path up on disk, fails (ENAMETOOLONG: the "
+            "name is longer than a file name may be) and answers 502 with the error's text",
+        ),
+        "a path of 2,000 or 3,000 bytes": Difference(502, "the same (ENAMETOOLONG)"),
+        "`%00` in the path": Difference(
+            502, "the same: Node refuses a file path with a NUL byte (ERR_INVALID_ARG_VALUE)",
+        ),
+        "the document's own path (`7/rating/index.json`)": Difference(
+            200, "Pages serves every file at its own path as well",
+        ),
+        "a folder without its slash (`/about`)": Difference(
+            "308 to the path with a slash, then 200",
+            "wrangler pages dev redirects a folder's name to the folder",
+        ),
+        "dotfiles (`/.hidden`, `/.generate-state`)": Difference(
+            200, "wrangler pages dev serves dotfiles (whether `wrangler pages deploy` uploads "
+            "them was not measured)",
+        ),
+        "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating": Difference(
+            "405, no `Allow`, an empty body", "wrangler pages dev answers every method but GET "
+            "and HEAD with an empty 405 of its own",
+        ),
+        "the same on an unknown id and on `/`": Difference(
+            "405, no `Allow`, an empty body", "the same",
+        ),
+        "TRACE": Difference(
+            NO_ANSWER, "wrangler's proxy throws on TRACE (\"'TRACE' HTTP method is "
+            "unsupported\", from undici) and never answers",
+        ),
+        "OPTIONS, with or without CORS, on a rating": Difference(
+            "405, no `Allow`, an empty body", "the same: a preflight fails, so a browser "
+            "sends only simple cross-origin GETs (which need none)",
+        ),
+        "OPTIONS on an unknown id": Difference("405, no `Allow`, an empty body", "the same"),
+        "the front page `/index.html`": Difference(
+            "308 to `/`, then 200", "wrangler pages dev redirects `/index.html` to `/`",
+        ),
+        "the `charset` of HTML and text files": Difference(
+            "`charset=utf-8`", "unquoted; the same value (RFC 9110, 5.6.6)",
+        ),
+        "`rating\\index.json` (a backslash for a slash)": Difference(
+            FOUND, "wrangler pages dev reads `\\` as `/`, as WHATWG URL parsing does in an "
+            "http URL: the document, inside the root",
+        ),
+        "dot segments inside the root (`api/./articles`, `rating/.`)": Difference(
+            FOUND, "wrangler pages dev resolves `.` segments: the document, inside the root",
+        ),
+        "an encoded slash (`7%2Frating%2F`)": Difference(
+            404, "wrangler pages dev does not take `%2F` for a separator",
+        ),
+        "an absolute-form target (`http://127.0.0.1/../secret.txt`)": Difference(
+            500, "workerd fails to parse the target (kj/compat/url.c++: invalid URL)",
+        ),
+        "a request line over 4094 bytes": Difference(502, "ENAMETOOLONG, as above"),
+        "a NUL byte in the request line": Difference(400, "wrangler pages dev refuses it"),
+    },
+}

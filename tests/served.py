@@ -12,15 +12,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.test_http_contract import (
-    REPO,
-    SERVING,
-    STOP_SECONDS,
-    hermetic_environ,
-    serve_command,
-    start,
-    wait_for,
-)
+from tests.contract import REPO, STOP_SECONDS, hermetic_environ, start, wait_for
+from tests.hosts import SERVING, serve_command
 
 __all__ = ["REPO", "Served", "hermetic_environ", "serving"]
 

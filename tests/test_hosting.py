@@ -1,9 +1,8 @@
 """The hosts' configuration: what it says, and what the hosts' own servers do with it.
 
-The HTTP contract suite runs against nginx with deploy/nginx.conf; here are
-the lines it does not cover (the front page's policy), and the files each
-configuration must agree with. Netlify's and Cloudflare's local servers
-(tests/hosts.py starts them) are not in the suite yet: see the README.
+The HTTP contract suite runs against each host's own server (tests/hosts.py);
+here are the files each configuration must agree with, and a line the suite
+checks on the front page only (the policy on /index.html too, for nginx).
 """
 from __future__ import annotations
 
@@ -18,7 +17,8 @@ import pytest
 from ratings_api.describe import FRONT_PAGE_CSP
 from ratings_api.hosting import hosting_files
 from ratings_api.loader import Catalogue
-from ratings_api.server import CACHE_CONTROL, COMMON_HEADERS, NOT_FOUND
+from ratings_api.server import COMMON_HEADERS, NOT_FOUND
+from tests.contract import Host, request, stop
 from tests.hosts import (
     CLOUDFLARE_HEADERS,
     NETLIFY_TOML,
@@ -26,7 +26,6 @@ from tests.hosts import (
     nginx_site_conf,
     start_nginx,
 )
-from tests.test_http_contract import Host, assert_common_headers, request, stop
 
 REDIRECTS: Final = """\
 # Written by generate.py from templates/hosting/_redirects.j2 at every build:

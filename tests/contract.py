@@ -1,0 +1,311 @@
+"""The HTTP contract's lines, the hosts that answer them, and a client.
+
+Every line of the contract on which a host may differ is a point of POINTS,
+named as the README's table names it, with what the WhiteNoise app answers.
+A check observes a point as a few words (``Host.holds``) and compares them
+with the host's value: the app's, or the host's documented ``Difference``.
+The README's table is rendered from the same data (``contract_table``), so
+it says exactly what the suite asserts.
+"""
+from __future__ import annotations
+
+import http.client
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from email.message import Message
+from pathlib import Path
+from typing import Final
+
+REPO: Final = Path(__file__).resolve().parent.parent
+READY_SECONDS: Final = 30.0  # generous for a loaded CI machine; a start takes 1 to 7 s
+STOP_SECONDS: Final = 10.0
+REQUEST_SECONDS: Final = 10.0
+CACHE_CONTROL: Final = "public, max-age=0, must-revalidate"
+ALLOW: Final = "GET, HEAD, OPTIONS"
+NOT_FOUND: Final = b'{"detail": "Not found."}\n'
+SECRET: Final = b"the file next to the site, which no URL may reach"
+
+RATINGS: Final = """\
+scale: [1, 5]
+articles:
+  1: [4, 5, 3, 4]
+  7: [5, 4, 5, 5, 5, 5]
+  12: {sum: 29, count: 6}
+  31: []
+  1000000: [5]
+"""
+ARTICLES: Final = (1, 7, 12, 31, 1000000)
+# Files a user keeps in the site folder, served by the same safe lookup.
+USER_FILES: Final = {
+    "CNAME": b"ratings.example.com\n",
+    "robots.txt": b"User-agent: *\n",
+    "about/index.html": b"<!doctype html><title>About</title>\n",
+    ".hidden": b"not for the web\n",
+}
+
+# Two outcomes that are not answers.
+STOPS: Final = "no answer: the server exits"
+NO_ANSWER_SECONDS: Final = 2.0
+NO_ANSWER: Final = f"no answer within {NO_ANSWER_SECONDS:g} s"
+
+FOUND: Final = "200 and the file"
+JSON_ERROR: Final = "the JSON error"
+ITS_LENGTH: Final = "the body's length"
+PREFLIGHT: Final = "204, `Allow` and the `Access-Control-Allow-*` headers"
+NOT_ALLOWED: Final = "405, `Allow` and " + JSON_ERROR
+
+# The contract's lines, in the README table's order, and what the app answers.
+POINTS: Final[dict[str, object]] = {
+    # A rating
+    "GET a rating": FOUND,
+    "`Content-Type` of a JSON file": "`application/json`",
+    "`Content-Length` of a file": ITS_LENGTH,
+    "`ETag`": '`"<hex>-<hex>"` (mtime in ns, size)',
+    "`Last-Modified`": "an HTTP date",
+    "HEAD: the headers of GET, no body": "the same",
+    "`Cache-Control` of a file (200, 206, 304)": f"`{CACHE_CONTROL}`",
+    "`Cache-Control` of a 404": f"`{CACHE_CONTROL}`",
+    "`Cache-Control` of a redirect, 405 or OPTIONS": f"`{CACHE_CONTROL}`",
+    "CORS and `nosniff` on every answer": "both",
+    "no slash (`7/rating`): GET, HEAD, with a query": "301 to `rating/`",
+    "the no-slash redirect's body": "empty",
+    "an encoded slash (`7%2Frating%2F`)": FOUND,
+    "280 requests from 32 threads at once": "all as expected",
+    "a rebuild (in the same second, same size)": "the new document, with a new `ETag`",
+    # Not found
+    "an unknown or malformed id, any other missing path": 404,
+    "a 404's body": JSON_ERROR,
+    "`Content-Type` of a 404": "`application/json`",
+    "`Content-Length` of a 404": ITS_LENGTH,
+    "no slash, no article (`2/rating`, `abc/rating`)": 404,
+    "an id of 300 digits": 404,
+    "the document's own path (`7/rating/index.json`)": 404,
+    "a folder without its slash (`/about`)": 404,
+    "dotfiles (`/.hidden`, `/.generate-state`)": 404,
+    # Methods
+    "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating": NOT_ALLOWED,
+    "the same on an unknown id and on `/`": NOT_ALLOWED,
+    "TRACE": "an answer",
+    "OPTIONS, with or without CORS, on a rating": PREFLIGHT,
+    "OPTIONS on an unknown id": PREFLIGHT,
+    # Conditional and partial requests
+    "`If-None-Match` with the `ETag`, GET and HEAD": "304 with the `ETag`",
+    "`If-Modified-Since` the `Last-Modified`": 304,
+    "`Range: bytes=0-9`": "206 and those 10 bytes",
+    # Other files
+    "the front page `/index.html`": FOUND,
+    "the `charset` of HTML and text files": '`charset="utf-8"`',
+    "the front page's `Content-Security-Policy`": "on `/`, not on other files",
+    # Paths that try to leave the root, sent byte for byte
+    "above the root (`../`, `%2e%2e`, `..%2f`, 1,300 × `../`)": 404,
+    "`/..%5csecret.txt` (an encoded backslash)": 404,
+    "`rating\\index.json` (a backslash for a slash)": 404,
+    "`/..%c0%af..%c0%afsecret.txt` (overlong UTF-8)": 404,
+    "`%00` in the path": 404,
+    "dot segments inside the root (`api/./articles`, `rating/.`)": 404,
+    "an empty segment (`/away//api/…`)": 404,
+    "an absolute-form target (`http://127.0.0.1/../secret.txt`)": 404,
+    "a path of 2,000 or 3,000 bytes": 404,
+    "other paths out (`//etc/passwd`, `/./secret.txt`, `/..\\secret.txt`)": 404,
+    "a leading `//` (`//away/api/articles/7/rating/`)": 404,
+    "a request line over 4094 bytes": 404,
+    "a NUL byte in the request line": 404,
+    "a non-ASCII byte in the request line": 404,
+}
+
+
+@dataclass(frozen=True)
+class Difference:
+    """A host's documented answer on a point, and why it answers so."""
+
+    value: object
+    why: str
+
+
+@dataclass
+class Host:
+    """A running server and what a check needs to know about it."""
+
+    name: str
+    port: int
+    site: Path  # the folder served: expected bodies are read from it
+    base_url: str  # the one the site was built with, in article_url
+    process: subprocess.Popen[bytes]
+    log: Path
+    differences: Mapping[str, Difference] = field(default_factory=dict)
+    # Starts the same host again, in the same folder, for one that exits on a request.
+    restart: Callable[[], Host] | None = None
+
+    def expect(self, point: str) -> object:
+        """The contract's value at ``point``, or this host's documented difference."""
+        assert point in POINTS, point
+        difference = self.differences.get(point)
+        return POINTS[point] if difference is None else difference.value
+
+    def holds(self, point: str, observed: object) -> None:
+        """Assert that the host answered ``point`` as it is documented to."""
+        expected = self.expect(point)
+        assert observed == expected, f"{self.name}, {point}: {observed!r}, documented {expected!r}"
+
+    def document(self, article_id: int) -> bytes:
+        return (self.site / f"away/api/articles/{article_id}/rating/index.json").read_bytes()
+
+    def revive(self) -> None:
+        """After the host exited on a request, start it again (on a new port)."""
+        assert self.restart is not None, f"{self.name} cannot be started again"
+        fresh = self.restart()
+        self.port, self.process, self.log = fresh.port, fresh.process, fresh.log
+
+
+# Processes
+
+
+def hermetic_environ() -> dict[str, str]:
+    """This environment without the variables a build takes its base URL from."""
+    names = ("BASE_URL", "CONTEXT", "URL", "DEPLOY_PRIME_URL")
+    return {name: value for name, value in os.environ.items() if name not in names}
+
+
+def make_project(folder: Path, ratings: str = RATINGS) -> Path:
+    """A ratings file, a site folder with the user's files, and a secret beside them."""
+    (folder / "ratings.yaml").write_text(ratings, encoding="utf-8")
+    for name, body in USER_FILES.items():
+        path = folder / "site" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(body)
+    (folder / "secret.txt").write_bytes(SECRET)
+    return folder / "ratings.yaml"
+
+
+def start(
+    command: list[str], folder: Path, log: Path, environ: Mapping[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    with open(log, "wb") as output:
+        return subprocess.Popen(
+            command, cwd=folder, stdout=output, stderr=subprocess.STDOUT,
+            env={**hermetic_environ(), **(environ or {})},
+            # As in a terminal, SIGINT is Ctrl-C, even when the tests run in a
+            # background job, which starts its children with SIGINT ignored.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+
+
+def wait_for(pattern: str, log: Path, process: subprocess.Popen[bytes]) -> re.Match[str]:
+    """The first match of ``pattern`` in the server's output, within READY_SECONDS."""
+    deadline = time.monotonic() + READY_SECONDS
+    while True:
+        text = log.read_text(errors="replace")
+        found = re.search(pattern, text, re.MULTILINE)
+        if found:
+            return found
+        if process.poll() is not None:
+            raise AssertionError(f"the server exited with {process.returncode}:\n{text}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no /{pattern}/ within {READY_SECONDS} s:\n{text}")
+        time.sleep(0.02)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def wait_answering(port: int) -> None:
+    """Some servers listen before they can answer: wait until one does."""
+    deadline = time.monotonic() + READY_SECONDS
+    while True:
+        try:
+            request(port, "GET", "/")
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+# A client
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: Message
+    body: bytes
+
+    def header(self, name: str) -> str | None:
+        """The header's value; a header sent twice is a failure, not a choice."""
+        values = self.headers.get_all(name) or []
+        assert len(values) <= 1, f"{name} sent {len(values)} times: {values}"
+        return values[0] if values else None
+
+
+def request(
+    port: int, method: str, path: str, headers: Mapping[str, str] | None = None,
+    body: bytes | None = None, timeout: float = REQUEST_SECONDS,
+) -> Reply:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        connection.request(method, path, body=body, headers=dict(headers or {}))
+        response = connection.getresponse()
+        return Reply(response.status, response.headers, response.read())
+    finally:
+        connection.close()
+
+
+def raw_request(port: int, target: bytes) -> Reply:
+    """Send a GET for ``target`` exactly as given: no client tidies it up.
+
+    The answer is read as its headers frame it, so a server that keeps the
+    connection open despite ``Connection: close`` costs no time.
+    """
+    with socket.create_connection(("127.0.0.1", port), timeout=REQUEST_SECONDS) as connection:
+        connection.sendall(
+            b"GET " + target + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        )
+        response = http.client.HTTPResponse(connection, method="GET")
+        try:
+            response.begin()
+            return Reply(response.status, response.headers, response.read())
+        finally:
+            response.close()
+
+
+# The README's table
+
+
+def cell(value: object) -> str:
+    return str(value).replace("|", "\\|")
+
+
+def contract_table(differences: Mapping[str, Mapping[str, Difference]]) -> str:
+    """The README's host × contract table: ✓ where a host answers as the app does."""
+    hosts = list(differences)
+    lines = [
+        "| contract line | the contract: the app (✓) | " + " | ".join(f"`{name}`" for name in hosts) + " |",
+        "|---|---|" + "---|" * len(hosts),
+    ]
+    for point, value in POINTS.items():
+        row = [cell(differences[host][point].value) if point in differences[host] else "✓"
+               for host in hosts]
+        lines.append(f"| {cell(point)} | {cell(value)} | " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def reasons_list(differences: Mapping[str, Mapping[str, Difference]]) -> str:
+    """Why each host differs where it does: the README's list under the table."""
+    lines = []
+    for host, points in differences.items():
+        for point, difference in points.items():
+            lines.append(f"- `{host}`, {point}: {difference.why}")
+    return "\n".join(lines) + "\n"
