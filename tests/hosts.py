@@ -347,7 +347,9 @@ DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
             200, "netlify dev serves a folder's index.html without the slash too",
         ),
         "dotfiles (`/.hidden`, `/.generate-state`)": Difference(
-            200, "netlify dev serves every file of the folder",
+            200, "netlify dev serves every file of the folder; `netlify deploy` leaves out names "
+            "that start with a dot (netlify-cli's getDeployFilesFilter, said to match Netlify's "
+            "builds)",
         ),
         "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating": Difference(
             "200, no `Allow`, `text/plain` “Method Not Allowed”", "after the 200 rewrite, "
