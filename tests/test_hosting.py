@@ -6,7 +6,10 @@ checks on the front page only (the policy on /index.html too, for nginx).
 """
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,8 +21,9 @@ from ratings_api.describe import FRONT_PAGE_CSP
 from ratings_api.hosting import hosting_files
 from ratings_api.loader import Catalogue
 from ratings_api.server import COMMON_HEADERS, NOT_FOUND
-from tests.contract import Host, request, stop
+from tests.contract import Host, hermetic_environ, make_project, request, stop
 from tests.hosts import (
+    CLOUDFLARE_BUILD,
     CLOUDFLARE_HEADERS,
     NETLIFY_TOML,
     NGINX_CONF,
@@ -102,6 +106,50 @@ def test_cloudflare_headers_are_the_apps_and_the_front_page_policy() -> None:
     common = "".join(f"  {name}: {value}\n" for name, value in COMMON_HEADERS)
     policy = f"  Content-Security-Policy: {FRONT_PAGE_CSP}\n"
     assert rules == f"/*\n{common}/\n{policy}/index.html\n{policy}"
+
+
+# deploy/cloudflare-pages/build
+
+
+def run_cloudflare_build(folder: Path, **environ: str) -> subprocess.CompletedProcess[str]:
+    make_project(folder)
+    return subprocess.run(
+        ["bash", str(CLOUDFLARE_BUILD)], cwd=folder, capture_output=True, text=True,
+        env={**hermetic_environ(), "PYTHON": sys.executable, **environ}, check=False,
+    )
+
+
+def article_url(site: Path) -> str:
+    document = json.loads((site / "away/api/articles/7/rating/index.json").read_bytes())
+    return str(document["article_url"])
+
+
+def test_cloudflare_build_uses_the_deployment_s_address(tmp_path: Path) -> None:
+    done = run_cloudflare_build(tmp_path, CF_PAGES_URL="https://abc123.ratings.pages.dev")
+    assert done.returncode == 0, done.stderr
+    site = tmp_path / "site"
+    assert article_url(site) == "https://abc123.ratings.pages.dev/away/api/articles/7/"
+    assert (site / "_headers").read_bytes() == CLOUDFLARE_HEADERS.read_bytes()
+    assert not (site / ".generate-state").exists()  # Pages would publish it
+    assert (site / ".hidden").exists()  # a dotfile of the user's is theirs
+
+
+def test_cloudflare_build_prefers_the_project_s_base_url(tmp_path: Path) -> None:
+    done = run_cloudflare_build(
+        tmp_path, CF_PAGES_URL="https://abc123.ratings.pages.dev", BASE_URL="https://ratings.example.com",
+    )
+    assert done.returncode == 0, done.stderr
+    assert article_url(tmp_path / "site") == "https://ratings.example.com/away/api/articles/7/"
+
+
+def test_cloudflare_build_without_an_address_fails_and_writes_nothing(tmp_path: Path) -> None:
+    done = run_cloudflare_build(tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "--base-url: the base URL must start with http:// or https://, found ''\n"
+    )
+    assert not (tmp_path / "site" / "away").exists()
+    assert not (tmp_path / "site" / "_headers").exists()
 
 
 # deploy/nginx.conf

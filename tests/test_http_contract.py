@@ -271,8 +271,8 @@ NOT_FOUND_PATHS: Final = {
     "/AWAY/api/articles/7/rating/index.json": GENERIC_404,
     "/nothing": GENERIC_404,
     "/about": "a folder without its slash (`/about`)",
-    "/.hidden": "dotfiles (`/.hidden`, `/.generate-state`)",
-    "/.generate-state": "dotfiles (`/.hidden`, `/.generate-state`)",  # the build's record
+    "/.hidden": "a dotfile of yours (`/.hidden`)",
+    "/.generate-state": "the build's record (`/.generate-state`)",
 }
 
 
