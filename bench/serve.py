@@ -56,6 +56,7 @@ from whitenoise import WhiteNoise  # noqa: E402
 
 from ratings_api.build import build  # noqa: E402
 from ratings_api.server import api_fallback, create_app  # noqa: E402
+from tests.contract import process_tree  # noqa: E402
 
 SEED: Final = 20260301
 BASE_URL: Final = "https://ratings.example.com"
@@ -236,7 +237,7 @@ class Gunicorn:
         raise RuntimeError(f"gunicorn never answered {path}")
 
     def worker_cpu_seconds(self) -> float:
-        (worker,) = _children(self.process.pid)
+        (worker,) = process_tree(self.process.pid) - {self.process.pid}
         fields = Path(f"/proc/{worker}/stat").read_text().rpartition(")")[2].split()
         return (int(fields[11]) + int(fields[12])) / TICKS  # utime and stime
 
@@ -247,19 +248,6 @@ class Gunicorn:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue  # gone meanwhile
-            if int(stat.rpartition(")")[2].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
 
 
 def _get(port: int, path: str) -> bytes:

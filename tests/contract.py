@@ -235,6 +235,24 @@ def wait_answering(port: int) -> None:
             time.sleep(0.05)
 
 
+def process_tree(root: int) -> set[int]:
+    """``root`` and its descendants, from /proc."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue  # gone meanwhile
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    tree, grown = {root}, True
+    while grown:
+        more = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= more
+        grown = bool(more)
+    return tree
+
+
 # A client
 
 

@@ -1,6 +1,7 @@
 """The hosts the HTTP contract suite runs against, and where each differs.
 
-Each ``start_*`` function takes an empty folder, builds the test project in
+Each ``start_*`` function takes an empty folder (and optionally the ratings
+to serve: bench/hosts.py gives larger ones), builds the test project in
 it, starts a server on 127.0.0.1 with the configuration this repository
 ships, and returns a ``Host``. DIFFERENCES names, for each host, the lines of
 the contract it cannot honour, what it answers instead (as measured), and
@@ -34,6 +35,7 @@ from ratings_api.build import build
 from tests.contract import (
     FOUND,
     NO_ANSWER,
+    RATINGS,
     REPO,
     STOPS,
     Difference,
@@ -65,9 +67,9 @@ def serve_command(*options: str) -> list[str]:
 SERVING: Final = r"^Serving site/ at http://127\.0\.0\.1:(\d+)/ "
 
 
-def start_serve(folder: Path) -> Host:
+def start_serve(folder: Path, ratings: str = RATINGS) -> Host:
     """``python generate.py --serve`` with no base URL: the served address is used."""
-    make_project(folder)
+    make_project(folder, ratings)
     log = folder / "serve.log"
     process = start(serve_command(), folder, log)
     try:
@@ -84,9 +86,9 @@ def start_serve(folder: Path) -> Host:
 # gunicorn
 
 
-def start_gunicorn(folder: Path) -> Host:
+def start_gunicorn(folder: Path, ratings: str = RATINGS) -> Host:
     """The production command, run in the folder that holds site/."""
-    make_project(folder)
+    make_project(folder, ratings)
     build(str(folder / "ratings.yaml"), str(folder / "site"), base_url=BASE_URL, environ={})
     log = folder / "gunicorn.log"
     command = [
@@ -126,11 +128,11 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def build_project(folder: Path) -> Path:
+def build_project(folder: Path, ratings: str = RATINGS) -> Path:
     """The contract's test project, built with BASE_URL (and so the hosts' files); its site/."""
-    ratings = make_project(folder)
+    source = make_project(folder, ratings)
     site = folder / "site"
-    build(str(ratings), str(site), base_url=BASE_URL, environ={})
+    build(str(source), str(site), base_url=BASE_URL, environ={})
     return site
 
 
@@ -180,10 +182,10 @@ def nginx_site_conf(port: int, site: Path) -> str:
     return text
 
 
-def start_nginx(folder: Path) -> Host:
+def start_nginx(folder: Path, ratings: str = RATINGS) -> Host:
     """Debian's nginx with deploy/nginx.conf, in the foreground, its files in ``folder``."""
     install_host_tools()
-    site = build_project(folder)
+    site = build_project(folder, ratings)
     port = free_port()
     (folder / "ratings.conf").write_text(nginx_site_conf(port, site), encoding="utf-8")
     # As root, nginx's workers would run as nobody, who cannot enter pytest's 0700 folders.
@@ -213,12 +215,12 @@ NETLIFY_ENVIRON: Final = {
 }
 
 
-def start_netlify_dev(folder: Path) -> Host:
+def start_netlify_dev(folder: Path, ratings: str = RATINGS) -> Host:
     """``netlify dev --offline`` from netlify-cli, serving site/ with the shipped netlify.toml."""
     install_host_tools()
     site = folder / "site"
     if not (site / "404.html").exists():  # started again after a crash: already built
-        site = build_project(folder)
+        site = build_project(folder, ratings)
         shutil.copyfile(NETLIFY_TOML, folder / "netlify.toml")
     port = free_port()
     log = folder / "netlify.log"
@@ -240,10 +242,10 @@ WRANGLER_READY: Final = r"Ready on http://127\.0\.0\.1:(\d+)"
 WRANGLER_COMPATIBILITY_DATE: Final = "2026-04-01"
 
 
-def start_wrangler(folder: Path) -> Host:
+def start_wrangler(folder: Path, ratings: str = RATINGS) -> Host:
     """``wrangler pages dev`` (Cloudflare Pages' local server) serving site/, offline."""
     install_host_tools()
-    make_project(folder)
+    make_project(folder, ratings)
     # The documented build command, as Pages would run it.
     done = subprocess.run(
         ["bash", str(CLOUDFLARE_BUILD)], cwd=folder, capture_output=True, text=True,
@@ -268,7 +270,7 @@ def start_wrangler(folder: Path) -> Host:
                 DIFFERENCES["wrangler pages dev"])
 
 
-HOSTS: Final[dict[str, Callable[[Path], Host]]] = {
+HOSTS: Final[dict[str, Callable[..., Host]]] = {
     "generate --serve": start_serve,
     "gunicorn": start_gunicorn,
     "nginx": start_nginx,

@@ -55,6 +55,7 @@ from tests.contract import (
     contract_table,
     hermetic_environ,
     make_project,
+    process_tree,
     raw_request,
     reasons_list,
     request,
@@ -580,24 +581,6 @@ def test_the_host_listens_on_loopback_only(server: Host) -> None:
     addresses = listening_addresses(process_tree(server.process.pid))
     assert f"127.0.0.1:{server.port}" in addresses
     assert {address.rsplit(":", 1)[0] for address in addresses} <= {"127.0.0.1", "[::1]"}, addresses
-
-
-def process_tree(root: int) -> set[int]:
-    """``root`` and its descendants, from /proc."""
-    parents = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue  # gone meanwhile
-            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    tree, grown = {root}, True
-    while grown:
-        more = {pid for pid, parent in parents.items() if parent in tree} - tree
-        tree |= more
-        grown = bool(more)
-    return tree
 
 
 def listening_addresses(pids: set[int]) -> set[str]:
