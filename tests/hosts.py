@@ -299,6 +299,9 @@ DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
         ),
     },
     "nginx": {
+        "`ETag`": Difference(
+            '`"<hex>-<hex>"` (mtime in s, size)', "nginx's own ETag, from whole seconds",
+        ),
         "a rebuild (in the same second, same size)": Difference(
             "the new document, with the old `ETag`: a client's copy gets 304",
             "nginx's ETag is the mtime in whole seconds and the size: a document rewritten "

@@ -93,8 +93,10 @@ def length(reply: Reply, size: int) -> str:
 def etag_form(value: str | None) -> str:
     if value is None:
         return "none"
-    if re.fullmatch(r'"[0-9a-f]+-[0-9a-f]+"', value):
+    if re.fullmatch(r'"[0-9a-f]{16}-[0-9a-f]+"', value):  # nanoseconds: 16 digits until 2262
         return POINTS["`ETag`"]  # type: ignore[return-value]
+    if re.fullmatch(r'"[0-9a-f]{8}-[0-9a-f]+"', value):  # seconds: 8 digits until 2106
+        return '`"<hex>-<hex>"` (mtime in s, size)'
     if re.fullmatch(r'"[0-9a-f]{32}"', value):
         return '`"<32 hex digits>"` (of the content)'
     if value.startswith('W/"'):
