@@ -26,6 +26,7 @@ REPO: Final = Path(__file__).resolve().parent.parent
 READY_SECONDS: Final = 30.0  # generous for a loaded CI machine; a start takes 1 to 7 s
 STOP_SECONDS: Final = 10.0
 REQUEST_SECONDS: Final = 10.0
+HEAD_SECONDS: Final = 0.2  # a body sent after HEAD's headers would follow them at once
 CACHE_CONTROL: Final = "public, max-age=0, must-revalidate"
 ALLOW: Final = "GET, HEAD, OPTIONS"
 NOT_FOUND: Final = b'{"detail": "Not found."}\n'
@@ -298,6 +299,28 @@ def raw_request(port: int, target: bytes) -> Reply:
             return Reply(response.status, response.headers, response.read())
         finally:
             response.close()
+
+
+def after_head(port: int, path: str) -> bytes:
+    """What a server sends after the headers of its answer to HEAD: nothing, by HTTP.
+
+    http.client never reads a body after HEAD, so this reads the socket itself:
+    to the end, or for HEAD_SECONDS more where the server keeps it open.
+    """
+    with socket.create_connection(("127.0.0.1", port), timeout=REQUEST_SECONDS) as connection:
+        connection.sendall(
+            f"HEAD {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode()
+        )
+        answer = b""
+        while b"\r\n\r\n" not in answer and (chunk := connection.recv(65536)):
+            answer += chunk
+        connection.settimeout(HEAD_SECONDS)
+        try:
+            while chunk := connection.recv(65536):
+                answer += chunk
+        except TimeoutError:
+            pass
+    return answer.partition(b"\r\n\r\n")[2]
 
 
 # The README's table

@@ -57,6 +57,21 @@ CLOUDFLARE_HEADERS: Final = REPO / "deploy" / "cloudflare-pages" / "_headers"
 CLOUDFLARE_BUILD: Final = REPO / "deploy" / "cloudflare-pages" / "build"
 BASE_URL: Final = "https://ratings.example.com"
 
+
+def started(
+    command: list[str], folder: Path, log: Path, ready: str,
+    environ: dict[str, str] | None = None, port: int | None = None,
+) -> tuple[subprocess.Popen[bytes], int]:
+    """Start ``command``; wait for ``ready`` in ``log`` (its group 1 the port, if no port is given)."""
+    process = start(command, folder, log, environ)
+    try:
+        found = wait_for(ready, log, process)
+        return process, port if port is not None else int(found[1])
+    except BaseException:
+        stop(process)
+        raise
+
+
 # python generate.py --serve
 
 
@@ -71,12 +86,7 @@ def start_serve(folder: Path, ratings: str = RATINGS) -> Host:
     """``python generate.py --serve`` with no base URL: the served address is used."""
     make_project(folder, ratings)
     log = folder / "serve.log"
-    process = start(serve_command(), folder, log)
-    try:
-        port = int(wait_for(SERVING, log, process)[1])
-    except BaseException:
-        stop(process)
-        raise
+    process, port = started(serve_command(), folder, log, SERVING)
     return Host(
         "generate --serve", port, folder / "site", f"http://127.0.0.1:{port}", process, log,
         DIFFERENCES["generate --serve"],
@@ -88,22 +98,20 @@ def start_serve(folder: Path, ratings: str = RATINGS) -> Host:
 
 def start_gunicorn(folder: Path, ratings: str = RATINGS) -> Host:
     """The production command, run in the folder that holds site/."""
-    make_project(folder, ratings)
-    build(str(folder / "ratings.yaml"), str(folder / "site"), base_url=BASE_URL, environ={})
+    site = build_project(folder, ratings)
     log = folder / "gunicorn.log"
     command = [
         sys.executable, "-W", "error", "-m", "gunicorn", "--bind", "127.0.0.1:0",
         "--workers", "2", "--threads", "4", "--no-control-socket",
         "--pythonpath", str(REPO), "generate:create_app()",
     ]
-    process = start(command, folder, log)
+    process, port = started(command, folder, log, r"Listening at: http://127\.0\.0\.1:(\d+)")
     try:
-        port = int(wait_for(r"Listening at: http://127\.0\.0\.1:(\d+)", log, process)[1])
         wait_answering(port)  # gunicorn listens before its workers run
     except BaseException:
         stop(process)
         raise
-    return Host("gunicorn", port, folder / "site", BASE_URL, process, log, DIFFERENCES["gunicorn"])
+    return Host("gunicorn", port, site, BASE_URL, process, log, DIFFERENCES["gunicorn"])
 
 
 # The static hosts' own servers
@@ -134,20 +142,6 @@ def build_project(folder: Path, ratings: str = RATINGS) -> Path:
     site = folder / "site"
     build(str(source), str(site), base_url=BASE_URL, environ={})
     return site
-
-
-def started(
-    command: list[str], folder: Path, log: Path, ready: str,
-    environ: dict[str, str] | None = None, port: int | None = None,
-) -> tuple[subprocess.Popen[bytes], int]:
-    """Start ``command``; wait for ``ready`` in ``log`` (its group 1 the port, if no port is given)."""
-    process = start(command, folder, log, environ)
-    try:
-        found = wait_for(ready, log, process)
-        return process, port if port is not None else int(found[1])
-    except BaseException:
-        stop(process)
-        raise
 
 
 # nginx
