@@ -39,7 +39,8 @@ def parser() -> argparse.ArgumentParser:
     )
     command.add_argument(
         "--quiet", action="store_true",
-        help="print nothing but errors: no progress, no summary",
+        help="print nothing but errors: no progress, no summary (with --serve: "
+        "no request log either, only the address)",
     )
     serving = command.add_argument_group("serving")
     serving.add_argument(
@@ -66,7 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ratings_api.server import serve  # WhiteNoise is only needed to serve
 
         return serve(
-            args.input, args.output, base_url=args.base_url, host=args.host, port=args.port
+            args.input, args.output, base_url=args.base_url, host=args.host, port=args.port,
+            quiet=args.quiet,
         )
     started = time.perf_counter()
     show_progress = not args.quiet and sys.stderr.isatty()

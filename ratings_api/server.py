@@ -366,13 +366,18 @@ class _Server(ThreadingMixIn, WSGIServer):
     request_queue_size = 128  # socketserver's 5 drops connections when a page asks for many
 
 
-def serve(input_path: str, output: str, *, base_url: str | None, host: str, port: int) -> int:
+def serve(
+    input_path: str, output: str, *, base_url: str | None, host: str, port: int,
+    quiet: bool = False,
+) -> int:
     """Build ``output``, serve it at ``host:port``, rebuild when ``input_path`` changes.
 
+    ``quiet`` keeps the build summaries and the request log to itself: only
+    the address served at and errors are printed.
     Returns the exit code: 0 after Ctrl-C, 2 when the input or the address is unusable.
     """
     try:
-        server = _listen(host, port)
+        server = _listen(host, port, _QuietHandler if quiet else WSGIRequestHandler)
     except InputError as error:
         print(error, file=sys.stderr)
         return 2
@@ -380,24 +385,25 @@ def serve(input_path: str, output: str, *, base_url: str | None, host: str, port
         address = f"http://{host}:{server.server_port}"  # the bound port, for --port 0
         rebuild = functools.partial(_build, input_path, output, base_url, address)
         try:
-            return _run(server, input_path, output, address, rebuild)
+            return _run(server, input_path, output, address, rebuild, _silent if quiet else _say)
         except KeyboardInterrupt:
             return 0  # Ctrl-C is how a development server stops: no traceback
 
 
 def _run(
-    server: _Server, input_path: str, output: str, address: str, rebuild: Callable[[], str]
+    server: _Server, input_path: str, output: str, address: str, rebuild: Callable[[], str],
+    say: Callable[[str], None],
 ) -> int:
     seen = _signature(input_path)  # before the build, so no edit falls in between
     try:
-        print(rebuild(), flush=True)
+        say(rebuild())
     except InputError as error:
         print(error, file=sys.stderr)
         return 2
     server.set_app(create_app(output))
     print(_serving_line(output, address), flush=True)
     stop = threading.Event()
-    watcher = threading.Thread(target=_watch, args=(input_path, seen, rebuild, stop))
+    watcher = threading.Thread(target=_watch, args=(input_path, seen, rebuild, stop, say))
     watcher.start()
     try:
         server.serve_forever()
@@ -407,9 +413,24 @@ def _run(
     return 0
 
 
-def _listen(host: str, port: int) -> _Server:
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _silent(line: str) -> None:
+    del line  # --quiet: a summary nobody asked for
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """wsgiref's handler without its line a request, for --quiet."""
+
+    def log_message(self, format: str, *args: object) -> None:
+        del format, args
+
+
+def _listen(host: str, port: int, handler: type[WSGIRequestHandler]) -> _Server:
     try:
-        return _Server((host, port), WSGIRequestHandler)
+        return _Server((host, port), handler)
     except OverflowError:
         raise InputError(f"--port {port}: a port is a number from 0 to 65535") from None
     except OSError as error:
@@ -455,6 +476,7 @@ def _watch(
     seen: tuple[int, int, int, int] | None,
     rebuild: Callable[[], str],
     stop: threading.Event,
+    say: Callable[[str], None],
 ) -> None:
     """Rebuild whenever the input file changes, until ``stop`` is set."""
     while not stop.wait(POLL_SECONDS):
@@ -463,6 +485,6 @@ def _watch(
             continue
         seen = current
         try:
-            print(f"{input_path} changed: {rebuild()}", flush=True)
+            say(f"{input_path} changed: {rebuild()}")
         except InputError as error:
             print(f"{error}\nstill serving the last good build", file=sys.stderr, flush=True)

@@ -699,6 +699,35 @@ def test_serve_prints_the_build_and_a_sample_url(serve_project: Path) -> None:
     )
 
 
+def test_serve_quiet_prints_its_address_and_errors_only(serve_project: Path) -> None:
+    log = serve_project / "serve.log"
+    process = start(serve_command("--quiet"), serve_project, log)
+    try:
+        port = int(wait_for(SERVING, log, process)[1])
+        assert request(port, "GET", rating_path(7)).status == 200
+        source = serve_project / "ratings.yaml"
+        source.write_text(RATINGS.replace("7: [5, 4", "7: [1, 4"), encoding="utf-8")
+        wait_until_served(port, b'"rating_sum": 25, "rating_count": 6', process)
+        source.write_text(RATINGS.replace("[5, 4, 5", "[5, 4, 50"), encoding="utf-8")
+        wait_for(r"^still serving the last good build$", log, process)
+    finally:
+        stop(process)
+    assert log.read_text().splitlines() == [
+        f"Serving site/ at http://127.0.0.1:{port}/ — "
+        f"try http://127.0.0.1:{port}/away/api/articles/1/rating/",
+        "ratings.yaml:4:13: article 7: rating 50 is outside the scale 1..5",
+        "still serving the last good build",
+    ]
+
+
+def wait_until_served(port: int, part: bytes, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + READY_SECONDS
+    while part not in request(port, "GET", rating_path(7)).body:
+        assert process.poll() is None
+        assert time.monotonic() < deadline, f"never served {part!r}"
+        time.sleep(0.02)
+
+
 def test_serve_stops_on_ctrl_c_with_exit_0(serve_project: Path) -> None:
     log = serve_project / "serve.log"
     process = start(serve_command(), serve_project, log)
