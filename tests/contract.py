@@ -103,7 +103,7 @@ POINTS: Final[dict[str, object]] = {
     # Other files
     "the front page `/index.html`": FOUND,
     "the `charset` of HTML and text files": '`charset="utf-8"`',
-    "the front page's `Content-Security-Policy`": "on `/`, not on other files",
+    "the front page's `Content-Security-Policy`": "on `/` and `/index.html`, not on other files",
     # Paths that try to leave the root, sent byte for byte
     "above the root (`../`, `%2e%2e`, `..%2f`, 1,300 × `../`)": 404,
     "`/..%5csecret.txt` (an encoded backslash)": 404,

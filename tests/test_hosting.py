@@ -1,8 +1,7 @@
 """The hosts' configuration: what it says, and what the hosts' own servers do with it.
 
 The HTTP contract suite runs against each host's own server (tests/hosts.py);
-here are the files each configuration must agree with, and a line the suite
-checks on the front page only (the policy on /index.html too, for nginx).
+here are the files each configuration must agree with.
 """
 from __future__ import annotations
 
@@ -11,24 +10,20 @@ import re
 import subprocess
 import sys
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
-
-import pytest
 
 from ratings_api.describe import FRONT_PAGE_CSP
 from ratings_api.hosting import hosting_files
 from ratings_api.loader import Catalogue
 from ratings_api.server import COMMON_HEADERS, NOT_FOUND
-from tests.contract import Host, hermetic_environ, make_project, request, stop
+from tests.contract import hermetic_environ, make_project
 from tests.hosts import (
     CLOUDFLARE_BUILD,
     CLOUDFLARE_HEADERS,
     NETLIFY_TOML,
     NGINX_CONF,
     nginx_site_conf,
-    start_nginx,
 )
 
 REDIRECTS: Final = """\
@@ -167,29 +162,3 @@ def test_nginx_conf_has_the_two_documented_edits(tmp_path: Path) -> None:
     assert "    listen 127.0.0.1:8080;\n" in text
     assert f"    root {tmp_path};\n" in text
     assert "# EDIT" not in text
-
-
-# The hosts' own servers, on what the contract suite does not check
-
-
-@pytest.fixture(scope="module")
-def nginx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
-    host = start_nginx(tmp_path_factory.mktemp("nginx"))
-    try:
-        yield host
-    finally:
-        stop(host.process)
-
-
-@pytest.mark.parametrize("path", ["/", "/index.html"])
-def test_nginx_sends_the_front_page_policy(nginx: Host, path: str) -> None:
-    reply = request(nginx.port, "GET", path)
-    assert reply.status == 200
-    assert reply.header("Content-Security-Policy") == FRONT_PAGE_CSP
-
-
-@pytest.mark.parametrize(
-    "path", ["/about/", "/away/api/openapi.json", "/away/api/articles/7/rating/"]
-)
-def test_nginx_sends_the_policy_with_the_front_page_only(nginx: Host, path: str) -> None:
-    assert request(nginx.port, "GET", path).header("Content-Security-Policy") is None
