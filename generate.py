@@ -1,4 +1,5 @@
 """Build the static JSON rating API: ``python generate.py --help``."""
+
 from __future__ import annotations
 
 from typing import Any

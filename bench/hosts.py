@@ -21,6 +21,7 @@ compared byte for byte with the files; a slice with any status other than
 Linux only (/proc, sched_setaffinity). The temporary folder is removed at
 the end.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,7 +72,9 @@ def ratings_text(count: int) -> str:
     lines = ["scale: [1, 5]", "articles:"]
     for index in range(count):
         ratings = rng.randint(0, 500)
-        lines.append(f"  {article_id(index)}: {{sum: {rng.randint(ratings, 5 * ratings)}, count: {ratings}}}")
+        lines.append(
+            f"  {article_id(index)}: {{sum: {rng.randint(ratings, 5 * ratings)}, count: {ratings}}}"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -95,15 +98,32 @@ def check_answers(host: Host, count: int) -> None:
         article = article_id(rng.randrange(count))
         reply = request(host.port, "GET", rating_path(article))
         expected = (host.site / rating_path(article)[1:] / "index.json").read_bytes()
-        assert (reply.status, reply.body) == (200, expected), f"{host.name}: {article}: {reply.status}"
+        assert (reply.status, reply.body) == (200, expected), (
+            f"{host.name}: {article}: {reply.status}"
+        )
 
 
 def wrk_slice(host: Host, paths: Path, script: Path, seconds: int, seed: int) -> float:
     """Requests per second over one slice; every answer must be a 200."""
     done = subprocess.run(
-        ["taskset", "-c", str(CLIENT_CPU), "wrk", "-t1", f"-c{CONNECTIONS}", f"-d{seconds}s",
-         "-s", str(script), f"http://127.0.0.1:{host.port}", "--", str(paths), str(seed)],
-        capture_output=True, text=True, check=True,
+        [
+            "taskset",
+            "-c",
+            str(CLIENT_CPU),
+            "wrk",
+            "-t1",
+            f"-c{CONNECTIONS}",
+            f"-d{seconds}s",
+            "-s",
+            str(script),
+            f"http://127.0.0.1:{host.port}",
+            "--",
+            str(paths),
+            str(seed),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert "Non-2xx" not in done.stdout and "Socket errors" not in done.stdout, done.stdout
     return float(re.search(r"Requests/sec:\s+([\d.]+)", done.stdout)[1])  # type: ignore[index]
@@ -151,15 +171,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     ensure_wrk()
     install_host_tools()
-    print(f"wrk, {CONNECTIONS} connections on CPU {CLIENT_CPU}; each host on CPU {SERVER_CPU}; "
-          f"median of {args.rounds} slices of {args.seconds:g} s; sites in {args.tmp}\n")
+    print(
+        f"wrk, {CONNECTIONS} connections on CPU {CLIENT_CPU}; each host on CPU {SERVER_CPU}; "
+        f"median of {args.rounds} slices of {args.seconds:g} s; sites in {args.tmp}\n"
+    )
     print("| articles | host | requests/s | × nginx |")
     print("|---:|---|---:|---:|")
     for size in (int(text) for text in args.sizes.split(",")):
         figures = measure(size, args.seconds, args.rounds, args.tmp)
         for name, rate in figures.items():
             ratio = rate / figures[BASELINE]
-            print(f"| {size:,} | `{name}` | {rate:,.0f} | {ratio:.{2 if ratio >= 0.1 else 4}f} |", flush=True)
+            print(
+                f"| {size:,} | `{name}` | {rate:,.0f} | {ratio:.{2 if ratio >= 0.1 else 4}f} |",
+                flush=True,
+            )
     return 0
 
 

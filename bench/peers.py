@@ -16,6 +16,7 @@ command it returns.
   so the bytes are the same (Hugo's ``jsonify`` would escape ``<``, ``>`` and
   ``&`` in a base URL as ``\\u003c``…, which URLs do not contain).
 """
+
 from __future__ import annotations
 
 import json
@@ -200,7 +201,9 @@ def hugo_content(article: Article) -> str:
     return f"+++\narticle_id = {article_id}\nrating_sum = {total}\nrating_count = {count}\n+++\n"
 
 
-def prepare_hugo(articles: list[Article], work_dir: Path, base_url: str, cache_dir: Path) -> list[str]:
+def prepare_hugo(
+    articles: list[Article], work_dir: Path, base_url: str, cache_dir: Path
+) -> list[str]:
     """Write the config, the template and one content file per article; return the hugo command."""
     content = work_dir / "content" / "articles"
     # Content left by an earlier, larger run would be built too.
@@ -208,14 +211,23 @@ def prepare_hugo(articles: list[Article], work_dir: Path, base_url: str, cache_d
     content.mkdir(parents=True)
     for article in articles:
         (content / f"{article[0]}.md").write_text(hugo_content(article), encoding="utf-8")
-    config = HUGO_CONFIG.format(base_url=json.dumps(base_url, ensure_ascii=False))  # a JSON string is a TOML string
+    config = HUGO_CONFIG.format(
+        base_url=json.dumps(base_url, ensure_ascii=False)
+    )  # a JSON string is a TOML string
     (work_dir / "hugo.toml").write_text(config, encoding="utf-8")
     layouts = work_dir / "layouts" / "_default"
     layouts.mkdir(parents=True, exist_ok=True)
     (layouts / "single.json").write_text(HUGO_TEMPLATE, encoding="utf-8")
     return [
-        "hugo", "--source", str(work_dir), "--destination", str(out_dir(work_dir)),
-        "--quiet", "--noBuildLock", "--cacheDir", str(cache_dir / "hugo-cache"),
+        "hugo",
+        "--source",
+        str(work_dir),
+        "--destination",
+        str(out_dir(work_dir)),
+        "--quiet",
+        "--noBuildLock",
+        "--cacheDir",
+        str(cache_dir / "hugo-cache"),
     ]
 
 

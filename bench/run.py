@@ -18,6 +18,7 @@ It prints medians and ratios. Trees are deleted as soon as they are measured:
 a tmpfs has few inodes (this machine's /dev/shm has 3.1M; 1M articles take
 3M). Run it on tmpfs (the default) or on a disk left quiet, and say which.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,12 +78,17 @@ def _parser() -> argparse.ArgumentParser:
     command = argparse.ArgumentParser(description="Benchmark generate.py against its floor.")
     command.add_argument("--sizes", default="10000,100000,1000000")
     command.add_argument("--repeat", type=int, default=3)
-    command.add_argument("--dir", default="/dev/shm/ratings-bench", help="where to build (default: tmpfs)")
+    command.add_argument(
+        "--dir", default="/dev/shm/ratings-bench", help="where to build (default: tmpfs)"
+    )
     command.add_argument("--seed", type=int, default=20261122)
     command.add_argument("--peers", default="", help="comma-separated: frozen-flask,hugo")
-    command.add_argument("--peer-max", type=int, default=100_000, help="largest size peers are run at")
     command.add_argument(
-        "--stages", action="store_true",
+        "--peer-max", type=int, default=100_000, help="largest size peers are run at"
+    )
+    command.add_argument(
+        "--stages",
+        action="store_true",
         help="instead, time the stages of a fresh build and a no-op, in this process",
     )
     return command
@@ -161,8 +167,16 @@ def _compile_floor_writer(work: Path) -> Path:
 
 def generate(ratings: Path, output: Path, *extra: str) -> list[str]:
     return [
-        sys.executable, str(ROOT / "generate.py"), "--input", str(ratings),
-        "--output", str(output), "--base-url", BASE_URL, "--quiet", *extra,
+        sys.executable,
+        str(ROOT / "generate.py"),
+        "--input",
+        str(ratings),
+        "--output",
+        str(output),
+        "--base-url",
+        BASE_URL,
+        "--quiet",
+        *extra,
     ]
 
 
@@ -178,7 +192,9 @@ class Row:
     peers: dict[str, list[Run]]
 
 
-def _measure_size(size: int, args: argparse.Namespace, work: Path, writer: Path, peers: list[str]) -> Row:
+def _measure_size(
+    size: int, args: argparse.Namespace, work: Path, writer: Path, peers: list[str]
+) -> Row:
     ratings = work / f"ratings-{size}.yaml"
     changed = work / f"ratings-{size}-changed.yaml"
     documents = work / f"documents-{size}.txt"
@@ -201,14 +217,18 @@ def _measure_size(size: int, args: argparse.Namespace, work: Path, writer: Path,
     return row
 
 
-def _floor_side(row: Row, ratings: Path, changed: Path, documents: Path, writer: Path, floor: Path, site: Path) -> None:
+def _floor_side(
+    row: Row, ratings: Path, changed: Path, documents: Path, writer: Path, floor: Path, site: Path
+) -> None:
     row.parse.append(timed([sys.executable, "-c", PARSE_FLOOR, str(ratings)]))
     (floor / ARTICLES_PATH).mkdir(parents=True)
     row.write.append(timed([str(writer), str(floor / ARTICLES_PATH)], stdin=documents))
     remove_tree(floor)
 
 
-def _build_side(row: Row, ratings: Path, changed: Path, documents: Path, writer: Path, floor: Path, site: Path) -> None:
+def _build_side(
+    row: Row, ratings: Path, changed: Path, documents: Path, writer: Path, floor: Path, site: Path
+) -> None:
     row.full.append(timed(generate(ratings, site)))
     row.noop.append(timed(generate(ratings, site)))
     row.change.append(timed(generate(changed, site)))
@@ -216,7 +236,9 @@ def _build_side(row: Row, ratings: Path, changed: Path, documents: Path, writer:
     remove_tree(site)
 
 
-def _prepare_peers(names: list[str], ratings: Path, work: Path, size: int) -> dict[str, tuple[list[str], Path]]:
+def _prepare_peers(
+    names: list[str], ratings: Path, work: Path, size: int
+) -> dict[str, tuple[list[str], Path]]:
     from bench.peers import PEERS  # only runs with --peers
 
     catalogue = load_catalogue(str(ratings), ratings.read_bytes())
@@ -254,11 +276,15 @@ def _stages(size: int, seed: int, work: Path) -> str:
 
     data = stage("read the file", ratings.read_bytes)
     catalogue = stage("parse and validate (fast path)", lambda: load_catalogue(str(ratings), data))
-    stage("libyaml's event parse, for scale", lambda: subprocess.run(
-        [sys.executable, "-c", PARSE_FLOOR, str(ratings)], check=True))
+    stage(
+        "libyaml's event parse, for scale",
+        lambda: subprocess.run([sys.executable, "-c", PARSE_FLOOR, str(ratings)], check=True),
+    )
     render = Renderer(BASE_URL)
     articles = list(zip(catalogue.ids, catalogue.sums, catalogue.counts))
-    stage("render every document (in the writers)", lambda: [render(*article) for article in articles])
+    stage(
+        "render every document (in the writers)", lambda: [render(*article) for article in articles]
+    )
     stage("write a fresh tree", lambda: sync_site(str(site), catalogue, render))
     stage("no-op: one stat an article (record)", lambda: sync_site(str(site), catalogue, render))
     (site / RECORD_NAME).unlink()

@@ -30,6 +30,7 @@ the comparison:
 Linux only (/proc, sched_setaffinity). The temporary folder is removed at
 the end.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -206,12 +207,22 @@ class Gunicorn:
         with open(log, "wb") as output:
             self.process = subprocess.Popen(
                 [
-                    sys.executable, "-m", "gunicorn", "--workers", "1", "--bind", "127.0.0.1:0",
-                    "--timeout", str(int(READY_TIMEOUT)), "--no-control-socket",
-                    "--pythonpath", str(Path(__file__).parent),
+                    sys.executable,
+                    "-m",
+                    "gunicorn",
+                    "--workers",
+                    "1",
+                    "--bind",
+                    "127.0.0.1:0",
+                    "--timeout",
+                    str(int(READY_TIMEOUT)),
+                    "--no-control-socket",
+                    "--pythonpath",
+                    str(Path(__file__).parent),
                     f"serve:bench_app({kind!r}, {root!r})",
                 ],
-                stdout=output, stderr=subprocess.STDOUT,
+                stdout=output,
+                stderr=subprocess.STDOUT,
                 preexec_fn=lambda: os.sched_setaffinity(0, {0}),
             )
         self.port = self._port()
@@ -279,7 +290,13 @@ def _client(
 def warm_up(port: int, count: int) -> None:
     """WARM_UP requests, from as many processes as CPUs, to fill the caches of one server."""
     with multiprocessing.Pool(os.cpu_count()) as pool:
-        pool.starmap(_warm_up, [(port, count, WARM_UP // (os.cpu_count() or 1), n) for n in range(os.cpu_count() or 1)])
+        pool.starmap(
+            _warm_up,
+            [
+                (port, count, WARM_UP // (os.cpu_count() or 1), n)
+                for n in range(os.cpu_count() or 1)
+            ],
+        )
 
 
 def _warm_up(port: int, count: int, requests: int, seed: int) -> None:
@@ -332,7 +349,9 @@ def measure(count: int, seconds: float, tmp: str) -> dict[str, dict[str, float]]
     try:
         started = time.perf_counter()
         site = str(make_site(folder, count))
-        print(f"  built {count:,} articles in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        print(
+            f"  built {count:,} articles in {time.perf_counter() - started:.1f} s", file=sys.stderr
+        )
         results = measure_in_children(site, count, seconds)
         for kind, figures in measure_http(site, count, seconds, folder).items():
             results[kind].update(figures)
@@ -361,7 +380,8 @@ def rows(count: int, by_kind: dict[str, dict[str, float]]) -> str:
     ratios = [ours[name] / base[name] for name in ("rss", "http", "http_cpu", "in_process")]
     lines.append(
         f"| {count:,} | ratio | {ours['startup'] / base['startup']:.5f} | "
-        + " | ".join(f"{ratio:.2f}" for ratio in ratios) + " |"
+        + " | ".join(f"{ratio:.2f}" for ratio in ratios)
+        + " |"
     )
     return "\n".join(lines)
 
@@ -371,8 +391,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--seconds", type=float, default=3.0, help="per measurement")
     parser.add_argument("--tmp", default="/dev/shm", help="where the sites are built")
-    parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS,
-                        metavar=("WHAT", "KIND", "ROOT", "COUNT", "SECONDS"))
+    parser.add_argument(
+        "--child",
+        nargs=5,
+        help=argparse.SUPPRESS,
+        metavar=("WHAT", "KIND", "ROOT", "COUNT", "SECONDS"),
+    )
     args = parser.parse_args(argv)
     if args.child:
         what, kind, root, count, seconds = args.child

@@ -1,4 +1,5 @@
 """One build: read and validate the input, settle the base URL, sync the output."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping

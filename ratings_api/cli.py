@@ -1,4 +1,5 @@
 """The command line: ``python generate.py [options]``."""
+
 from __future__ import annotations
 
 import argparse
@@ -21,38 +22,49 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=lambda prog: argparse.HelpFormatter(prog, width=HELP_WIDTH),
     )
     command.add_argument(
-        "--input", default="ratings.yaml", metavar="FILE",
+        "--input",
+        default="ratings.yaml",
+        metavar="FILE",
         help="the ratings to read (default: ratings.yaml)",
     )
     command.add_argument(
-        "--output", default="site", metavar="DIR",
+        "--output",
+        default="site",
+        metavar="DIR",
         help="the folder to build the site in (default: site)",
     )
     command.add_argument(
-        "--base-url", metavar="URL",
+        "--base-url",
+        metavar="URL",
         help="the absolute URL the site is served at; overrides BASE_URL, "
         "base_url in the input and Netlify's URL",
     )
     command.add_argument(
-        "--check", action="store_true",
+        "--check",
+        action="store_true",
         help="write nothing; exit 1 if the output is not what a build would make",
     )
     command.add_argument(
-        "--quiet", action="store_true",
+        "--quiet",
+        action="store_true",
         help="print nothing but errors: no progress, no summary (with --serve: "
         "no request log either, only the address)",
     )
     serving = command.add_argument_group("serving")
     serving.add_argument(
-        "--serve", action="store_true",
+        "--serve",
+        action="store_true",
         help="build, then serve the output folder and rebuild when the input changes",
     )
     serving.add_argument(
-        "--host", default="127.0.0.1",
+        "--host",
+        default="127.0.0.1",
         help="the address to serve at (default: 127.0.0.1)",
     )
     serving.add_argument(
-        "--port", default=8000, type=int,
+        "--port",
+        default=8000,
+        type=int,
         help="the port to serve at (default: 8000)",
     )
     return command
@@ -67,15 +79,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ratings_api.server import serve  # WhiteNoise is only needed to serve
 
         return serve(
-            args.input, args.output, base_url=args.base_url, host=args.host, port=args.port,
+            args.input,
+            args.output,
+            base_url=args.base_url,
+            host=args.host,
+            port=args.port,
             quiet=args.quiet,
         )
     started = time.perf_counter()
     show_progress = not args.quiet and sys.stderr.isatty()
     try:
         result = build(
-            args.input, args.output, base_url=args.base_url, environ=os.environ,
-            dry_run=args.check, progress=_show_progress if show_progress else None,
+            args.input,
+            args.output,
+            base_url=args.base_url,
+            environ=os.environ,
+            dry_run=args.check,
+            progress=_show_progress if show_progress else None,
         )
     except InputError as error:
         print(error, file=sys.stderr)
@@ -93,7 +113,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _show_progress(done: int, total: int) -> None:
     percent = 100 * done // total if total else 100
-    print(f"\rwriting: {done:,} of {total:,} articles ({percent}%)", end="", file=sys.stderr, flush=True)
+    print(
+        f"\rwriting: {done:,} of {total:,} articles ({percent}%)",
+        end="",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def summary(output: str, result: Result, seconds: float) -> str:

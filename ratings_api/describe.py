@@ -8,6 +8,7 @@ and may hold ``<``, ``&`` or quotes. The page's script, style sheet and icon
 are separate files, so that a Content-Security-Policy without
 ``'unsafe-inline'`` allows them.
 """
+
 from __future__ import annotations
 
 import functools
@@ -84,7 +85,9 @@ class Examples:
 def describe_files(catalogue: Catalogue, base_url: str) -> dict[str, bytes]:
     """Generated files beside the documents, by their path below the output folder."""
     best = best_rated(catalogue)
-    examples = Examples(best[0] if best else None, first_unrated(catalogue), missing_id(catalogue.ids))
+    examples = Examples(
+        best[0] if best else None, first_unrated(catalogue), missing_id(catalogue.ids)
+    )
     files = {
         OPENAPI_PATH: openapi_bytes(openapi_document(catalogue, base_url, examples)),
         FRONT_PAGE: front_page(catalogue, base_url, best, examples.first),
@@ -178,7 +181,11 @@ def _operation(base_url: str, examples: Examples) -> dict[str, Any]:
         name: {"summary": summary, "value": _document(base_url, article)}
         for name, summary, article in (
             ("rated", f"Article {_id(examples.rated)}, the best rated", examples.rated),
-            ("unrated", f"Article {_id(examples.unrated)}, listed but not rated yet", examples.unrated),
+            (
+                "unrated",
+                f"Article {_id(examples.unrated)}, listed but not rated yet",
+                examples.unrated,
+            ),
         )
         if article is not None
     }
@@ -191,7 +198,7 @@ def _operation(base_url: str, examples: Examples) -> dict[str, Any]:
         "summary": "The rating of one article",
         "description": (
             "The sum, count and average of the article's ratings. An article that "
-            "is listed but not rated yet has a count of 0 and the value `\"0.0\"`. "
+            'is listed but not rated yet has a count of 0 and the value `"0.0"`. '
             "Send `If-None-Match` with the `ETag` to be answered 304 when nothing changed."
         ),
         "tags": ["ratings"],
@@ -222,7 +229,9 @@ def _operation(base_url: str, examples: Examples) -> dict[str, Any]:
 
 def _document(base_url: str, article: Article) -> dict[str, Any]:
     """The article's document as the build writes it, in its field order."""
-    document: dict[str, Any] = json.loads(Renderer(base_url)(article.id, article.total, article.count))
+    document: dict[str, Any] = json.loads(
+        Renderer(base_url)(article.id, article.total, article.count)
+    )
     return document
 
 
@@ -259,15 +268,24 @@ def _rating_schema(catalogue: Catalogue, base_url: str, examples: Examples) -> d
             "pattern": f"^{regex_literal(prefix)}[1-9][0-9]*/$",
             "description": "The article's absolute URL.",
         },
-        "id": {"type": "integer", "minimum": 1, "maximum": MAX_ID, "description": "The article's id."},
+        "id": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_ID,
+            "description": "The article's id.",
+        },
         "rating_sum": {"type": "integer", "description": "The sum of its ratings."},
-        "rating_count": {"type": "integer", "minimum": 0, "description": "The number of its ratings."},
+        "rating_count": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "The number of its ratings.",
+        },
         "rating_value": {
             "type": "string",
             "pattern": RATING_VALUE_PATTERN,
             "description": (
                 "rating_sum / rating_count with exactly one decimal, ties rounded away "
-                f"from zero; \"0.0\" when rating_count is 0{_scale_text(catalogue.scale)}."
+                f'from zero; "0.0" when rating_count is 0{_scale_text(catalogue.scale)}.'
             ),
         },
     }
@@ -278,7 +296,9 @@ def _rating_schema(catalogue: Catalogue, base_url: str, examples: Examples) -> d
         "properties": properties,
         "additionalProperties": False,
     }
-    documents = [_document(base_url, a) for a in (examples.rated, examples.unrated) if a is not None]
+    documents = [
+        _document(base_url, a) for a in (examples.rated, examples.unrated) if a is not None
+    ]
     if documents:
         schema["examples"] = documents
     return schema
@@ -301,9 +321,13 @@ def _not_found_schema() -> dict[str, Any]:
 
 
 _COMMON_HEADERS: Final = {
-    "Access-Control-Allow-Origin": ("Any origin may read the response.", {"type": "string", "const": "*"}),
+    "Access-Control-Allow-Origin": (
+        "Any origin may read the response.",
+        {"type": "string", "const": "*"},
+    ),
     "X-Content-Type-Options": (
-        "Browsers take the Content-Type as sent.", {"type": "string", "const": "nosniff"},
+        "Browsers take the Content-Type as sent.",
+        {"type": "string", "const": "nosniff"},
     ),
     "Cache-Control": (
         "Caches may keep a copy but revalidate it: ratings change at every deploy.",
@@ -311,7 +335,10 @@ _COMMON_HEADERS: Final = {
     ),
 }
 _VALIDATORS: Final = {
-    "ETag": ("Changes whenever the document does: send it back in If-None-Match.", {"type": "string"}),
+    "ETag": (
+        "Changes whenever the document does: send it back in If-None-Match.",
+        {"type": "string"},
+    ),
     "Last-Modified": ("When the document was last written.", {"type": "string"}),
 }
 # Not every static host sends Last-Modified (ETag is the validator to use): optional.
@@ -320,7 +347,11 @@ _OPTIONAL_HEADERS: Final = frozenset({"Last-Modified"})
 
 def _headers() -> dict[str, Any]:
     return {
-        name: {"description": description, "required": name not in _OPTIONAL_HEADERS, "schema": schema}
+        name: {
+            "description": description,
+            "required": name not in _OPTIONAL_HEADERS,
+            "schema": schema,
+        }
         for name, (description, schema) in {**_COMMON_HEADERS, **_VALIDATORS}.items()
     }
 
@@ -349,21 +380,27 @@ def front_page(
     """The front page, ``index.html``: what the API is, how to call it, a lookup, the best rated."""
     sample_id = example.id if example is not None else 1
     sample_url = f"{base_url}/{ARTICLES_PATH}/{sample_id}/rating/"
-    document = None if example is None else Renderer(base_url)(example.id, example.total, example.count)
-    page = _environment().get_template("index.html.j2").render(
-        meta_csp=META_CSP,
-        base_url=base_url,
-        articles_path=ARTICLES_PATH,
-        openapi_path=OPENAPI_PATH,
-        assets=ASSETS,
-        curl=f"curl {shlex.quote(sample_url)}",
-        sample_id=sample_id,
-        example_document=None if document is None else document.decode().rstrip("\n"),
-        articles=len(catalogue.ids),
-        ratings=sum(catalogue.counts),
-        scale=catalogue.scale,
-        stars=stars_for(catalogue.scale),
-        best=best,
+    document = (
+        None if example is None else Renderer(base_url)(example.id, example.total, example.count)
+    )
+    page = (
+        _environment()
+        .get_template("index.html.j2")
+        .render(
+            meta_csp=META_CSP,
+            base_url=base_url,
+            articles_path=ARTICLES_PATH,
+            openapi_path=OPENAPI_PATH,
+            assets=ASSETS,
+            curl=f"curl {shlex.quote(sample_url)}",
+            sample_id=sample_id,
+            example_document=None if document is None else document.decode().rstrip("\n"),
+            articles=len(catalogue.ids),
+            ratings=sum(catalogue.counts),
+            scale=catalogue.scale,
+            stars=stars_for(catalogue.scale),
+            best=best,
+        )
     )
     return page.encode()
 

@@ -19,6 +19,7 @@ The rest of the file (``base_url``, ``scale``, comments, document markers)
 is still read by the walker: the article lines are replaced by
 ``articles: {}`` and blank lines, so every other line keeps its number.
 """
+
 from __future__ import annotations
 
 import re

@@ -12,6 +12,7 @@ Netlify advises against more than about 10,000 rules; with a JSON
 same for ten articles or ten million, and a build writes both whatever the
 catalogue, so that neither can be left stale from an earlier one.
 """
+
 from __future__ import annotations
 
 import functools

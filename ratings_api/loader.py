@@ -6,6 +6,7 @@ silently replaces the first. Walking the events instead keeps every scalar's
 exact text and position, needs no node tree (flat memory for a million
 articles), and stops at the first alias, tag or unexpected nesting.
 """
+
 from __future__ import annotations
 
 import re
@@ -143,9 +144,7 @@ class Walker:
 
     def integer(self, event: Event, what: str) -> int:
         if not (
-            isinstance(event, ScalarEvent)
-            and not event.style
-            and INT_TEXT.fullmatch(event.value)
+            isinstance(event, ScalarEvent) and not event.style and INT_TEXT.fullmatch(event.value)
         ):
             self.fail(event, f"{what} must be an integer, found {_describe(event)}")
         if len(event.value.lstrip("-")) > MAX_DIGITS:
@@ -224,8 +223,10 @@ class Walker:
 
     def base_url(self) -> None:
         event = self.node()
-        if not isinstance(event, ScalarEvent) or event.style in ("|", ">") or (
-            not event.style and event.value in NULL_TEXTS
+        if (
+            not isinstance(event, ScalarEvent)
+            or event.style in ("|", ">")
+            or (not event.style and event.value in NULL_TEXTS)
         ):
             self.fail(event, f"base_url must be a URL, found {_describe(event)}")
         self.catalogue.base_url = event.value

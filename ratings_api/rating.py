@@ -1,4 +1,5 @@
 """The rating resource: exact averages and the JSON document of one article."""
+
 from __future__ import annotations
 
 import json

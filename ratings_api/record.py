@@ -14,6 +14,7 @@ leaves none and the next one checks every document.
 Its name starts with a dot, like the temporary files: Netlify and GitHub
 Pages publish no dotfiles, and the WhiteNoise app and nginx serve none.
 """
+
 from __future__ import annotations
 
 import os
@@ -53,7 +54,9 @@ class Record:
         return self.ids, self.sums, self.counts, self.inodes, self.times, self.sizes
 
 
-def columns_for(ids: list[int], sums: list[int], counts: list[int]) -> tuple[array[int], ...] | None:
+def columns_for(
+    ids: list[int], sums: list[int], counts: list[int]
+) -> tuple[array[int], ...] | None:
     """The catalogue as record columns, or None if a number needs more than 64 bits."""
     try:
         return array("q", ids), array("q", sums), array("q", counts)

@@ -11,6 +11,7 @@ The app is WhiteNoise, with three changes for an API of a million files:
   style of Django REST framework, CORS for any origin, ``nosniff``, and a
   ``Cache-Control`` that makes caches revalidate (ratings change at each deploy).
 """
+
 from __future__ import annotations
 
 import functools
@@ -304,13 +305,16 @@ def api_fallback(environ: WSGIEnvironment, start_response: StartResponse) -> Ite
     """What no file answers: CORS preflights, methods not allowed, and 404s."""
     method = environ["REQUEST_METHOD"]
     if method == "OPTIONS":
-        start_response("204 No Content", [
-            ("Allow", ALLOW),
-            ("Access-Control-Allow-Methods", ALLOW),
-            ("Access-Control-Allow-Headers", "*"),
-            ("Access-Control-Max-Age", PREFLIGHT_MAX_AGE),
-            *COMMON_HEADERS,
-        ])
+        start_response(
+            "204 No Content",
+            [
+                ("Allow", ALLOW),
+                ("Access-Control-Allow-Methods", ALLOW),
+                ("Access-Control-Allow-Headers", "*"),
+                ("Access-Control-Max-Age", PREFLIGHT_MAX_AGE),
+                *COMMON_HEADERS,
+            ],
+        )
         return []
     if method in ("GET", "HEAD"):
         return _json_error("404 Not Found", NOT_FOUND, method, start_response)
@@ -325,12 +329,15 @@ def _json_error(
     start_response: StartResponse,
     *extra: tuple[str, str],
 ) -> list[bytes]:
-    start_response(status, [
-        ("Content-Type", "application/json"),
-        ("Content-Length", str(len(body))),
-        *extra,
-        *COMMON_HEADERS,
-    ])
+    start_response(
+        status,
+        [
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(body))),
+            *extra,
+            *COMMON_HEADERS,
+        ],
+    )
     return [] if method == "HEAD" else [body]  # wsgiref sends whatever it is given
 
 
@@ -339,11 +346,14 @@ def _redirect_to_slash(environ: WSGIEnvironment, start_response: StartResponse) 
     # know the public scheme and host. "rating/" against ".../7/rating" is ".../7/rating/".
     query = environ.get("QUERY_STRING", "")
     location = f"rating/?{query}" if query else "rating/"
-    start_response("301 Moved Permanently", [
-        ("Location", location),
-        ("Content-Length", "0"),
-        *COMMON_HEADERS,
-    ])
+    start_response(
+        "301 Moved Permanently",
+        [
+            ("Location", location),
+            ("Content-Length", "0"),
+            *COMMON_HEADERS,
+        ],
+    )
     return []
 
 
@@ -367,7 +377,12 @@ class _Server(ThreadingMixIn, WSGIServer):
 
 
 def serve(
-    input_path: str, output: str, *, base_url: str | None, host: str, port: int,
+    input_path: str,
+    output: str,
+    *,
+    base_url: str | None,
+    host: str,
+    port: int,
     quiet: bool = False,
 ) -> int:
     """Build ``output``, serve it at ``host:port``, rebuild when ``input_path`` changes.
@@ -391,7 +406,11 @@ def serve(
 
 
 def _run(
-    server: _Server, input_path: str, output: str, address: str, rebuild: Callable[[], str],
+    server: _Server,
+    input_path: str,
+    output: str,
+    address: str,
+    rebuild: Callable[[], str],
     say: Callable[[str], None],
 ) -> int:
     seen = _signature(input_path)  # before the build, so no edit falls in between

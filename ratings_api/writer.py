@@ -19,6 +19,7 @@ as fast as one. Paths are opened relative to directory descriptors with
 objects cost more than the system calls themselves. What lets an unchanged
 article cost one ``stat`` is the record (see ``record.py``).
 """
+
 from __future__ import annotations
 
 import errno
@@ -286,7 +287,9 @@ def _unchanged_by_record(site: _Site, index: int) -> bool:
     except OSError as error:
         raise _write_error(site.path(f"{article_id}/{DOCUMENT}"), error) from None
     if (status.st_ino, status.st_mtime_ns, status.st_size) != (
-        record.inodes[place], record.times[place], record.sizes[place]
+        record.inodes[place],
+        record.times[place],
+        record.sizes[place],
     ):
         return False
     site.keep(index, status)
@@ -428,7 +431,9 @@ def _save_record(site: _Site) -> None:
     columns = columns_for(catalogue.ids, catalogue.sums, catalogue.counts)
     if columns is None:
         return  # numbers past 64 bits: the next build compares every document
-    write_record(site.root_fd, Record(site.render.stamp, *columns, site.inodes, site.times, site.sizes))
+    write_record(
+        site.root_fd, Record(site.render.stamp, *columns, site.inodes, site.times, site.sizes)
+    )
 
 
 def _prune_empty(root_fd: int) -> None:

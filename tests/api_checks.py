@@ -6,6 +6,7 @@ schema already fixes the types, the pattern of rating_value and the 404 body;
 this check adds what a schema cannot say: that a 200 is the article the path
 names, with its exact numbers, fields in order, byte for byte.
 """
+
 from __future__ import annotations
 
 import os

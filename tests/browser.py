@@ -5,6 +5,7 @@ Debian packages (built from one source, so their versions always match), and
 Selenium is given both paths, so its Selenium Manager, which would fetch a
 browser or a driver, never runs.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -62,7 +63,9 @@ def chromium(profile: Path, width: int, height: int) -> Iterator[webdriver.Chrom
     options.add_argument(f"--user-data-dir={profile}")
     options.add_argument(f"--window-size={width},{height}")
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    service = Service(executable_path=CHROMEDRIVER, log_output=str(profile.parent / "chromedriver.log"))
+    service = Service(
+        executable_path=CHROMEDRIVER, log_output=str(profile.parent / "chromedriver.log")
+    )
     driver = webdriver.Chrome(options=options, service=service)
     try:
         yield driver

@@ -17,7 +17,6 @@ def _no_base_url_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-
 def pytest_configure(config: pytest.Config) -> None:
     """Put every test's tmp_path on tmpfs where the machine has one.
 
@@ -36,4 +35,8 @@ def _roomy_tmpfs(path: str) -> bool:
         room = os.statvfs(path)
     except OSError:
         return False
-    return os.access(path, os.W_OK) and room.f_favail > 500_000 and room.f_bavail * room.f_frsize > 2**30
+    return (
+        os.access(path, os.W_OK)
+        and room.f_favail > 500_000
+        and room.f_bavail * room.f_frsize > 2**30
+    )

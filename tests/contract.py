@@ -7,6 +7,7 @@ with the host's value: the app's, or the host's documented ``Difference``.
 The README's table is rendered from the same data (``contract_table``), so
 it says exactly what the suite asserts.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -186,11 +187,17 @@ def make_project(folder: Path, ratings: str = RATINGS) -> Path:
 
 
 def start(
-    command: list[str], folder: Path, log: Path, environ: Mapping[str, str] | None = None,
+    command: list[str],
+    folder: Path,
+    log: Path,
+    environ: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     with open(log, "wb") as output:
         return subprocess.Popen(
-            command, cwd=folder, stdout=output, stderr=subprocess.STDOUT,
+            command,
+            cwd=folder,
+            stdout=output,
+            stderr=subprocess.STDOUT,
             env={**hermetic_environ(), **(environ or {})},
             # As in a terminal, SIGINT is Ctrl-C, even when the tests run in a
             # background job, which starts its children with SIGINT ignored.
@@ -271,8 +278,12 @@ class Reply:
 
 
 def request(
-    port: int, method: str, path: str, headers: Mapping[str, str] | None = None,
-    body: bytes | None = None, timeout: float = REQUEST_SECONDS,
+    port: int,
+    method: str,
+    path: str,
+    headers: Mapping[str, str] | None = None,
+    body: bytes | None = None,
+    timeout: float = REQUEST_SECONDS,
 ) -> Reply:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
@@ -334,12 +345,16 @@ def contract_table(differences: Mapping[str, Mapping[str, Difference]]) -> str:
     """The README's host × contract table: ✓ where a host answers as the app does."""
     hosts = list(differences)
     lines = [
-        "| contract line | the contract: the app (✓) | " + " | ".join(f"`{name}`" for name in hosts) + " |",
+        "| contract line | the contract: the app (✓) | "
+        + " | ".join(f"`{name}`" for name in hosts)
+        + " |",
         "|---|---|" + "---|" * len(hosts),
     ]
     for point, value in POINTS.items():
-        row = [cell(differences[host][point].value) if point in differences[host] else "✓"
-               for host in hosts]
+        row = [
+            cell(differences[host][point].value) if point in differences[host] else "✓"
+            for host in hosts
+        ]
         lines.append(f"| {cell(point)} | {cell(value)} | " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 

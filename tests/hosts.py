@@ -19,6 +19,7 @@ the last three with the generated ``_redirects`` and ``404.html``. Their
 programs come from ``scripts/install-host-tools``, run once a session: its
 failure fails the tests with its output.
 """
+
 from __future__ import annotations
 
 import functools
@@ -59,8 +60,12 @@ BASE_URL: Final = "https://ratings.example.com"
 
 
 def started(
-    command: list[str], folder: Path, log: Path, ready: str,
-    environ: dict[str, str] | None = None, port: int | None = None,
+    command: list[str],
+    folder: Path,
+    log: Path,
+    ready: str,
+    environ: dict[str, str] | None = None,
+    port: int | None = None,
 ) -> tuple[subprocess.Popen[bytes], int]:
     """Start ``command``; wait for ``ready`` in ``log`` (its group 1 the port, if no port is given)."""
     process = start(command, folder, log, environ)
@@ -76,7 +81,16 @@ def started(
 
 
 def serve_command(*options: str) -> list[str]:
-    return [sys.executable, "-W", "error", str(REPO / "generate.py"), "--serve", "--port", "0", *options]
+    return [
+        sys.executable,
+        "-W",
+        "error",
+        str(REPO / "generate.py"),
+        "--serve",
+        "--port",
+        "0",
+        *options,
+    ]
 
 
 SERVING: Final = r"^Serving site/ at http://127\.0\.0\.1:(\d+)/ "
@@ -88,7 +102,12 @@ def start_serve(folder: Path, ratings: str = RATINGS) -> Host:
     log = folder / "serve.log"
     process, port = started(serve_command(), folder, log, SERVING)
     return Host(
-        "generate --serve", port, folder / "site", f"http://127.0.0.1:{port}", process, log,
+        "generate --serve",
+        port,
+        folder / "site",
+        f"http://127.0.0.1:{port}",
+        process,
+        log,
         DIFFERENCES["generate --serve"],
     )
 
@@ -101,9 +120,21 @@ def start_gunicorn(folder: Path, ratings: str = RATINGS) -> Host:
     site = build_project(folder, ratings)
     log = folder / "gunicorn.log"
     command = [
-        sys.executable, "-W", "error", "-m", "gunicorn", "--bind", "127.0.0.1:0",
-        "--workers", "2", "--threads", "4", "--no-control-socket",
-        "--pythonpath", str(REPO), "generate:create_app()",
+        sys.executable,
+        "-W",
+        "error",
+        "-m",
+        "gunicorn",
+        "--bind",
+        "127.0.0.1:0",
+        "--workers",
+        "2",
+        "--threads",
+        "4",
+        "--no-control-socket",
+        "--pythonpath",
+        str(REPO),
+        "generate:create_app()",
     ]
     process, port = started(command, folder, log, r"Listening at: http://127\.0\.0\.1:(\d+)")
     try:
@@ -121,7 +152,11 @@ def start_gunicorn(folder: Path, ratings: str = RATINGS) -> Host:
 def install_host_tools() -> None:
     """Run scripts/install-host-tools once a session; fail with its output if it fails."""
     done = subprocess.run(
-        [str(INSTALL)], capture_output=True, text=True, check=False, timeout=1800,
+        [str(INSTALL)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=1800,
     )
     if done.returncode != 0:
         raise AssertionError(
@@ -189,8 +224,15 @@ def start_nginx(folder: Path, ratings: str = RATINGS) -> Host:
     log = folder / "nginx-error.log"
     log.touch()
     command = [
-        shutil.which("nginx") or "/usr/sbin/nginx", "-p", str(folder), "-c", str(main),
-        "-e", str(log), "-g", "daemon off;",
+        shutil.which("nginx") or "/usr/sbin/nginx",
+        "-p",
+        str(folder),
+        "-c",
+        str(main),
+        "-e",
+        str(log),
+        "-g",
+        "daemon off;",
     ]
     process, _ = started(command, folder, log, r"start worker process", port=port)
     return Host("nginx", port, site, BASE_URL, process, log, DIFFERENCES["nginx"])
@@ -219,12 +261,26 @@ def start_netlify_dev(folder: Path, ratings: str = RATINGS) -> Host:
     port = free_port()
     log = folder / "netlify.log"
     command = [
-        str(NODE_BIN / "netlify"), "dev", "--offline", "--internal-disable-edge-functions",
-        "--no-open", "--skip-gitignore", "--dir", "site", "--port", str(port),
+        str(NODE_BIN / "netlify"),
+        "dev",
+        "--offline",
+        "--internal-disable-edge-functions",
+        "--no-open",
+        "--skip-gitignore",
+        "--dir",
+        "site",
+        "--port",
+        str(port),
     ]
     process, _ = started(command, folder, log, NETLIFY_READY, NETLIFY_ENVIRON, port)
     return Host(
-        "netlify dev", port, site, BASE_URL, process, log, DIFFERENCES["netlify dev"],
+        "netlify dev",
+        port,
+        site,
+        BASE_URL,
+        process,
+        log,
+        DIFFERENCES["netlify dev"],
         restart=lambda: start_netlify_dev(folder),
     )
 
@@ -242,26 +298,42 @@ def start_wrangler(folder: Path, ratings: str = RATINGS) -> Host:
     make_project(folder, ratings)
     # The documented build command, as Pages would run it.
     done = subprocess.run(
-        ["bash", str(CLOUDFLARE_BUILD)], cwd=folder, capture_output=True, text=True,
+        ["bash", str(CLOUDFLARE_BUILD)],
+        cwd=folder,
+        capture_output=True,
+        text=True,
         env={**hermetic_environ(), "CF_PAGES_URL": BASE_URL, "PYTHON": sys.executable},
         check=False,
     )
-    assert done.returncode == 0, f"{CLOUDFLARE_BUILD}: {done.returncode}\n{done.stdout}{done.stderr}"
+    assert done.returncode == 0, (
+        f"{CLOUDFLARE_BUILD}: {done.returncode}\n{done.stdout}{done.stderr}"
+    )
     site = folder / "site"
     port = free_port()
     command = [
-        str(NODE_BIN / "wrangler"), "pages", "dev", "site", "--ip", "127.0.0.1",
-        "--port", str(port), "--compatibility-date", WRANGLER_COMPATIBILITY_DATE,
+        str(NODE_BIN / "wrangler"),
+        "pages",
+        "dev",
+        "site",
+        "--ip",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--compatibility-date",
+        WRANGLER_COMPATIBILITY_DATE,
     ]
     environ = {
-        "WRANGLER_SEND_METRICS": "false", "CI": "1",
+        "WRANGLER_SEND_METRICS": "false",
+        "CI": "1",
         # Its logs and caches stay in the test's folder.
-        "XDG_CONFIG_HOME": str(folder / ".config"), "HOME": str(folder),
+        "XDG_CONFIG_HOME": str(folder / ".config"),
+        "HOME": str(folder),
     }
     log = folder / "wrangler.log"
     process, _ = started(command, folder, log, WRANGLER_READY, environ, port)
-    return Host("wrangler pages dev", port, site, BASE_URL, process, log,
-                DIFFERENCES["wrangler pages dev"])
+    return Host(
+        "wrangler pages dev", port, site, BASE_URL, process, log, DIFFERENCES["wrangler pages dev"]
+    )
 
 
 HOSTS: Final[dict[str, Callable[..., Host]]] = {
@@ -276,25 +348,30 @@ HOSTS: Final[dict[str, Callable[..., Host]]] = {
 DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
     "generate --serve": {
         "a leading `//` (`//away/api/articles/7/rating/`)": Difference(
-            FOUND, "Python's http.server turns a leading // into / before the app sees "
+            FOUND,
+            "Python's http.server turns a leading // into / before the app sees "
             "the path, against open redirects (gh-87389)",
         ),
     },
     "gunicorn": {
         "a request line over 4094 bytes": Difference(
-            414, "gunicorn refuses a request line longer than --limit-request-line "
+            414,
+            "gunicorn refuses a request line longer than --limit-request-line "
             "(4094 bytes) before the app sees it",
         ),
         "a NUL byte in the request line": Difference(
-            400, "gunicorn refuses control characters in the request line",
+            400,
+            "gunicorn refuses control characters in the request line",
         ),
         "a non-ASCII byte in the request line": Difference(
-            400, "gunicorn refuses bytes outside ASCII in the request target",
+            400,
+            "gunicorn refuses bytes outside ASCII in the request target",
         ),
     },
     "nginx": {
         "`ETag`": Difference(
-            '`"<hex>-<hex>"` (mtime in s, size)', "nginx's own ETag, from whole seconds",
+            '`"<hex>-<hex>"` (mtime in s, size)',
+            "nginx's own ETag, from whole seconds",
         ),
         "a rebuild (in the same second, same size)": Difference(
             "the new document, with the old `ETag`: a client's copy gets 304",
@@ -302,105 +379,131 @@ DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
             "within the same second at the same length keeps its ETag until the next change",
         ),
         "the no-slash redirect's body": Difference(
-            "162 bytes of `text/html`", "nginx's `return 301` always sends its own HTML page",
+            "162 bytes of `text/html`",
+            "nginx's `return 301` always sends its own HTML page",
         ),
         "the `charset` of HTML and text files": Difference(
-            "`charset=utf-8`", "nginx's `charset utf-8` writes the parameter unquoted, as "
+            "`charset=utf-8`",
+            "nginx's `charset utf-8` writes the parameter unquoted, as "
             "most servers do; quoted or not, it is the same value (RFC 9110, 5.6.6)",
         ),
         "above the root (`../`, `%2e%2e`, `..%2f`, 1,300 × `../`)": Difference(
-            400, "nginx resolves `..` segments, decoded, before any location applies, and "
+            400,
+            "nginx resolves `..` segments, decoded, before any location applies, and "
             "refuses a path that climbs above the root",
         ),
         "an absolute-form target (`http://127.0.0.1/../secret.txt`)": Difference(
-            400, "the same: its path climbs above the root",
+            400,
+            "the same: its path climbs above the root",
         ),
         "`%00` in the path": Difference(400, "nginx refuses a path that decodes to a NUL byte"),
         "a NUL byte in the request line": Difference(
-            400, "nginx refuses a request line holding a NUL byte",
+            400,
+            "nginx refuses a request line holding a NUL byte",
         ),
     },
     "netlify dev": {
         "`Content-Type` of a JSON file": Difference(
-            "`application/json; charset=utf-8`", "netlify dev's static server adds the parameter",
+            "`application/json; charset=utf-8`",
+            "netlify dev's static server adds the parameter",
         ),
         "`ETag`": Difference(
-            '`W/"<size>-<hash>"`, weak', "netlify dev's static server makes its own, of the content",
+            '`W/"<size>-<hash>"`, weak',
+            "netlify dev's static server makes its own, of the content",
         ),
         "`Last-Modified`": Difference("none", "netlify dev sends none"),
         "HEAD: the headers of GET, no body": Difference(
-            "not the same `ETag`", "netlify dev's ETag on HEAD is that of the empty body",
+            "not the same `ETag`",
+            "netlify dev's ETag on HEAD is that of the empty body",
         ),
         "`Cache-Control` of a file (200, 206, 304)": Difference(
-            "`public, max-age=0`", "netlify dev's static server sets its own on the files it "
+            "`public, max-age=0`",
+            "netlify dev's static server sets its own on the files it "
             "sends, over netlify.toml's (its proxy's own answers keep netlify.toml's)",
         ),
         "`Cache-Control` of a 404": Difference("`public, max-age=0`", "the same"),
         "`If-Modified-Since` the `Last-Modified`": Difference(
-            "no `Last-Modified` to send", "no Last-Modified",
+            "no `Last-Modified` to send",
+            "no Last-Modified",
         ),
         "`Range: bytes=0-9`": Difference("200 and the whole document", "netlify dev ignores Range"),
         "no slash (`7/rating`): GET, HEAD, with a query": Difference(
-            FOUND, "Netlify matches a rule with or without the trailing slash: the rewrite "
+            FOUND,
+            "Netlify matches a rule with or without the trailing slash: the rewrite "
             "serves both forms, and the redirect rule is never reached",
         ),
         "the no-slash redirect's body": Difference("no redirect", "the same"),
         "`Content-Type` of a 404": Difference(
-            "`text/html; charset=utf-8`", "404.html is sent with the type its name gives",
+            "`text/html; charset=utf-8`",
+            "404.html is sent with the type its name gives",
         ),
         "the document's own path (`7/rating/index.json`)": Difference(
-            200, "Netlify serves every file at its own path as well",
+            200,
+            "Netlify serves every file at its own path as well",
         ),
         "a folder without its slash (`/about`)": Difference(
-            200, "netlify dev serves a folder's index.html without the slash too",
+            200,
+            "netlify dev serves a folder's index.html without the slash too",
         ),
         "a dotfile of yours (`/.hidden`)": Difference(
-            200, "netlify dev serves every file of the folder; `netlify deploy` leaves out names "
+            200,
+            "netlify dev serves every file of the folder; `netlify deploy` leaves out names "
             "that start with a dot (netlify-cli's getDeployFilesFilter, said to match Netlify's "
             "builds)",
         ),
         "the build's record (`/.generate-state`)": Difference(200, "the same"),
         "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating": Difference(
-            "200, no `Allow`, `text/plain` “Method Not Allowed”", "after the 200 rewrite, "
+            "200, no `Allow`, `text/plain` “Method Not Allowed”",
+            "after the 200 rewrite, "
             "netlify dev's proxy answers other methods with its own text, and the rule's 200",
         ),
         "the same on an unknown id and on `/`": Difference(
-            "405, no `Allow`, `text/plain` “Method Not Allowed”", "its proxy's own 405",
+            "405, no `Allow`, `text/plain` “Method Not Allowed”",
+            "its proxy's own 405",
         ),
         "OPTIONS, with or without CORS, on a rating": Difference(
-            "200, no `Allow`, `text/plain` “Method Not Allowed”", "the same as other methods: "
+            "200, no `Allow`, `text/plain` “Method Not Allowed”",
+            "the same as other methods: "
             "a preflight fails, so a browser sends only simple cross-origin GETs (which need none)",
         ),
         "OPTIONS on an unknown id": Difference(
-            "405, no `Allow`, `text/plain` “Method Not Allowed”", "the same",
+            "405, no `Allow`, `text/plain` “Method Not Allowed”",
+            "the same",
         ),
         "the `charset` of HTML and text files": Difference(
-            "`charset=utf-8`", "unquoted; the same value (RFC 9110, 5.6.6)",
+            "`charset=utf-8`",
+            "unquoted; the same value (RFC 9110, 5.6.6)",
         ),
         "`/..%5csecret.txt` (an encoded backslash)": Difference(
-            403, "netlify dev answers this path with a 403 of its own",
+            403,
+            "netlify dev answers this path with a 403 of its own",
         ),
         "`rating\\index.json` (a backslash for a slash)": Difference(
-            FOUND, "netlify dev reads `\\` as `/`, as WHATWG URL parsing does in an http URL: "
+            FOUND,
+            "netlify dev reads `\\` as `/`, as WHATWG URL parsing does in an http URL: "
             "the document, inside the root",
         ),
         "dot segments inside the root (`api/./articles`, `rating/.`)": Difference(
-            FOUND, "netlify dev resolves `.` segments: the document, inside the root",
+            FOUND,
+            "netlify dev resolves `.` segments: the document, inside the root",
         ),
         "an empty segment (`/away//api/…`)": Difference(
-            FOUND, "netlify dev merges the slashes: the document, inside the root",
+            FOUND,
+            "netlify dev merges the slashes: the document, inside the root",
         ),
         "`%00` in the path": Difference(400, "netlify dev refuses a path with a NUL byte"),
         "a NUL byte in the request line": Difference(400, "netlify dev refuses it"),
         "a non-ASCII byte in the request line": Difference(400, "netlify dev refuses it"),
         "`/..%c0%af..%c0%afsecret.txt` (overlong UTF-8)": Difference(
-            STOPS, "netlify dev's rewriter (rules-proxy.js) calls decodeURIComponent on the "
+            STOPS,
+            "netlify dev's rewriter (rules-proxy.js) calls decodeURIComponent on the "
             "path and the URIError it throws ends the process; the suite starts it again",
         ),
     },
     "wrangler pages dev": {
         "`Content-Length` of a file": Difference(
-            "none", "wrangler pages dev streams every file with `Transfer-Encoding: chunked`",
+            "none",
+            "wrangler pages dev streams every file with `Transfer-Encoding: chunked`",
         ),
         "`ETag`": Difference(
             '`"<32 hex digits>"` (of the content)',
@@ -408,16 +511,20 @@ DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
         ),
         "`Last-Modified`": Difference("none", "wrangler pages dev sends none"),
         "`If-Modified-Since` the `Last-Modified`": Difference(
-            "no `Last-Modified` to send", "the same",
+            "no `Last-Modified` to send",
+            "the same",
         ),
         "`If-None-Match` with the `ETag`, GET and HEAD": Difference(
-            "304 without an `ETag`", "wrangler pages dev's 304 leaves the ETag out",
+            "304 without an `ETag`",
+            "wrangler pages dev's 304 leaves the ETag out",
         ),
         "`Range: bytes=0-9`": Difference(
-            "200 and the whole document", "wrangler pages dev ignores Range",
+            "200 and the whole document",
+            "wrangler pages dev ignores Range",
         ),
         "no slash (`7/rating`): GET, HEAD, with a query": Difference(
-            "301 to `/away/api/articles/7/rating/`", "Pages matches `_redirects` rules exactly, so "
+            "301 to `/away/api/articles/7/rating/`",
+            "Pages matches `_redirects` rules exactly, so "
             "the second rule answers, and it sends the rule's target as written: an absolute path",
         ),
         "the no-slash redirect's body": Difference(
@@ -425,70 +532,86 @@ DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
             "wrangler pages dev writes a short text body on its redirects",
         ),
         "no slash, no article (`2/rating`, `abc/rating`)": Difference(
-            "301 to the path with a slash, then 404", "a `_redirects` rule cannot ask whether "
+            "301 to the path with a slash, then 404",
+            "a `_redirects` rule cannot ask whether "
             "the file exists: the redirect comes first, the 404 after it",
         ),
         "`Content-Type` of a 404": Difference(
-            "`text/html; charset=utf-8`", "404.html is sent with the type its name gives",
+            "`text/html; charset=utf-8`",
+            "404.html is sent with the type its name gives",
         ),
         "`Cache-Control` of a 404": Difference(
-            "`no-store`", "wrangler pages dev replaces the `_headers` value on its 404s",
+            "`no-store`",
+            "wrangler pages dev replaces the `_headers` value on its 404s",
         ),
         "`Content-Length` of a 404": Difference("none", "the same: chunked"),
         "an id of 300 digits": Difference(
-            502, "its local asset server looks the path up on disk, fails (ENAMETOOLONG: the "
+            502,
+            "its local asset server looks the path up on disk, fails (ENAMETOOLONG: the "
             "name is longer than a file name may be) and answers 502 with the error's text",
         ),
         "a path of 2,000 or 3,000 bytes": Difference(502, "the same (ENAMETOOLONG)"),
         "`%00` in the path": Difference(
-            502, "the same: Node refuses a file path with a NUL byte (ERR_INVALID_ARG_VALUE)",
+            502,
+            "the same: Node refuses a file path with a NUL byte (ERR_INVALID_ARG_VALUE)",
         ),
         "the document's own path (`7/rating/index.json`)": Difference(
-            200, "Pages serves every file at its own path as well",
+            200,
+            "Pages serves every file at its own path as well",
         ),
         "a folder without its slash (`/about`)": Difference(
             "308 to the path with a slash, then 200",
             "wrangler pages dev redirects a folder's name to the folder",
         ),
         "a dotfile of yours (`/.hidden`)": Difference(
-            200, "wrangler pages dev serves dotfiles, and `wrangler pages deploy` uploads them "
+            200,
+            "wrangler pages dev serves dotfiles, and `wrangler pages deploy` uploads them "
             "(its IGNORE_LIST holds only `.DS_Store`, `.git`, `.wrangler`, `node_modules` and "
             "the config files): deploy/cloudflare-pages/build removes the build's record",
         ),
         "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating": Difference(
-            "405, no `Allow`, an empty body", "wrangler pages dev answers every method but GET "
-            "and HEAD with an empty 405 of its own",
+            "405, no `Allow`, an empty body",
+            "wrangler pages dev answers every method but GET and HEAD with an empty 405 of its own",
         ),
         "the same on an unknown id and on `/`": Difference(
-            "405, no `Allow`, an empty body", "the same",
+            "405, no `Allow`, an empty body",
+            "the same",
         ),
         "TRACE": Difference(
-            NO_ANSWER, "wrangler's proxy throws on TRACE (\"'TRACE' HTTP method is "
-            "unsupported\", from undici) and never answers",
+            NO_ANSWER,
+            "wrangler's proxy throws on TRACE (\"'TRACE' HTTP method is "
+            'unsupported", from undici) and never answers',
         ),
         "OPTIONS, with or without CORS, on a rating": Difference(
-            "405, no `Allow`, an empty body", "the same: a preflight fails, so a browser "
+            "405, no `Allow`, an empty body",
+            "the same: a preflight fails, so a browser "
             "sends only simple cross-origin GETs (which need none)",
         ),
         "OPTIONS on an unknown id": Difference("405, no `Allow`, an empty body", "the same"),
         "the front page `/index.html`": Difference(
-            "308 to `/`, then 200", "wrangler pages dev redirects `/index.html` to `/`",
+            "308 to `/`, then 200",
+            "wrangler pages dev redirects `/index.html` to `/`",
         ),
         "the `charset` of HTML and text files": Difference(
-            "`charset=utf-8`", "unquoted; the same value (RFC 9110, 5.6.6)",
+            "`charset=utf-8`",
+            "unquoted; the same value (RFC 9110, 5.6.6)",
         ),
         "`rating\\index.json` (a backslash for a slash)": Difference(
-            FOUND, "wrangler pages dev reads `\\` as `/`, as WHATWG URL parsing does in an "
+            FOUND,
+            "wrangler pages dev reads `\\` as `/`, as WHATWG URL parsing does in an "
             "http URL: the document, inside the root",
         ),
         "dot segments inside the root (`api/./articles`, `rating/.`)": Difference(
-            FOUND, "wrangler pages dev resolves `.` segments: the document, inside the root",
+            FOUND,
+            "wrangler pages dev resolves `.` segments: the document, inside the root",
         ),
         "an encoded slash (`7%2Frating%2F`)": Difference(
-            404, "wrangler pages dev does not take `%2F` for a separator",
+            404,
+            "wrangler pages dev does not take `%2F` for a separator",
         ),
         "an absolute-form target (`http://127.0.0.1/../secret.txt`)": Difference(
-            500, "workerd fails to parse the target (kj/compat/url.c++: invalid URL)",
+            500,
+            "workerd fails to parse the target (kj/compat/url.c++: invalid URL)",
         ),
         "a request line over 4094 bytes": Difference(502, "ENAMETOOLONG, as above"),
         "a NUL byte in the request line": Difference(400, "wrangler pages dev refuses it"),

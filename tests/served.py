@@ -3,6 +3,7 @@
 Starting and waiting are the contract suite's own helpers; only the stop
 differs: SIGINT, as ``--serve`` is meant to stop (it finishes a rebuild).
 """
+
 from __future__ import annotations
 
 import signal

@@ -14,6 +14,7 @@ also checked one by one, through Schemathesis's own validation. The run is
 deterministic (no seed, no example database) and bounded: the same requests
 every time, in a few seconds.
 """
+
 from __future__ import annotations
 
 import re
@@ -90,7 +91,9 @@ def run(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Run:
     checked = work / "checked.log"
     checked.write_text("")
     environ = hermetic_environ() | {
-        "HYPOTHESIS_STORAGE_DIRECTORY": str(work / "hypothesis"),  # not .hypothesis/ in the checkout
+        "HYPOTHESIS_STORAGE_DIRECTORY": str(
+            work / "hypothesis"
+        ),  # not .hypothesis/ in the checkout
         "NO_COLOR": "1",
         "COLUMNS": "100",
         CHECKED_LOG: str(checked),
@@ -98,10 +101,21 @@ def run(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Run:
     before = len(served.log.read_text(errors="replace"))
     done = subprocess.run(
         [
-            sys.executable, "-m", "schemathesis.cli", "--config-file", str(config),
-            "run", "--checks", "all", f"{served.address}/away/api/openapi.json",
+            sys.executable,
+            "-m",
+            "schemathesis.cli",
+            "--config-file",
+            str(config),
+            "run",
+            "--checks",
+            "all",
+            f"{served.address}/away/api/openapi.json",
         ],
-        cwd=work, env=environ, capture_output=True, text=True, timeout=RUN_SECONDS,
+        cwd=work,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=RUN_SECONDS,
     )
     log = served.log.read_text(errors="replace")[before:]
     return Run(done, log, [int(line) for line in checked.read_text().split()])
@@ -148,7 +162,9 @@ def test_the_run_asked_for_listed_unlisted_and_malformed_ids(run: Run) -> None:
     assert set(ids) & (set(UNLISTED) - {2}), sorted(ids)
     assert MAX_ID + 1 in ids
     # What is no id at all (zero, a fraction, text, null) is a 404, never a 5xx.
-    malformed = {text: statuses for text, statuses in asked.items() if not CANONICAL_ID.fullmatch(text)}
+    malformed = {
+        text: statuses for text, statuses in asked.items() if not CANONICAL_ID.fullmatch(text)
+    }
     assert {"0", "0.5", "AAA", "true", "null"} <= set(malformed), sorted(malformed)
     assert all(statuses == {404} for statuses in malformed.values()), malformed
 
@@ -209,9 +225,7 @@ WRONG_DOCUMENTS: Final = {
 
 
 @pytest.mark.parametrize("name", list(WRONG_DOCUMENTS))
-def test_a_wrong_document_fails(
-    operation: Operation, served: Served, run: Run, name: str
-) -> None:
+def test_a_wrong_document_fails(operation: Operation, served: Served, run: Run, name: str) -> None:
     # ``run`` first: the run must see the site as built, whatever the order of the tests.
     template, failure = WRONG_DOCUMENTS[name]
     path = served.site / "away/api/articles/7/rating/index.json"

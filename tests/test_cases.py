@@ -1,4 +1,5 @@
 """Golden cases: a folder each, with its input and the exact documents or error it gives."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,5 @@
 """The command line as users meet it: options, base URL, messages, docs in step."""
+
 from __future__ import annotations
 
 import os
@@ -45,8 +46,19 @@ def test_base_url_option_wins_over_everything(
     monkeypatch.setenv("URL", "https://netlify.example")
     site = tmp_path / "site"
 
-    assert main(["--input", str(with_base_url), "--output", str(site),
-                 "--base-url", "https://option.example/"]) == 0
+    assert (
+        main(
+            [
+                "--input",
+                str(with_base_url),
+                "--output",
+                str(site),
+                "--base-url",
+                "https://option.example/",
+            ]
+        )
+        == 0
+    )
 
     assert article_url(site) == "https://option.example/away/api/articles/7/"
 
@@ -105,7 +117,9 @@ def test_netlify_variables_by_context(
 
 
 def test_url_alone_is_not_taken_for_netlify(
-    no_base_url: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    no_base_url: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setenv("URL", "https://somewhere.example")
@@ -122,19 +136,33 @@ def test_url_alone_is_not_taken_for_netlify(
     ("args", "variables", "message"),
     [
         (["--base-url", "https://"], {}, "--base-url: the base URL has no host, found 'https://'"),
-        (["--base-url", "example.com"], {},
-         "--base-url: the base URL must start with http:// or https://, found 'example.com'"),
-        ([], {"BASE_URL": "https://example.com/#top"},
-         "BASE_URL (environment): the base URL must not have a query or a fragment, "
-         "found 'https://example.com/#top'"),
-        ([], {"CONTEXT": "production", "URL": "ftp://netlify.example"},
-         "URL (Netlify, CONTEXT=production): the base URL must start with http:// or https://, "
-         "found 'ftp://netlify.example'"),
+        (
+            ["--base-url", "example.com"],
+            {},
+            "--base-url: the base URL must start with http:// or https://, found 'example.com'",
+        ),
+        (
+            [],
+            {"BASE_URL": "https://example.com/#top"},
+            "BASE_URL (environment): the base URL must not have a query or a fragment, "
+            "found 'https://example.com/#top'",
+        ),
+        (
+            [],
+            {"CONTEXT": "production", "URL": "ftp://netlify.example"},
+            "URL (Netlify, CONTEXT=production): the base URL must start with http:// or https://, "
+            "found 'ftp://netlify.example'",
+        ),
     ],
 )
 def test_a_bad_base_url_names_where_it_came_from(
-    args: list[str], variables: dict[str, str], message: str, no_base_url: Path,
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    variables: dict[str, str],
+    message: str,
+    no_base_url: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
@@ -149,7 +177,9 @@ def test_paths_are_relative_to_the_current_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "data").mkdir()
-    write(tmp_path / "data" / "ratings.yaml", "base_url: https://example.com\narticles:\n  7: [5]\n")
+    write(
+        tmp_path / "data" / "ratings.yaml", "base_url: https://example.com\narticles:\n  7: [5]\n"
+    )
     monkeypatch.chdir(tmp_path)
 
     assert main(["--input", "data/ratings.yaml", "--output", "public"]) == 0
@@ -178,7 +208,9 @@ def test_the_script_reports_bad_input_without_traceback(tmp_path: Path) -> None:
 
     result = subprocess.run(
         [sys.executable, str(ROOT / "generate.py"), "--output", str(tmp_path / "site")],
-        cwd=case, capture_output=True, text=True,
+        cwd=case,
+        capture_output=True,
+        text=True,
     )
 
     assert (result.returncode, result.stdout) == (2, "")
@@ -224,7 +256,9 @@ def run_on_terminal(*args: str) -> tuple[int, bytes, bytes]:
     try:
         process = subprocess.Popen(
             [sys.executable, str(ROOT / "generate.py"), *args],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=follower,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=follower,
         )
         os.close(follower)
         terminal = b""
@@ -244,20 +278,31 @@ def run_on_terminal(*args: str) -> tuple[int, bytes, bytes]:
 
 
 def test_progress_shows_on_a_terminal(tmp_path: Path) -> None:
-    ratings = write(tmp_path / "ratings.yaml", "base_url: https://example.com\narticles:\n"
-                    + "".join(f"  {n}: [5]\n" for n in range(1, 1001)))
+    ratings = write(
+        tmp_path / "ratings.yaml",
+        "base_url: https://example.com\narticles:\n"
+        + "".join(f"  {n}: [5]\n" for n in range(1, 1001)),
+    )
 
-    code, stdout, terminal = run_on_terminal("--input", str(ratings), "--output", str(tmp_path / "site"))
+    code, stdout, terminal = run_on_terminal(
+        "--input", str(ratings), "--output", str(tmp_path / "site")
+    )
 
     assert code == 0
-    assert stdout.startswith(f"built {tmp_path / 'site'}: 1,000 articles; files: 1007 written".encode())
+    assert stdout.startswith(
+        f"built {tmp_path / 'site'}: 1,000 articles; files: 1007 written".encode()
+    )
     assert terminal.endswith(b"\rwriting: 1,000 of 1,000 articles (100%)\r\x1b[K"), terminal
     reports = terminal.removesuffix(b"\r\x1b[K").split(b"\r")[1:]
-    assert all(re.fullmatch(rb"writing: [\d,]+ of 1,000 articles \(\d+%\)", line) for line in reports)
+    assert all(
+        re.fullmatch(rb"writing: [\d,]+ of 1,000 articles \(\d+%\)", line) for line in reports
+    )
 
 
 def test_quiet_prints_nothing_even_on_a_terminal(tmp_path: Path) -> None:
-    ratings = write(tmp_path / "ratings.yaml", "base_url: https://example.com\narticles:\n  7: [5]\n")
+    ratings = write(
+        tmp_path / "ratings.yaml", "base_url: https://example.com\narticles:\n  7: [5]\n"
+    )
 
     code, stdout, terminal = run_on_terminal(
         "--input", str(ratings), "--output", str(tmp_path / "site"), "--quiet"
@@ -268,11 +313,21 @@ def test_quiet_prints_nothing_even_on_a_terminal(tmp_path: Path) -> None:
 
 
 def test_no_progress_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
-    ratings = write(tmp_path / "ratings.yaml", "base_url: https://example.com\narticles:\n  7: [5]\n")
+    ratings = write(
+        tmp_path / "ratings.yaml", "base_url: https://example.com\narticles:\n  7: [5]\n"
+    )
 
     result = subprocess.run(
-        [sys.executable, str(ROOT / "generate.py"), "--input", str(ratings), "--output", str(tmp_path / "site")],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            str(ROOT / "generate.py"),
+            "--input",
+            str(ratings),
+            "--output",
+            str(tmp_path / "site"),
+        ],
+        capture_output=True,
+        text=True,
     )
 
     assert (result.returncode, result.stderr) == (0, "")

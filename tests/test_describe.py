@@ -1,4 +1,5 @@
 """The files that describe the API: the OpenAPI document and the front page, as a build writes them."""
+
 from __future__ import annotations
 
 import json
@@ -105,8 +106,11 @@ def test_the_rating_schema(sample: Path) -> None:
     assert schema["additionalProperties"] is False
     types = {name: spec["type"] for name, spec in schema["properties"].items()}
     assert types == {
-        "article_url": "string", "id": "integer", "rating_sum": "integer",
-        "rating_count": "integer", "rating_value": "string",
+        "article_url": "string",
+        "id": "integer",
+        "rating_sum": "integer",
+        "rating_count": "integer",
+        "rating_value": "string",
     }
     assert schema["properties"]["rating_value"]["pattern"] == r"^-?[0-9]+\.[0-9]$"
     assert schema["properties"]["article_url"]["pattern"] == (
@@ -118,14 +122,19 @@ def test_the_rating_schema(sample: Path) -> None:
 
 def test_the_examples_are_the_documents_the_build_wrote(sample: Path) -> None:
     document = openapi(sample)
-    content = document["paths"][RATING_PATH]["get"]["responses"]["200"]["content"]["application/json"]
+    content = document["paths"][RATING_PATH]["get"]["responses"]["200"]["content"][
+        "application/json"
+    ]
     examples = {name: example["value"] for name, example in content["examples"].items()}
     assert list(examples) == ["rated", "unrated"]
     # Dumped as the build dumps a document, each is the very file, fields in order.
     assert (json.dumps(examples["rated"]) + "\n").encode() == rating_document(sample, 3)
     assert (json.dumps(examples["unrated"]) + "\n").encode() == rating_document(sample, 31)
     assert list(examples["rated"]) == FIELDS
-    assert document["components"]["schemas"]["Rating"]["examples"] == [examples["rated"], examples["unrated"]]
+    assert document["components"]["schemas"]["Rating"]["examples"] == [
+        examples["rated"],
+        examples["unrated"],
+    ]
 
 
 def test_every_document_of_the_site_matches_the_rating_schema(sample: Path) -> None:
@@ -149,8 +158,11 @@ def test_the_404_and_the_headers(sample: Path) -> None:
     assert headers["Access-Control-Allow-Origin"]["schema"] == {"type": "string", "const": "*"}
     assert headers["X-Content-Type-Options"]["schema"] == {"type": "string", "const": "nosniff"}
     assert {name: header["required"] for name, header in headers.items()} == {
-        "Access-Control-Allow-Origin": True, "X-Content-Type-Options": True, "Cache-Control": True,
-        "ETag": True, "Last-Modified": False,
+        "Access-Control-Allow-Origin": True,
+        "X-Content-Type-Options": True,
+        "Cache-Control": True,
+        "ETag": True,
+        "Last-Modified": False,
     }
 
     def names(status: str) -> list[str]:
@@ -251,7 +263,13 @@ def test_best_rated_rounds_ties_away_from_zero_as_the_documents_do() -> None:
     # -3.25 shows as -3.3, below -3.2; 3.25 shows as 3.3, above 3.24...
     articles = {1: (-65, 20), 2: (-64, 20), 3: (65, 20), 4: (324, 100), 5: (0, 0), 6: (-1, 100)}
     best = best_rated(catalogue_of(articles))
-    assert [(a.id, a.value) for a in best] == [(3, "3.3"), (4, "3.2"), (6, "0.0"), (2, "-3.2"), (1, "-3.3")]
+    assert [(a.id, a.value) for a in best] == [
+        (3, "3.3"),
+        (4, "3.2"),
+        (6, "0.0"),
+        (2, "-3.2"),
+        (1, "-3.3"),
+    ]
 
 
 def test_best_rated_is_the_same_in_any_input_order() -> None:
@@ -382,9 +400,15 @@ def test_the_front_page_shows_the_endpoint_and_a_real_curl_line(sample: Path) ->
 
 def test_the_front_page_lists_the_best_rated(sample: Path) -> None:
     page = front_page(sample)
-    table = next(element for element in page.all("table") if element.attributes.get("class") == "best")
+    table = next(
+        element for element in page.all("table") if element.attributes.get("class") == "best"
+    )
     assert rows(table) == SAMPLE_BEST
-    links = [a.attributes["href"] for a in page.all("a") if a.attributes["href"].startswith("away/api/articles/")]
+    links = [
+        a.attributes["href"]
+        for a in page.all("a")
+        if a.attributes["href"].startswith("away/api/articles/")
+    ]
     assert links == [f"away/api/articles/{row[1]}/rating/" for row in SAMPLE_BEST]
     stars = [span.attributes for span in page.all("span") if "data-value" in span.attributes]
     assert [(s["data-value"], s["data-max"], s["aria-label"]) for s in stars] == [
@@ -426,7 +450,14 @@ def test_the_front_page_passes_its_own_policy(sample: Path) -> None:
     css = (sample / "assets/front-page.css").read_text()
     assert "@import" not in css and "url(" not in css
     script = (sample / "assets/front-page.js").read_text()
-    for unsafe in ("innerHTML", "outerHTML", "eval(", "new Function", "document.write", "setAttribute(\"style"):
+    for unsafe in (
+        "innerHTML",
+        "outerHTML",
+        "eval(",
+        "new Function",
+        "document.write",
+        'setAttribute("style',
+    ):
         assert unsafe not in script, unsafe
 
 
@@ -444,9 +475,14 @@ def test_a_hostile_base_url_is_escaped_on_the_front_page(tmp_path: Path) -> None
     page = front_page(site)
     assert "<script>alert" not in page.source
     assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;amp;&#34;" in page.source
-    assert [s.attributes for s in page.all("script")] == [{"src": "assets/front-page.js", "defer": ""}]
+    assert [s.attributes for s in page.all("script")] == [
+        {"src": "assets/front-page.js", "defer": ""}
+    ]
     # The curl line, pasted in a shell, asks for exactly the URL.
-    assert shlex.split(page.by_id("curl").text) == ["curl", f"{HOSTILE_URL}/away/api/articles/3/rating/"]
+    assert shlex.split(page.by_id("curl").text) == [
+        "curl",
+        f"{HOSTILE_URL}/away/api/articles/3/rating/",
+    ]
     assert page.by_id("example").text == rating_document(site, 3).decode().rstrip("\n")
 
 
@@ -465,4 +501,3 @@ def test_a_front_page_without_articles(tmp_path: Path) -> None:
     assert [e for e in page.elements if e.attributes.get("id") == "example"] == []
     lead = " ".join(page.all("header")[0].children[1].text.split())
     assert lead.startswith("The reader ratings of 0 articles (0 ratings), published")
-

@@ -1,4 +1,5 @@
 """The fast reading either gives up or agrees with the event walker, exactly."""
+
 from __future__ import annotations
 
 import random
@@ -34,8 +35,12 @@ def assert_agrees(data: bytes) -> bool:
 def test_the_canonical_layout_is_read_fast() -> None:
     assert assert_agrees(CANONICAL)
     assert load_fast("ratings.yaml", CANONICAL) == Catalogue(
-        ids=[7, 12, 31], sums=[29, 29, 0], counts=[6, 6, 0], scale=(1, 5),
-        base_url="https://example.com", base_url_at="ratings.yaml:2:11",
+        ids=[7, 12, 31],
+        sums=[29, 29, 0],
+        counts=[6, 6, 0],
+        scale=(1, 5),
+        base_url="https://example.com",
+        base_url_at="ratings.yaml:2:11",
     )
 
 
@@ -71,8 +76,22 @@ def random_value(rng: random.Random, odd: bool) -> str:
         count = rng.randint(0, 5)
         return f"{{sum: {rng.randint(low, high) * count if rng.random() < 0.9 else 3}, count: {count}}}"
     return rng.choice(
-        ["[5,4]", "[-1, 1]", "{count: 2, sum: 9}", "\n    - 5\n    - 4", "[ 5 ]", "~", "[05]",
-         "[5, 4] #c", "[5, 4]#c", "[5, 4]  # c: [1]", "[\"5\"]", "[!!int 5]", "&a [5]", "[1, 2, 3]"]
+        [
+            "[5,4]",
+            "[-1, 1]",
+            "{count: 2, sum: 9}",
+            "\n    - 5\n    - 4",
+            "[ 5 ]",
+            "~",
+            "[05]",
+            "[5, 4] #c",
+            "[5, 4]#c",
+            "[5, 4]  # c: [1]",
+            '["5"]',
+            "[!!int 5]",
+            "&a [5]",
+            "[1, 2, 3]",
+        ]
     )
 
 
@@ -80,13 +99,17 @@ def random_document(rng: random.Random) -> bytes:
     """A small catalogue, half the time in the canonical layout, else with odd parts."""
     odd = rng.random() < 0.5
     indent = rng.choice(["  ", "    ", " "])
-    ids = [rng.choice([rng.randint(1, 40), rng.randint(1, 10**6)]) for _ in range(rng.randint(0, 8))]
+    ids = [
+        rng.choice([rng.randint(1, 40), rng.randint(1, 10**6)]) for _ in range(rng.randint(0, 8))
+    ]
     lines = [
         f"{indent}{'0' if odd and rng.random() < 0.1 else ''}{i}: {random_value(rng, odd)}"
         for i in ids
     ]
     for _ in range(rng.randint(0, 3)):
-        lines.insert(rng.randint(0, len(lines)), rng.choice(["", "# note", "  # note", "\t# tab", "   "]))
+        lines.insert(
+            rng.randint(0, len(lines)), rng.choice(["", "# note", "  # note", "\t# tab", "   "])
+        )
     suffixes = ["", " # the articles", " {}", " "] if odd else ["", " # the articles"]
     scales = ["scale: [1, 5]", "scale: [0, 6]", "scale: [2, 4]", "", "scale:\n  - 1\n  - 5"]
     urls = ["base_url: https://example.com", "base_url: 'https://example.com/x'", ""]
@@ -99,7 +122,9 @@ def random_document(rng: random.Random) -> bytes:
     text = "\n".join(part for part in parts if part) + rng.choice(["\n", "", "\n\n", "\n...\n"])
     if odd and rng.random() < 0.5:
         position = rng.randint(0, len(text))
-        noise = rng.choice(["\t", "\r", "#", ":", "[", "'", "\"", " ", "\n", "\u2028", "\x85", "é", "-", "  "])
+        noise = rng.choice(
+            ["\t", "\r", "#", ":", "[", "'", '"', " ", "\n", "\u2028", "\x85", "é", "-", "  "]
+        )
         text = text[:position] + noise + text[position:]
     return text.encode()
 

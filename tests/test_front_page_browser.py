@@ -6,6 +6,7 @@ error or anything the Content-Security-Policy refuses shows up as a failure.
 A test saves the screenshot the README shows, docs/front-page.png,
 rewriting it only when the pixels changed.
 """
+
 from __future__ import annotations
 
 import base64
@@ -73,13 +74,17 @@ class Browser:
 
 
 @pytest.fixture(scope="module")
-def browser(browser_tools: str, served: Served, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+def browser(
+    browser_tools: str, served: Served, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Browser]:
     profile = tmp_path_factory.mktemp("chromium") / "profile"
     with chromium(profile, WIDTH, HEIGHT) as driver:
         driver.get(f"{served.address}/")
         # The script has run when it has drawn the stars of the table.
         WebDriverWait(driver, WAIT_SECONDS).until(
-            lambda d: len(d.find_elements(By.CSS_SELECTOR, ".best .stars.drawn")) == len(SAMPLE_BEST)
+            lambda d: (
+                len(d.find_elements(By.CSS_SELECTOR, ".best .stars.drawn")) == len(SAMPLE_BEST)
+            )
         )
         yield Browser(driver, served.address, browser_log(driver))
 
@@ -92,14 +97,17 @@ def look_up(browser: Browser, text: str) -> WebElement:
     # The click runs the form's handler, which clears the last outcome at once.
     browser.find("#lookup-form button[type=submit]").click()
     result = browser.find("#result")
-    WebDriverWait(browser.driver, WAIT_SECONDS).until(lambda _: result.get_attribute("data-outcome"))
+    WebDriverWait(browser.driver, WAIT_SECONDS).until(
+        lambda _: result.get_attribute("data-outcome")
+    )
     return result
 
 
 def not_found_in_console(browser: Browser, article_id: int) -> tuple[str, str, str]:
     # Chromium notes every 4xx a page fetches; this one is the lookup's own.
     return (
-        "SEVERE", "network",
+        "SEVERE",
+        "network",
         f"{browser.address}/away/api/articles/{article_id}/rating/ - Failed to load resource: "
         "the server responded with a status of 404 (Not Found)",
     )
@@ -116,15 +124,23 @@ def test_the_page_says_what_the_api_is_and_how_to_call_it(browser: Browser) -> N
         "The reader ratings of 12 articles (362 ratings, on a scale of 1 to 5), published as a "
         "read-only JSON API of static files: one document per article, ready for any web page to fetch."
     )
-    assert browser.find(".endpoint").text == "GET https://ratings.example.com/away/api/articles/{id}/rating/"
-    assert browser.find("#curl").text == "curl https://ratings.example.com/away/api/articles/3/rating/"
+    assert (
+        browser.find(".endpoint").text
+        == "GET https://ratings.example.com/away/api/articles/{id}/rating/"
+    )
+    assert (
+        browser.find("#curl").text == "curl https://ratings.example.com/away/api/articles/3/rating/"
+    )
 
 
 def test_the_copy_button_copies_the_curl_line(browser: Browser) -> None:
-    browser.driver.execute_cdp_cmd("Browser.grantPermissions", {
-        "origin": browser.address,
-        "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"],
-    })
+    browser.driver.execute_cdp_cmd(
+        "Browser.grantPermissions",
+        {
+            "origin": browser.address,
+            "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"],
+        },
+    )
     button = browser.find("button.copy")
     button.click()
     WebDriverWait(browser.driver, WAIT_SECONDS).until(lambda _: button.text == "Copied")
@@ -143,7 +159,9 @@ def test_the_best_rated_table(browser: Browser) -> None:
     ]
     assert rows == SAMPLE_BEST
     stars = browser.find_all(".best .stars")
-    widths = [star.find_element(By.CSS_SELECTOR, ".stars-full").get_attribute("style") for star in stars]
+    widths = [
+        star.find_element(By.CSS_SELECTOR, ".stars-full").get_attribute("style") for star in stars
+    ]
     # An average on the scale of 5 fills a fifth of the width a star: 4.8 is 96%.
     assert widths == [f"width: {int(Decimal(row[2]) * 20)}%;" for row in SAMPLE_BEST]
     assert [star.get_attribute("aria-label") for star in stars] == [
@@ -169,7 +187,10 @@ def test_looking_up_a_missing_id(browser: Browser) -> None:
     browser.console()
     result = look_up(browser, "4")
     assert result.get_attribute("data-outcome") == "missing"
-    assert browser.find("#result-message").text == "No article has the id 4: the API answered 404 Not Found."
+    assert (
+        browser.find("#result-message").text
+        == "No article has the id 4: the API answered 404 Not Found."
+    )
     assert browser.find(".request").text == "GET /away/api/articles/4/rating/ 404 Not Found"
     assert browser.find("#result-json").text == '{\n  "detail": "Not found."\n}'
     assert not browser.find("#result-rating").is_displayed()
@@ -185,7 +206,9 @@ def test_looking_up_an_existing_id(browser: Browser) -> None:
     stars = browser.find("#result-rating .stars")
     assert stars.is_displayed()
     assert stars.get_attribute("aria-label") == "4.8 out of 5 stars"
-    assert stars.find_element(By.CSS_SELECTOR, ".stars-full").get_attribute("style") == "width: 96%;"
+    assert (
+        stars.find_element(By.CSS_SELECTOR, ".stars-full").get_attribute("style") == "width: 96%;"
+    )
     assert browser.find(".request").text == "GET /away/api/articles/7/rating/ 200 OK"
     assert browser.find("#result-json").text == (
         '{\n  "article_url": "https://ratings.example.com/away/api/articles/7/",\n  "id": 7,\n'
@@ -221,12 +244,17 @@ def test_an_answer_that_is_not_json(browser: Browser, served: Served) -> None:
 
 
 @pytest.mark.parametrize("text", ["07", "abc", "-1", "0", "7.0", "", "1" * 20])
-def test_a_malformed_id_is_refused_without_a_request(browser: Browser, served: Served, text: str) -> None:
+def test_a_malformed_id_is_refused_without_a_request(
+    browser: Browser, served: Served, text: str
+) -> None:
     browser.console()
     requests = served.log.read_text().count("GET /away/api/articles/")
     result = look_up(browser, text)
     assert result.get_attribute("data-outcome") == "invalid"
-    assert browser.find("#result-message").text == "An article id is a whole number from 1 up, such as 7."
+    assert (
+        browser.find("#result-message").text
+        == "An article id is a whole number from 1 up, such as 7."
+    )
     assert browser.find("#result-json").text == ""
     assert served.log.read_text().count("GET /away/api/articles/") == requests
     assert browser.console() == []
@@ -263,13 +291,18 @@ def get(address: str, path: str) -> tuple[int, dict[str, str], bytes]:
         connection.close()
 
 
-@pytest.mark.parametrize("path, content_type", [
-    ("/assets/front-page.js", 'text/javascript; charset="utf-8"'),
-    ("/assets/front-page.css", 'text/css; charset="utf-8"'),
-    ("/assets/star.svg", "image/svg+xml"),
-    ("/", 'text/html; charset="utf-8"'),
-])
-def test_the_page_and_its_files_are_served_with_their_types(served: Served, path: str, content_type: str) -> None:
+@pytest.mark.parametrize(
+    "path, content_type",
+    [
+        ("/assets/front-page.js", 'text/javascript; charset="utf-8"'),
+        ("/assets/front-page.css", 'text/css; charset="utf-8"'),
+        ("/assets/star.svg", "image/svg+xml"),
+        ("/", 'text/html; charset="utf-8"'),
+    ],
+)
+def test_the_page_and_its_files_are_served_with_their_types(
+    served: Served, path: str, content_type: str
+) -> None:
     status, headers, _ = get(served.address, path)
     assert status == 200
     assert headers["Content-Type"] == content_type
@@ -288,11 +321,14 @@ def test_the_screenshot(browser: Browser) -> None:
     # No caret blinking in the field, no button left in its hover or focus state.
     browser.driver.execute_script("document.activeElement.blur(); window.scrollTo(0, 0);")
     height = browser.driver.execute_script("return document.documentElement.scrollHeight")
-    shot = browser.driver.execute_cdp_cmd("Page.captureScreenshot", {
-        "format": "png",
-        "captureBeyondViewport": True,
-        "clip": {"x": 0, "y": 0, "width": WIDTH, "height": height, "scale": 1},
-    })
+    shot = browser.driver.execute_cdp_cmd(
+        "Page.captureScreenshot",
+        {
+            "format": "png",
+            "captureBeyondViewport": True,
+            "clip": {"x": 0, "y": 0, "width": WIDTH, "height": height, "scale": 1},
+        },
+    )
     png = base64.b64decode(shot["data"], validate=True)
     assert png.startswith(PNG_SIGNATURE)
     assert png_size(png) == (WIDTH, height)
@@ -313,5 +349,7 @@ def test_the_page_needs_no_file_from_elsewhere(browser: Browser) -> None:
     )
     assert urls, "the page loaded nothing: its script and style sheet are missing"
     assert all(url.startswith(f"{browser.address}/") for url in urls), urls
-    assert set(urls) >= {f"{browser.address}/assets/front-page.js", f"{browser.address}/assets/front-page.css"}
-
+    assert set(urls) >= {
+        f"{browser.address}/assets/front-page.js",
+        f"{browser.address}/assets/front-page.css",
+    }

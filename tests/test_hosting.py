@@ -3,6 +3,7 @@
 The HTTP contract suite runs against each host's own server (tests/hosts.py);
 here are the files each configuration must agree with.
 """
+
 from __future__ import annotations
 
 import json
@@ -109,8 +110,12 @@ def test_cloudflare_headers_are_the_apps_and_the_front_page_policy() -> None:
 def run_cloudflare_build(folder: Path, **environ: str) -> subprocess.CompletedProcess[str]:
     make_project(folder)
     return subprocess.run(
-        ["bash", str(CLOUDFLARE_BUILD)], cwd=folder, capture_output=True, text=True,
-        env={**hermetic_environ(), "PYTHON": sys.executable, **environ}, check=False,
+        ["bash", str(CLOUDFLARE_BUILD)],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        env={**hermetic_environ(), "PYTHON": sys.executable, **environ},
+        check=False,
     )
 
 
@@ -131,7 +136,9 @@ def test_cloudflare_build_uses_the_deployment_s_address(tmp_path: Path) -> None:
 
 def test_cloudflare_build_prefers_the_project_s_base_url(tmp_path: Path) -> None:
     done = run_cloudflare_build(
-        tmp_path, CF_PAGES_URL="https://abc123.ratings.pages.dev", BASE_URL="https://ratings.example.com",
+        tmp_path,
+        CF_PAGES_URL="https://abc123.ratings.pages.dev",
+        BASE_URL="https://ratings.example.com",
     )
     assert done.returncode == 0, done.stderr
     assert article_url(tmp_path / "site") == "https://ratings.example.com/away/api/articles/7/"

@@ -8,6 +8,7 @@ contract fixes for every host, and observes each line on which a host may
 differ as a few words (``Host.holds``): the app's answer, or the host's
 documented difference. Nothing is skipped.
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -68,7 +69,9 @@ from tests.hosts import DIFFERENCES, HOSTS, SERVING, serve_command
 
 
 @pytest.fixture(scope="module", params=list(HOSTS))
-def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Host]:
     folder = tmp_path_factory.mktemp(request.param.replace(" ", "_"))
     host = HOSTS[request.param](folder)
     try:
@@ -137,10 +140,15 @@ def assert_common_headers(host: Host, reply: Reply, kind: str) -> None:
     """CORS and nosniff everywhere, and the Cache-Control of this ``kind`` of answer."""
     cors = reply.header("Access-Control-Allow-Origin") == "*"
     nosniff = reply.header("X-Content-Type-Options") == "nosniff"
-    host.holds("CORS and `nosniff` on every answer", "both" if cors and nosniff else (
-        f"Access-Control-Allow-Origin: {reply.header('Access-Control-Allow-Origin')}, "
-        f"X-Content-Type-Options: {reply.header('X-Content-Type-Options')}"
-    ))
+    host.holds(
+        "CORS and `nosniff` on every answer",
+        "both"
+        if cors and nosniff
+        else (
+            f"Access-Control-Allow-Origin: {reply.header('Access-Control-Allow-Origin')}, "
+            f"X-Content-Type-Options: {reply.header('X-Content-Type-Options')}"
+        ),
+    )
     host.holds(f"`Cache-Control` of {kind}", f"`{reply.header('Cache-Control')}`")
 
 
@@ -159,6 +167,7 @@ def check(name: str, **arguments: object) -> Callable[[Callable[..., None]], Cal
         assert name not in CHECKS, name
         CHECKS[name] = functools.partial(function, **arguments)
         return function
+
     return register
 
 
@@ -184,10 +193,13 @@ for _id in ARTICLES:
 @check("GET: the document of article 7, byte for byte")
 def check_document_bytes(host: Host) -> None:
     reply = request(host.port, "GET", rating_path(7))
-    assert reply.body == (
-        f'{{"article_url": "{host.base_url}/away/api/articles/7/", "id": 7, '
-        '"rating_sum": 29, "rating_count": 6, "rating_value": "4.8"}\n'
-    ).encode()
+    assert (
+        reply.body
+        == (
+            f'{{"article_url": "{host.base_url}/away/api/articles/7/", "id": 7, '
+            '"rating_sum": 29, "rating_count": 6, "rating_value": "4.8"}\n'
+        ).encode()
+    )
 
 
 @check("HEAD: the headers of GET, no body")
@@ -198,8 +210,10 @@ def check_head(host: Host) -> None:
     assert after_head(host.port, rating_path(7)) == b""
     names = ("Content-Type", "Content-Length", "ETag", "Last-Modified")
     differ = [name for name in names if reply.header(name) != got.header(name)]
-    host.holds("HEAD: the headers of GET, no body",
-               "the same" if not differ else "not the same " + ", ".join(f"`{n}`" for n in differ))
+    host.holds(
+        "HEAD: the headers of GET, no body",
+        "the same" if not differ else "not the same " + ", ".join(f"`{n}`" for n in differ),
+    )
     assert_common_headers(host, reply, A_FILE)
 
 
@@ -222,7 +236,9 @@ def check_no_slash(host: Host) -> None:
         return
     host.holds("the no-slash redirect's body", "empty" if not reply.body else body_said(reply))
     assert_common_headers(host, reply, OTHER)  # without CORS a browser's fetch stops here
-    followed = urlsplit(urljoin(f"http://127.0.0.1:{host.port}{path}", reply.header("Location") or ""))
+    followed = urlsplit(
+        urljoin(f"http://127.0.0.1:{host.port}{path}", reply.header("Location") or "")
+    )
     assert followed.path == rating_path(7)
     again = request(host.port, "GET", followed.path)
     assert again.status == 200
@@ -301,7 +317,9 @@ for _path, _point in NOT_FOUND_PATHS.items():
 def not_allowed_said(reply: Reply, method: str) -> str:
     json_error = f'{{"detail": "Method \\"{method}\\" not allowed."}}\n'.encode()
     if (
-        reply.status == 405 and reply.header("Allow") == ALLOW and reply.body == json_error
+        reply.status == 405
+        and reply.header("Allow") == ALLOW
+        and reply.body == json_error
         and reply.header("Content-Type") == "application/json"
         and reply.header("Content-Length") == str(len(json_error))
     ):
@@ -320,8 +338,11 @@ def check_not_allowed(host: Host, method: str, path: str) -> None:
     reply = request(host.port, method, path, body=body)
     if method == "TRACE":
         host.holds("TRACE", "an answer")
-    point = ("POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating" if path == rating_path(7)
-             else "the same on an unknown id and on `/`")
+    point = (
+        "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating"
+        if path == rating_path(7)
+        else "the same on an unknown id and on `/`"
+    )
     host.holds(point, not_allowed_said(reply, method))
     assert_common_headers(host, reply, OTHER)
 
@@ -333,7 +354,9 @@ for _method in ("POST", "PUT", "PATCH", "DELETE", "TRACE", "PROPFIND"):
 
 def options_said(reply: Reply) -> str:
     if (
-        reply.status == 204 and reply.body == b"" and reply.header("Allow") == ALLOW
+        reply.status == 204
+        and reply.body == b""
+        and reply.header("Allow") == ALLOW
         and reply.header("Access-Control-Allow-Methods") == ALLOW
         and reply.header("Access-Control-Allow-Headers") == "*"
         and reply.header("Access-Control-Max-Age") == "86400"
@@ -344,21 +367,28 @@ def options_said(reply: Reply) -> str:
 
 
 def check_options(host: Host, path: str, point: str) -> None:
-    preflight = request(host.port, "OPTIONS", path, {
-        "Origin": "https://news.example.org",
-        "Access-Control-Request-Method": "GET",
-        "Access-Control-Request-Headers": "if-none-match",
-    })
+    preflight = request(
+        host.port,
+        "OPTIONS",
+        path,
+        {
+            "Origin": "https://news.example.org",
+            "Access-Control-Request-Method": "GET",
+            "Access-Control-Request-Headers": "if-none-match",
+        },
+    )
     host.holds(point, options_said(preflight))
     assert_common_headers(host, preflight, OTHER)
     plain = request(host.port, "OPTIONS", path)
     assert options_said(plain) == options_said(preflight)
 
 
-check("OPTIONS on a rating", path=rating_path(7),
-      point="OPTIONS, with or without CORS, on a rating")(check_options)
-check("OPTIONS on an unknown id", path=rating_path(2),
-      point="OPTIONS on an unknown id")(check_options)
+check(
+    "OPTIONS on a rating", path=rating_path(7), point="OPTIONS, with or without CORS, on a rating"
+)(check_options)
+check("OPTIONS on an unknown id", path=rating_path(2), point="OPTIONS on an unknown id")(
+    check_options
+)
 
 
 @check("a cross-origin GET: readable from any origin")
@@ -377,13 +407,22 @@ def check_if_none_match(host: Host) -> None:
         if reply.status == 304:
             assert reply.body == b""
             assert_common_headers(host, reply, A_FILE)
-            with_etag = "with the `ETag`" if reply.header("ETag") == etag else (
-                f"with `ETag: {reply.header('ETag')}`" if reply.header("ETag") else "without an `ETag`")
+            with_etag = (
+                "with the `ETag`"
+                if reply.header("ETag") == etag
+                else (
+                    f"with `ETag: {reply.header('ETag')}`"
+                    if reply.header("ETag")
+                    else "without an `ETag`"
+                )
+            )
             said.append(f"304 {with_etag}")
         else:
             said.append(str(reply.status))
-    host.holds("`If-None-Match` with the `ETag`, GET and HEAD",
-               said[0] if said[0] == said[1] else f"GET: {said[0]}; HEAD: {said[1]}")
+    host.holds(
+        "`If-None-Match` with the `ETag`, GET and HEAD",
+        said[0] if said[0] == said[1] else f"GET: {said[0]}; HEAD: {said[1]}",
+    )
 
 
 @check("If-None-Match with another ETag: 200")
@@ -422,8 +461,12 @@ def check_range(host: Host) -> None:
         assert reply.header("Content-Range") == f"bytes 0-9/{len(whole)}"
         host.holds("`Range: bytes=0-9`", "206 and those 10 bytes")
     else:
-        host.holds("`Range: bytes=0-9`", "200 and the whole document"
-                   if (reply.status, reply.body) == (200, whole) else reply.status)
+        host.holds(
+            "`Range: bytes=0-9`",
+            "200 and the whole document"
+            if (reply.status, reply.body) == (200, whole)
+            else reply.status,
+        )
     assert_common_headers(host, reply, A_FILE)
 
 
@@ -431,8 +474,10 @@ def check_other_file(host: Host, path: str, file: str, content_type: str) -> Non
     reply = request(host.port, "GET", path)
     body = (host.site / file).read_bytes()
     if path == "/index.html":
-        host.holds("the front page `/index.html`", found(reply, body) if reply.status == 200
-                   else outcome(host, reply, path))
+        host.holds(
+            "the front page `/index.html`",
+            found(reply, body) if reply.status == 200 else outcome(host, reply, path),
+        )
         if reply.status != 200:
             return
     assert reply.status == 200
@@ -461,13 +506,22 @@ for _path, _name, _type in (
 
 @check("the front page carries its Content-Security-Policy, and only it")
 def check_front_page_policy(host: Host) -> None:
-    missing = [path for path in ("/", "/index.html")
-               if request(host.port, "GET", path).header("Content-Security-Policy") != FRONT_PAGE_CSP]
-    elsewhere = [path for path in (rating_path(7), "/away/api/openapi.json", "/robots.txt", "/about/")
-                 if request(host.port, "GET", path).header("Content-Security-Policy") is not None]
-    host.holds("the front page's `Content-Security-Policy`",
-               POINTS["the front page's `Content-Security-Policy`"] if not missing and not elsewhere
-               else f"not on {missing}; also on {elsewhere}")
+    missing = [
+        path
+        for path in ("/", "/index.html")
+        if request(host.port, "GET", path).header("Content-Security-Policy") != FRONT_PAGE_CSP
+    ]
+    elsewhere = [
+        path
+        for path in (rating_path(7), "/away/api/openapi.json", "/robots.txt", "/about/")
+        if request(host.port, "GET", path).header("Content-Security-Policy") is not None
+    ]
+    host.holds(
+        "the front page's `Content-Security-Policy`",
+        POINTS["the front page's `Content-Security-Policy`"]
+        if not missing and not elsewhere
+        else f"not on {missing}; also on {elsewhere}",
+    )
 
 
 # Requests that try to leave the root, sent byte for byte. A WSGI server
@@ -500,8 +554,7 @@ TRAVERSALS: Final = {
     b"/away/api/./articles/7/rating/": DOTS,
     b"/away//api/articles/7/rating/": "an empty segment (`/away//api/…`)",
     b"/away/api/articles/7/rating/.": DOTS,
-    b"http://127.0.0.1/../secret.txt":
-        "an absolute-form target (`http://127.0.0.1/../secret.txt`)",
+    b"http://127.0.0.1/../secret.txt": "an absolute-form target (`http://127.0.0.1/../secret.txt`)",
     b"/" + b"a" * 2000: LONG,
     b"/away/api/articles/" + b"1" * 3000 + b"/rating/": LONG,
     # Where the server, not the app, may answer first.
@@ -560,8 +613,10 @@ def check_parallel(host: Host) -> None:
         expected = NOT_FOUND if status == 404 else host.document(int(path.split("/")[4]))
         if (got_status, body) != (status, expected):
             wrong.append(f"{path}: {got_status}")
-    host.holds("280 requests from 32 threads at once",
-               "all as expected" if not wrong else f"{len(wrong)} wrong: {wrong[:3]}")
+    host.holds(
+        "280 requests from 32 threads at once",
+        "all as expected" if not wrong else f"{len(wrong)} wrong: {wrong[:3]}",
+    )
 
 
 assert len(CHECKS) > 100, "the contract lost its checks"
@@ -604,7 +659,7 @@ def listening_addresses(pids: set[int]) -> set[str]:
             host, port = fields[1].split(":")
             packed = bytes.fromhex(host)
             # /proc writes each 32-bit word in the machine's (little-endian) order.
-            raw = b"".join(packed[i:i + 4][::-1] for i in range(0, width // 2, 4))
+            raw = b"".join(packed[i : i + 4][::-1] for i in range(0, width // 2, 4))
             address = ipaddress.ip_address(raw)
             shown = str(address) if address.version == 4 else f"[{address}]"
             addresses.add(f"{shown}:{int(port, 16)}")
@@ -623,12 +678,17 @@ def test_a_rebuild_is_seen_at_the_next_request(server: Host) -> None:
         second = before - before % 10**9
         os.utime(document, ns=(second + (before + 1) % 10**9,) * 2)
         reply = request(server.port, "GET", rating_path(7))
-        assert reply.body == (
-            f'{{"article_url": "{server.base_url}/away/api/articles/7/", "id": 7, '
-            '"rating_sum": 28, "rating_count": 6, "rating_value": "4.7"}\n'
-        ).encode()
+        assert (
+            reply.body
+            == (
+                f'{{"article_url": "{server.base_url}/away/api/articles/7/", "id": 7, '
+                '"rating_sum": 28, "rating_count": 6, "rating_value": "4.7"}\n'
+            ).encode()
+        )
         assert len(reply.body) == len(old.body)
-        stale = request(server.port, "GET", rating_path(7), {"If-None-Match": old.header("ETag") or ""})
+        stale = request(
+            server.port, "GET", rating_path(7), {"If-None-Match": old.header("ETag") or ""}
+        )
         if reply.header("ETag") != old.header("ETag"):
             assert (stale.status, stale.body) == (200, reply.body)
             said = "the new document, with a new `ETag`"
@@ -745,8 +805,12 @@ def test_serve_stops_on_ctrl_c_with_exit_0(serve_project: Path) -> None:
 def test_serve_refuses_a_bad_input_with_exit_2(serve_project: Path) -> None:
     (serve_project / "ratings.yaml").write_text("articles:\n  7: [5, 9]\nscale: [1, 5]\n")
     done = subprocess.run(
-        serve_command(), cwd=serve_project, capture_output=True, text=True,
-        env=hermetic_environ(), timeout=READY_SECONDS,
+        serve_command(),
+        cwd=serve_project,
+        capture_output=True,
+        text=True,
+        env=hermetic_environ(),
+        timeout=READY_SECONDS,
     )
     assert done.returncode == 2
     assert done.stderr == "ratings.yaml:2:10: article 7: rating 9 is outside the scale 1..5\n"
@@ -761,8 +825,12 @@ def test_serve_refuses_a_port_in_use_with_exit_2(serve_project: Path) -> None:
         command = serve_command()
         command[command.index("--port") + 1] = str(port)
         done = subprocess.run(
-            command, cwd=serve_project, capture_output=True, text=True,
-            env=hermetic_environ(), timeout=READY_SECONDS,
+            command,
+            cwd=serve_project,
+            capture_output=True,
+            text=True,
+            env=hermetic_environ(),
+            timeout=READY_SECONDS,
         )
     assert done.returncode == 2
     assert done.stderr == f"cannot serve at 127.0.0.1:{port}: Address already in use\n"
@@ -777,13 +845,16 @@ def test_serve_keeps_the_last_good_site_when_a_rebuild_fails(serve_project: Path
         good = request(port, "GET", rating_path(7)).body
         (serve_project / "ratings.yaml").write_text(RATINGS.replace("[5, 4, 5", "[5, 4, 50"))
         wait_for(r"^still serving the last good build$", log, process)
-        assert "ratings.yaml:4:13: article 7: rating 50 is outside the scale 1..5\n" in log.read_text()
+        assert (
+            "ratings.yaml:4:13: article 7: rating 50 is outside the scale 1..5\n" in log.read_text()
+        )
         assert request(port, "GET", rating_path(7)).body == good
         (serve_project / "ratings.yaml").write_text(RATINGS.replace("7: [5, 4", "7: [1, 4"))
         wait_for(r"^ratings.yaml changed: built site: 5 articles\b", log, process)
-        assert b'"rating_sum": 25, "rating_count": 6, "rating_value": "4.2"' in request(
-            port, "GET", rating_path(7)
-        ).body
+        assert (
+            b'"rating_sum": 25, "rating_count": 6, "rating_value": "4.2"'
+            in request(port, "GET", rating_path(7)).body
+        )
     finally:
         stop(process)
 
@@ -806,7 +877,8 @@ def test_the_fast_static_file_answers_as_whitenoise_s(tmp_path: Path) -> None:
     status = os.stat(path)
     ours = _StaticFile(str(path), "application/json", status)
     theirs = StaticFile(
-        str(path), [("Content-Type", "application/json"), ("ETag", ours.etag)],
+        str(path),
+        [("Content-Type", "application/json"), ("ETag", ours.etag)],
         stat_cache={str(path): status},
     )
     assert (ours.etag, ours.last_modified) == (theirs.etag, theirs.last_modified)

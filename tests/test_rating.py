@@ -1,4 +1,5 @@
 """The average, rounded exactly, and the bytes of one document."""
+
 from __future__ import annotations
 
 import json
@@ -83,7 +84,12 @@ BASE_URLS = [
 @pytest.mark.parametrize("base_url", BASE_URLS)
 def test_renderer_gives_the_bytes_of_json_dumps(base_url: str) -> None:
     render = Renderer(base_url)
-    for article_id, total, count in [(7, 29, 6), (1, 0, 0), (2**63 - 1, 10**30, 10**29), (5, -3, 2)]:
+    for article_id, total, count in [
+        (7, 29, 6),
+        (1, 0, 0),
+        (2**63 - 1, 10**30, 10**29),
+        (5, -3, 2),
+    ]:
         document = {
             "article_url": f"{base_url}/away/api/articles/{article_id}/",
             "id": article_id,

@@ -1,4 +1,5 @@
 """The build's record: what lets an unchanged article cost one stat, and only that."""
+
 from __future__ import annotations
 
 import os
@@ -33,19 +34,26 @@ def record_of(site: Path):  # noqa: ANN201 - a Record or None
 
 def test_the_record_holds_each_article_and_its_file(tmp_path: Path) -> None:
     site = tmp_path / "site"
-    assert build(ratings_file(tmp_path, "  7: [5, 4]\n  3: []\n  12: {sum: 29, count: 6}\n"), site) == 0
+    assert (
+        build(ratings_file(tmp_path, "  7: [5, 4]\n  3: []\n  12: {sum: 29, count: 6}\n"), site)
+        == 0
+    )
 
     record = record_of(site)
 
     assert record is not None
     assert record.stamp == "1 https://example.com"
     assert (record.ids.tolist(), record.sums.tolist(), record.counts.tolist()) == (
-        [7, 3, 12], [9, 0, 29], [2, 0, 6]
+        [7, 3, 12],
+        [9, 0, 29],
+        [2, 0, 6],
     )
     for place, article_id in enumerate(record.ids):
         status = os.stat(site / DOCUMENT.format(article_id))
         assert (record.inodes[place], record.times[place], record.sizes[place]) == (
-            status.st_ino, status.st_mtime_ns, status.st_size
+            status.st_ino,
+            status.st_mtime_ns,
+            status.st_size,
         )
 
 
@@ -136,8 +144,10 @@ def test_a_record_made_for_another_base_url_is_not_used(tmp_path: Path) -> None:
 
     assert build(ratings, site, "--base-url", "https://cdn.example.org") == 0
 
-    assert (site / DOCUMENT.format(1)).read_bytes().startswith(
-        b'{"article_url": "https://cdn.example.org/away/api/articles/1/"'
+    assert (
+        (site / DOCUMENT.format(1))
+        .read_bytes()
+        .startswith(b'{"article_url": "https://cdn.example.org/away/api/articles/1/"')
     )
     assert record_of(site).stamp == "1 https://cdn.example.org"
 
@@ -157,7 +167,9 @@ def test_a_build_that_fails_leaves_no_record(tmp_path: Path) -> None:
 def test_numbers_past_64_bits_build_without_a_record(tmp_path: Path) -> None:
     site = tmp_path / "site"
     ratings = tmp_path / "ratings.yaml"
-    ratings.write_text("base_url: https://example.com\narticles:\n  1: {sum: 100000000000000000000, count: 30000000000000000000}\n")
+    ratings.write_text(
+        "base_url: https://example.com\narticles:\n  1: {sum: 100000000000000000000, count: 30000000000000000000}\n"
+    )
 
     assert build(ratings, site) == 0
     assert build(ratings, site) == 0

@@ -1,4 +1,5 @@
 """Behaviour at scale, cheaply: no timings, only the same bytes however the site was made."""
+
 from __future__ import annotations
 
 import random
@@ -13,11 +14,16 @@ SIZE = 20_000
 def catalogue(seed: int) -> dict[int, list[int]]:
     rng = random.Random(seed)
     ids = rng.sample(range(1, 10 * SIZE), SIZE)
-    return {article_id: [rng.randint(1, 5) for _ in range(rng.randint(0, 20))] for article_id in ids}
+    return {
+        article_id: [rng.randint(1, 5) for _ in range(rng.randint(0, 20))] for article_id in ids
+    }
 
 
 def flow_file(path: Path, articles: dict[int, list[int]]) -> Path:
-    lines = "".join(f"  {article_id}: [{', '.join(map(str, ratings))}]\n" for article_id, ratings in articles.items())
+    lines = "".join(
+        f"  {article_id}: [{', '.join(map(str, ratings))}]\n"
+        for article_id, ratings in articles.items()
+    )
     path.write_text(f"base_url: https://example.com\nscale: [1, 5]\narticles:\n{lines}")
     return path
 
@@ -28,7 +34,9 @@ def block_file(path: Path, articles: dict[int, list[int]]) -> Path:
     for article_id, ratings in sorted(articles.items()):
         lines.append(f"  {article_id}:" + (" []" if not ratings else ""))
         lines += [f"  - {rating}" for rating in ratings]
-    path.write_text("articles:\n" + "\n".join(lines) + "\nbase_url: https://example.com\nscale:\n- 1\n- 5\n")
+    path.write_text(
+        "articles:\n" + "\n".join(lines) + "\nbase_url: https://example.com\nscale:\n- 1\n- 5\n"
+    )
     return path
 
 

@@ -1,4 +1,5 @@
 """Writing the site: incremental, atomic, never touching what it did not make."""
+
 from __future__ import annotations
 
 import os
@@ -64,8 +65,10 @@ def test_rebuild_rewrites_only_what_changed(
     times = {path: (site / path).stat().st_mtime_ns for path in map(document, (1, 2, 3))}
     assert times[document(1)] == times[document(3)] == OLD_TIME
     assert times[document(2)] != OLD_TIME
-    assert (site / document(2)).read_bytes().endswith(
-        b'"rating_sum": 9, "rating_count": 3, "rating_value": "3.0"}\n'
+    assert (
+        (site / document(2))
+        .read_bytes()
+        .endswith(b'"rating_sum": 9, "rating_count": 3, "rating_value": "3.0"}\n')
     )
 
 
@@ -95,8 +98,10 @@ def test_a_new_base_url_rewrites_every_document(tmp_path: Path) -> None:
 
     assert build(ratings, site, "--base-url", "https://cdn.example.org") == 0
 
-    assert (site / document(1)).read_bytes().startswith(
-        b'{"article_url": "https://cdn.example.org/away/api/articles/1/"'
+    assert (
+        (site / document(1))
+        .read_bytes()
+        .startswith(b'{"article_url": "https://cdn.example.org/away/api/articles/1/"')
     )
 
 
@@ -139,7 +144,9 @@ def test_files_the_generator_did_not_make_are_kept(tmp_path: Path) -> None:
     assert str(document(7)) not in tree
 
 
-def test_an_empty_catalogue_removes_the_article_folders_but_not_the_users_files(tmp_path: Path) -> None:
+def test_an_empty_catalogue_removes_the_article_folders_but_not_the_users_files(
+    tmp_path: Path,
+) -> None:
     site = tmp_path / "site"
     ratings = ratings_file(tmp_path, "  7: [5]\n")
     assert build(ratings, site) == 0
@@ -149,7 +156,13 @@ def test_an_empty_catalogue_removes_the_article_folders_but_not_the_users_files(
     assert build(ratings, site) == 0
 
     assert sorted(os.listdir(site)) == [
-        RECORD_NAME, "404.html", "CNAME", "_redirects", "assets", "away", "index.html"
+        RECORD_NAME,
+        "404.html",
+        "CNAME",
+        "_redirects",
+        "assets",
+        "away",
+        "index.html",
     ]
     assert sorted(os.listdir(site / "away/api")) == ["openapi.json"]
 
@@ -168,9 +181,7 @@ def test_builds_are_deterministic_whatever_the_order(tmp_path: Path) -> None:
     assert trees[0] == trees[1] == trees[2]
 
 
-def test_check_reports_a_missing_site(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_check_reports_a_missing_site(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ratings = ratings_file(tmp_path, "  1: [5]\n  2: [4]\n")
     site = tmp_path / "site"
 
@@ -188,9 +199,7 @@ def test_check_reports_a_missing_site(
     assert not site.exists()
 
 
-def test_check_passes_on_a_fresh_build(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_check_passes_on_a_fresh_build(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ratings = ratings_file(tmp_path, "  1: [5]\n  2: [4]\n")
     site = tmp_path / "site"
     assert build(ratings, site) == 0
@@ -228,9 +237,7 @@ def test_check_names_edited_stale_and_leftover_files_and_writes_nothing(
     assert snapshot(site) == before
 
 
-def test_check_names_at_most_five_files(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_check_names_at_most_five_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ratings = ratings_file(tmp_path, "".join(f"  {n}: [5]\n" for n in range(1, 9)))
 
     assert build(ratings, tmp_path / "site", "--check") == 1
@@ -261,7 +268,9 @@ def run_generate(*args: str, **options: object) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, str(ROOT / "generate.py"), *args],
         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, **options,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **options,
     )
 
 
@@ -276,7 +285,10 @@ def test_a_write_cut_short_leaves_whole_documents(tmp_path: Path) -> None:
     limit = len((site / document(1)).read_bytes()) + 20
 
     process = run_generate(
-        "--input", str(ratings), "--output", str(site),
+        "--input",
+        str(ratings),
+        "--output",
+        str(site),
         preexec_fn=lambda: limit_file_size(limit),
     )
     stdout, stderr = process.communicate(timeout=60)
@@ -284,11 +296,15 @@ def test_a_write_cut_short_leaves_whole_documents(tmp_path: Path) -> None:
     assert (process.returncode, stdout) == (2, b"")
     assert stderr == f"{site / document(2)}: cannot write: File too large\n".encode()
     tree = documents(site)
-    assert tree[str(document(1))].endswith(b'"rating_sum": 10, "rating_count": 2, "rating_value": "5.0"}\n')
+    assert tree[str(document(1))].endswith(
+        b'"rating_sum": 10, "rating_count": 2, "rating_value": "5.0"}\n'
+    )
     assert tree[str(document(2))] == old[str(document(2))]
     leftovers = [path for path in site.iterdir() if TMP_NAME.fullmatch(path.name)]
     assert len(leftovers) == 1
-    assert len(leftovers[0].read_bytes()) == limit  # the cut-off write went to a temporary file only
+    assert (
+        len(leftovers[0].read_bytes()) == limit
+    )  # the cut-off write went to a temporary file only
 
     assert build(ratings, site) == 0
     tree = documents(site)
@@ -336,15 +352,18 @@ def test_an_unwritable_output_is_an_error_without_traceback(
 
     assert build(ratings, tmp_path / "file" / "site") == 2
 
-    assert capsys.readouterr().err == f"{tmp_path / 'file' / 'site'}: cannot write: Not a directory\n"
+    assert (
+        capsys.readouterr().err == f"{tmp_path / 'file' / 'site'}: cannot write: Not a directory\n"
+    )
 
 
-def test_a_missing_input_is_an_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_missing_input_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert build(tmp_path / "missing.yaml", tmp_path / "site") == 2
 
-    assert capsys.readouterr().err == f"{tmp_path / 'missing.yaml'}: cannot read: No such file or directory\n"
+    assert (
+        capsys.readouterr().err
+        == f"{tmp_path / 'missing.yaml'}: cannot read: No such file or directory\n"
+    )
     assert not (tmp_path / "site").exists()
 
 
@@ -354,7 +373,9 @@ def test_other_generated_files_are_written_only_when_they_change(tmp_path: Path)
 
     first = sync_site(str(site), ONE_ARTICLE, RENDER, extras=extras)
     age_all(site)
-    second = sync_site(str(site), ONE_ARTICLE, RENDER, extras={**extras, "_redirects": b"changed\n"})
+    second = sync_site(
+        str(site), ONE_ARTICLE, RENDER, extras={**extras, "_redirects": b"changed\n"}
+    )
 
     assert (first.written, first.unchanged) == (3, 0)
     assert (second.written, second.unchanged) == (1, 2)
@@ -369,6 +390,7 @@ def test_check_names_missing_generated_files(tmp_path: Path) -> None:
     )
 
     assert (changes.written, changes.examples) == (
-        2, [str(tmp_path / "site" / document(7)), str(tmp_path / "site/_redirects")]
+        2,
+        [str(tmp_path / "site" / document(7)), str(tmp_path / "site/_redirects")],
     )
     assert not (tmp_path / "site").exists()

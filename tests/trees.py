@@ -1,4 +1,5 @@
 """Whole output trees as data, for exact comparisons with readable failures."""
+
 from __future__ import annotations
 
 import difflib
@@ -47,5 +48,7 @@ def tree_diff(actual: dict[str, bytes], expected: dict[str, bytes]) -> str:
             continue
         before = expected.get(name, b"").decode(errors="replace").splitlines()
         after = actual.get(name, b"").decode(errors="replace").splitlines()
-        lines += difflib.unified_diff(before, after, f"expected/{name}", f"actual/{name}", lineterm="")
+        lines += difflib.unified_diff(
+            before, after, f"expected/{name}", f"actual/{name}", lineterm=""
+        )
     return "\n".join(lines)
