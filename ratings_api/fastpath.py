@@ -18,6 +18,22 @@ accepts, and for those, a test holds its result equal to the walker's.
 The rest of the file (``base_url``, ``scale``, comments, document markers)
 is still read by the walker: the article lines are replaced by
 ``articles: {}`` and blank lines, so every other line keeps its number.
+
+The exact layout taken, all else left to the walker:
+
+- UTF-8 without a byte order mark, lines ending in LF only, no tab but in a
+  comment, none of the characters YAML reads as a line break (CR, NEL, LS, PS);
+- the top-level mapping in block style, its key ``articles`` unquoted at the
+  start of a line, with nothing after it but a comment;
+- then only article lines, blank lines and comment lines, the article lines
+  indented alike by spaces, each ``ID: [R, R, ...]`` or ``ID: {sum: S, count: C}``
+  with exactly one space after each colon and comma, and an optional comment;
+- then, at the start of a line, anything the walker accepts on its own.
+
+Why that is enough: up to the ``articles`` line both readings see the same
+bytes, and the walker saw there a key of the top block mapping at column 0;
+a block mapping at column 0 then reads the indented article lines as one
+block mapping, which the first line starting at column 0 closes in both.
 """
 
 from __future__ import annotations
@@ -163,7 +179,14 @@ def _rest_of_file(path: str, data: bytes, start: int, after_key: int, end: int) 
     except (InputError, yaml.YAMLError):
         return None
     # The walker must have seen the very 'articles' key found by the search,
-    # at the start of its line, and not one inside a multi-line string.
-    if walker.articles_line != data.count(b"\n", 0, start) or meta.ids:
+    # at the start of its line, and not one inside a multi-line string; and
+    # as a key of a block mapping. In a flow mapping ({...}), the same lines
+    # say something else entirely: the article lines are not a block there.
+    if (
+        walker.top_flow_style is not False
+        or walker.articles_line != data.count(b"\n", 0, start)
+        or walker.articles_column != 0
+        or meta.ids
+    ):
         return None
     return meta

@@ -125,6 +125,8 @@ class Walker:
         self.catalogue = Catalogue(scale=scale)
         self.scale_came_late = False
         self.articles_line = -1  # where the key 'articles' is, counted from 0
+        self.articles_column = -1
+        self.top_flow_style: bool | None = None  # whether the top mapping is {...}
 
     def fail(self, event: Event, message: str) -> NoReturn:
         raise InputError(f"{_where(self.path, event.start_mark)}: {message}")
@@ -174,6 +176,7 @@ class Walker:
                 "expected a mapping with the key 'articles' at the top level, "
                 f"found {_describe(mapping)}",
             )
+        self.top_flow_style = mapping.flow_style
         seen: dict[str, int] = {}
         while True:
             key = self.node()
@@ -182,6 +185,7 @@ class Walker:
             name = self.top_key(key, seen)
             if name == "articles":
                 self.articles_line = key.start_mark.line
+                self.articles_column = key.start_mark.column
                 self.articles()
             elif name == "scale":
                 self.scale()

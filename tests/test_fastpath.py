@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import random
+from typing import Final
 
 import pytest
 
+from ratings_api.build import load_catalogue
 from ratings_api.errors import InputError
 from ratings_api.fastpath import load_fast
 from ratings_api.loader import Catalogue, load
@@ -14,6 +16,10 @@ CANONICAL = (
     b"# ratings\nbase_url: https://example.com\nscale: [1, 5]\narticles:\n"
     b"  7: [5, 4, 5, 5, 5, 5]  # a comment\n\n  12: {sum: 29, count: 6}\n# a note\n  31: []\n"
 )
+
+
+# Issue 15: the fast reading took this file, which the walker refuses, and built article 7.
+REPORTED = b"{base_url: https://x.example,\narticles:\n  7: [5]\n}\n"
 
 
 def walker_says(data: bytes) -> Catalogue | str:
@@ -61,6 +67,10 @@ def test_the_canonical_layout_is_read_fast() -> None:
         pytest.param(b"base_url: 'https://x.example\narticles:\n  7: [5]\n'\n", id="key-in-string"),
         pytest.param(b"articles:\n  7: [5]\narticles:\n  8: [4]\n", id="articles-twice"),
         pytest.param(b"articles:\n  7: [5]\n---\narticles:\n  8: [4]\n", id="two-documents"),
+        pytest.param(REPORTED, id="flow-top-level"),
+        pytest.param(b"{articles:\n  7: [5]}\n", id="flow-top-level-short"),
+        pytest.param(b"\xef\xbb\xbfarticles:\n  7: [5]\n", id="byte-order-mark"),
+        pytest.param(b"articles:\n  7: [5]\n\t\n", id="tab-line-after"),
     ],
 )
 def test_unusual_files_are_left_to_the_walker(data: bytes) -> None:
@@ -135,3 +145,104 @@ def test_fast_and_walker_agree_on_random_documents() -> None:
     for _ in range(20000):
         taken += assert_agrees(random_document(rng))
     assert 5000 < taken < 15000, taken  # both ways were exercised
+
+
+def test_the_reported_flow_file_is_refused_with_the_walker_s_message() -> None:
+    assert load_catalogue_or_error(REPORTED) == (
+        "ratings.yaml:3:3: 'articles' must be a mapping of article id to ratings, found '7'"
+    )
+
+
+def load_catalogue_or_error(data: bytes) -> Catalogue | str:
+    """What a build reads from ``data``: the catalogue, or its one error line."""
+    try:
+        return load_catalogue("ratings.yaml", data)
+    except InputError as error:
+        return str(error)
+
+
+# Documents in every style YAML allows, to hold the fast reading to the walker
+# on files it must give up on, and on the canonical ones it must take.
+
+BREAKS: Final = ("\r\n", "\r", "\x85", "\u2028", "\u2029")
+
+
+def article_entries(rng: random.Random) -> list[tuple[str, str]]:
+    """(id, value) pairs, the id sometimes quoted, the value in flow style."""
+    entries = []
+    for _ in range(rng.randint(1, 5)):
+        article_id = str(rng.randint(1, 60))
+        if rng.random() < 0.05:
+            quote = rng.choice(["'", '"'])
+            article_id = quote + article_id + quote  # a string: the walker refuses it
+        entries.append((article_id, random_value(rng, rng.random() < 0.2)))
+    return entries
+
+
+def block_articles(rng: random.Random, entries: list[tuple[str, str]]) -> list[str]:
+    indent = rng.choice([" ", "  ", "    "])
+    lines = []
+    for article_id, value in entries:
+        odd_indent = indent + " " if rng.random() < 0.05 else indent
+        comment = rng.choice(["", "", "", "  # a comment", " #"])
+        lines.append(f"{odd_indent}{article_id}: {value}{comment}")
+        if rng.random() < 0.15:
+            lines.append(rng.choice(["", "# between", indent + "# indented", "\t# tab"]))
+    return lines
+
+
+def flow_articles(rng: random.Random, entries: list[tuple[str, str]]) -> str:
+    inner = ", ".join(f"{article_id}: {value}" for article_id, value in entries)
+    return "{" + inner.replace("\n", " ") + "}"
+
+
+def random_styled_document(rng: random.Random) -> bytes:
+    """A catalogue in block, flow or mixed style, with markers, comments and line breaks."""
+    entries = article_entries(rng)
+    url = rng.choice(["https://example.com", "'https://example.com'", '"https://example.com/x"'])
+    scale = rng.choice(["[1, 5]", "[0, 6]", "[ 1 , 5 ]", "[1,5]"])
+    key = rng.choice(["articles"] * 6 + ['"articles"', "'articles'", "? articles\n"])
+    style = rng.choice(["block", "block", "block", "flow", "flow-lines", "mixed"])
+    if style == "flow":
+        body = f"{{base_url: {url}, scale: {scale}, articles: {flow_articles(rng, entries)}}}"
+        lines = [body]
+    elif style == "flow-lines":  # the reported shape: a flow mapping over block-like lines
+        lines = ["{base_url: " + url + ",", f"{key}:", *block_articles(rng, entries), "}"]
+    else:
+        articles = (
+            [f"{key}: {flow_articles(rng, entries)}"]
+            if style == "mixed"
+            else [f"{key}:", *block_articles(rng, entries)]
+        )
+        parts = [[f"base_url: {url}"], [f"scale: {scale}"], articles]
+        rng.shuffle(parts)
+        lines = [line for part in parts for line in part]
+        if rng.random() < 0.1:
+            lines = [" " + line if not line.startswith(" ") else line for line in lines]
+    for _ in range(rng.randint(0, 2)):
+        lines.insert(rng.randint(0, len(lines)), rng.choice(["# note", "", "  # note"]))
+    if rng.random() < 0.3:
+        lines.insert(0, rng.choice(["---", "--- # start", "%YAML 1.1\n---", "--- \n"]))
+    if rng.random() < 0.2:
+        lines.append(rng.choice(["...", "... # end", "---"]))
+    text = "\n".join(lines) + "\n"
+    if rng.random() < 0.15:
+        text = text.replace("\n", rng.choice(BREAKS))
+    elif rng.random() < 0.1:
+        position = rng.randint(0, len(text))
+        text = text[:position] + rng.choice(BREAKS + ("\t",)) + text[position:]
+    if rng.random() < 0.05:
+        text = "\ufeff" + text
+    return text.encode()
+
+
+def test_fast_and_walker_agree_on_documents_of_every_style() -> None:
+    rng = random.Random(15)
+    taken = 0
+    styles: set[bytes] = set()
+    for _ in range(20000):
+        data = random_styled_document(rng)
+        taken += assert_agrees(data)
+        styles.add(data[:1])
+    assert {b"{", b"a", b"-", b"\xef"} <= styles, styles  # the generator made each kind
+    assert 1000 < taken < 15000, taken  # both ways were exercised
