@@ -105,9 +105,15 @@ def _url_problem(url: str) -> str | None:
         return "the base URL must start with http:// or https://"
     if any(char.isspace() or not char.isprintable() for char in url):
         return "the base URL must not contain spaces or control characters"
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # urllib reads the port only when asked, and may fail then
+    except ValueError as error:  # "Invalid IPv6 URL", "Port out of range 0-65535", ...
+        return f"the base URL cannot be read as a URL ({error})"
     if not parts.hostname:
         return "the base URL has no host"
+    if port == 0:
+        return "the base URL's port must be a number from 1 to 65535"
     if parts.query or parts.fragment or url.endswith(("?", "#")):
         return "the base URL must not have a query or a fragment"
     return None

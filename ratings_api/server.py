@@ -22,6 +22,7 @@ import stat
 import sys
 import threading
 import time
+import traceback
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from email.utils import formatdate, parsedate
@@ -507,3 +508,20 @@ def _watch(
             say(f"{input_path} changed: {rebuild()}")
         except InputError as error:
             print(f"{error}\nstill serving the last good build", file=sys.stderr, flush=True)
+        except OSError as error:  # the machine's doing (a full disk...), not a bug: one line
+            print(
+                f"{input_path}: the rebuild failed: {error}\nstill serving the last good build",
+                file=sys.stderr,
+                flush=True,
+            )
+        except Exception:  # noqa: BLE001 - a bug, but this thread is what keeps the site fresh
+            # Loud, as a bug should be, yet the watching goes on: after the next
+            # edit, a rebuild may well succeed, and a dead watcher would leave
+            # the server answering with an old site and no word of it.
+            traceback.print_exc(file=sys.stderr)
+            print(
+                f"{input_path}: the rebuild failed (a bug: please report the traceback above)\n"
+                "still serving the last good build",
+                file=sys.stderr,
+                flush=True,
+            )

@@ -1,0 +1,246 @@
+"""Whatever a user can get wrong ends in one line on stderr and exit 2, never a traceback.
+
+Each case runs ``generate.py`` in a process of its own, as a user would, and
+asserts the exact line. The server's watcher must survive any failed rebuild,
+whatever was raised, and rebuild once the file is fixed.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from contextlib import redirect_stderr
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from ratings_api import server
+from tests.contract import READY_SECONDS, hermetic_environ, make_project, start, stop, wait_for
+from tests.hosts import SERVING, serve_command
+
+ROOT: Final = Path(__file__).resolve().parent.parent
+GOOD: Final = "articles:\n  7: [5]\n"
+UNREADABLE: Final = "the base URL cannot be read as a URL"
+
+
+def run(folder: Path, *args: str, environ: dict[str, str] | None = None) -> tuple[int, str, str]:
+    done = subprocess.run(
+        [sys.executable, "-W", "error", str(ROOT / "generate.py"), *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        env={**hermetic_environ(), **(environ or {})},
+        timeout=READY_SECONDS,
+        check=False,
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "environ", "ratings", "message"),
+    [
+        pytest.param(
+            ["--base-url", "http://[::1"],
+            {},
+            GOOD,
+            f"--base-url: {UNREADABLE} (Invalid IPv6 URL), found 'http://[::1'",
+            id="ipv6-unclosed",
+        ),
+        pytest.param(
+            ["--base-url", "https://x.example:99999"],
+            {},
+            GOOD,
+            f"--base-url: {UNREADABLE} (Port out of range 0-65535), "
+            "found 'https://x.example:99999'",
+            id="port-out-of-range",
+        ),
+        pytest.param(
+            ["--base-url", "https://x.example:http"],
+            {},
+            GOOD,
+            f"--base-url: {UNREADABLE} (Port could not be cast to integer value as 'http'), "
+            "found 'https://x.example:http'",
+            id="port-not-a-number",
+        ),
+        pytest.param(
+            ["--base-url", "https://x.example:0"],
+            {},
+            GOOD,
+            "--base-url: the base URL's port must be a number from 1 to 65535, "
+            "found 'https://x.example:0'",
+            id="port-0",
+        ),
+        pytest.param(
+            [],
+            {"BASE_URL": "http://[fe80::1%eth0"},
+            GOOD,
+            f"BASE_URL (environment): {UNREADABLE} (Invalid IPv6 URL), found 'http://[fe80::1%eth0'",
+            id="ipv6-variable",
+        ),
+        pytest.param(
+            [],
+            {},
+            "base_url: 'http://[::1'\n" + GOOD,
+            f"ratings.yaml:1:11: base_url: {UNREADABLE} (Invalid IPv6 URL), found 'http://[::1'",
+            id="ipv6-in-the-file",
+        ),
+        pytest.param(
+            ["--input", "."],
+            {},
+            GOOD,
+            ".: cannot read: Is a directory",
+            id="input-a-folder",
+        ),
+        pytest.param(
+            ["--input", "missing.yaml"],
+            {},
+            GOOD,
+            "missing.yaml: cannot read: No such file or directory",
+            id="input-missing",
+        ),
+        pytest.param(
+            ["--input", "loop.yaml"],
+            {},
+            GOOD,
+            "loop.yaml: cannot read: Too many levels of symbolic links",
+            id="input-a-symlink-loop",
+        ),
+        pytest.param(
+            ["--input", "socket.yaml"],
+            {},
+            GOOD,
+            "socket.yaml: cannot read: No such device or address",
+            id="input-a-socket",
+        ),
+        pytest.param(
+            ["--input", "x" * 300],
+            {},
+            GOOD,
+            f"{'x' * 300}: cannot read: File name too long",
+            id="input-name-too-long",
+        ),
+        pytest.param(
+            ["--output", "ratings.yaml"],
+            {},
+            "base_url: https://x.example\n" + GOOD,
+            "ratings.yaml: cannot write: Not a directory",
+            id="output-a-file",
+        ),
+        pytest.param(
+            ["--serve", "--port", "70000"],
+            {},
+            GOOD,
+            "--port 70000: a port is a number from 0 to 65535",
+            id="serve-port-out-of-range",
+        ),
+        pytest.param(
+            ["--serve", "--host", "no such host", "--port", "0"],
+            {},
+            GOOD,
+            "cannot serve at no such host:0: Name or service not known",
+            id="serve-bad-host",
+        ),
+    ],
+)
+def test_a_user_mistake_is_one_line_and_exit_2(
+    args: list[str], environ: dict[str, str], ratings: str, message: str, tmp_path: Path
+) -> None:
+    (tmp_path / "ratings.yaml").write_text(ratings, encoding="utf-8")
+    os.symlink("loop.yaml", tmp_path / "loop.yaml")
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind(str(tmp_path / "socket.yaml"))
+        code, stdout, stderr = run(tmp_path, *args, environ=environ)
+    assert (code, stdout, stderr) == (2, "", message + "\n")
+    assert not (tmp_path / "site").exists()
+
+
+# The server's watcher
+
+FIXED: Final = "\nratings.yaml changed: built site: 5 articles"
+
+
+def test_serve_survives_an_unreadable_base_url_and_rebuilds_once_fixed(tmp_path: Path) -> None:
+    """Issue 15: this value killed the watcher thread, and the site was never rebuilt again."""
+    source = make_project(tmp_path)
+    good = source.read_text(encoding="utf-8")
+    log = tmp_path / "serve.log"
+    process = start(serve_command(), tmp_path, log)
+    try:
+        wait_for(SERVING, log, process)
+        source.write_text("base_url: 'http://[::1'\n" + good, encoding="utf-8")
+        wait_for(r"^still serving the last good build$", log, process)
+        source.write_text("base_url: https://fixed.example\n" + good, encoding="utf-8")
+        wait_for(FIXED.strip(), log, process)
+    finally:
+        stop(process)
+    lines = log.read_text().splitlines()
+    assert lines[2:4] == [
+        f"ratings.yaml:1:11: base_url: {UNREADABLE} (Invalid IPv6 URL), found 'http://[::1'",
+        "still serving the last good build",
+    ]
+    assert lines[4].startswith(FIXED.strip()), lines
+    assert len(lines) == 5, lines
+    document = tmp_path / "site/away/api/articles/7/rating/index.json"
+    assert document.read_bytes().startswith(
+        b'{"article_url": "https://fixed.example/away/api/articles/7/"'
+    )
+
+
+def watch_with(rebuild: Callable[[], str], edits: int, source: Path) -> tuple[list[str], str]:
+    """Run the watcher over ``source`` for ``edits`` edits; what it said, and its stderr."""
+    said: list[str] = []
+    stop_watching = threading.Event()
+    errors = io.StringIO()
+    with redirect_stderr(errors):
+        watcher = threading.Thread(
+            target=server._watch,
+            args=(str(source), server._signature(str(source)), rebuild, stop_watching, said.append),
+        )
+        watcher.start()
+        try:
+            for edit in range(edits):
+                source.write_text(f"# edit {edit}\n" + GOOD, encoding="utf-8")
+                deadline = time.monotonic() + READY_SECONDS
+                while len(said) + errors.getvalue().count("still serving") <= edit:
+                    assert watcher.is_alive() and time.monotonic() < deadline, errors.getvalue()
+                    time.sleep(0.02)
+        finally:
+            stop_watching.set()
+            watcher.join()
+    return said, errors.getvalue()
+
+
+def test_the_watcher_outlives_any_exception_of_a_rebuild(tmp_path: Path) -> None:
+    """A bug is reported loudly, a machine's error in one line, and the watching goes on."""
+    source = tmp_path / "ratings.yaml"
+    source.write_text(GOOD, encoding="utf-8")
+    outcomes: list[BaseException | str] = [
+        RuntimeError("a bug in a rebuild"),
+        OSError(28, "No space left on device"),
+        "built site: 1 article",
+    ]
+
+    def rebuild() -> str:
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    said, errors = watch_with(rebuild, 3, source)
+
+    assert said == [f"{source} changed: built site: 1 article"]
+    assert errors.startswith("Traceback (most recent call last):\n")
+    assert errors.endswith(
+        "RuntimeError: a bug in a rebuild\n"
+        f"{source}: the rebuild failed (a bug: please report the traceback above)\n"
+        "still serving the last good build\n"
+        f"{source}: the rebuild failed: [Errno 28] No space left on device\n"
+        "still serving the last good build\n"
+    )
