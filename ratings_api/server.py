@@ -14,6 +14,7 @@ The app is WhiteNoise, with three changes for an API of a million files:
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
@@ -71,6 +72,23 @@ ID_NAME: Final = re.compile(r"[1-9][0-9]*")
 # No .gz or .br variants are looked for: a document is smaller than a gzip header.
 ANY_ENCODING: Final = re.compile("")
 NONBLOCK: Final = getattr(os, "O_NONBLOCK", 0)  # not on Windows, which has no FIFOs to fear
+# Why a file below the root may not open, each a 404: nothing there (ENOENT,
+# ENOTDIR), a symlink, which is never followed (ELOOP; ENOTDIR for a linked
+# folder), a socket (ENXIO), a name too long, or a file the server may not
+# read (EACCES, EPERM: not meant for the web, as a dotfile is not). Any other
+# error is the server's own fault (EMFILE, EIO...): a JSON 500.
+UNSERVABLE: Final = frozenset(
+    (
+        errno.ENOENT,
+        errno.ENOTDIR,
+        errno.EISDIR,
+        errno.ELOOP,
+        errno.ENXIO,
+        errno.ENAMETOOLONG,
+        errno.EACCES,
+        errno.EPERM,
+    )
+)
 
 
 def json_body(detail: str) -> bytes:
@@ -79,6 +97,7 @@ def json_body(detail: str) -> bytes:
 
 
 NOT_FOUND: Final = json_body("Not found.")
+SERVER_ERROR: Final = json_body("A server error occurred.")  # Django REST framework's words
 
 
 class Target(NamedTuple):
@@ -111,7 +130,7 @@ def route(url: str) -> Target | None:
 class _Entry(NamedTuple):
     identity: tuple[int, int, int, int]
     static_file: StaticFile
-    path: str
+    file: str  # relative to the root
 
 
 def _identity(status: os.stat_result) -> tuple[int, int, int, int]:
@@ -183,13 +202,37 @@ class _StaticFile(StaticFile):
         return Response(HTTPStatus.OK, headers, body)
 
 
-def _open_file(path: str) -> tuple[BinaryIO, os.stat_result] | None:
-    """The regular file at ``path``, open, and its status; None if there is none."""
+class ServerFault(Exception):
+    """The site cannot be read at all (its folder gone, no descriptors left): a 500."""
+
+
+def _open_file(root: str, relative: str) -> tuple[BinaryIO, os.stat_result] | None:
+    """The regular file at ``relative`` below ``root``, open, and its status; None if none.
+
+    Each name is opened relative to the folder before it, without following
+    a symlink: a file is served only if no link leads to it, so that its real
+    path is inside the root, whatever links the site holds, and no link can
+    be swapped in between a check and the open. (``root`` itself may be a
+    link, as deploys often make it.) nginx's ``disable_symlinks`` does the same.
+    """
     try:
+        folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as error:
+        raise ServerFault(f"{root}: cannot open the site's folder: {error.strerror}") from None
+    try:
+        *folders, name = relative.split("/")
+        for part in folders:
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
+            os.close(folder)
+            folder = inner
         # O_NONBLOCK: a FIFO left in the site must not hang the request.
-        descriptor = os.open(path, os.O_RDONLY | NONBLOCK)
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        return None
+        descriptor = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | NONBLOCK, dir_fd=folder)
+    except OSError as error:
+        if error.errno in UNSERVABLE:
+            return None
+        raise ServerFault(f"{os.path.join(root, relative)}: {error.strerror}") from None
+    finally:
+        os.close(folder)
     status = os.fstat(descriptor)
     if not stat.S_ISREG(status.st_mode):
         os.close(descriptor)
@@ -224,43 +267,50 @@ class LazyWhiteNoise(WhiteNoise):
         if method != "GET" and method != "HEAD":
             return self.application(environ, start_response)
         url = environ.get("PATH_INFO", "")
-        response = self._respond(url, method, environ)
+        try:
+            response = self._respond(url, method, environ)
+            if response is None and self._lacks_slash(url):
+                return _redirect_to_slash(environ, start_response)
+        except ServerFault as fault:
+            # One line in the server's log, and the contract's answer: no traceback.
+            environ["wsgi.errors"].write(f"{method} {url}: 500: {fault}\n")
+            return _json_error("500 Internal Server Error", SERVER_ERROR, method, start_response)
         if response is not None:
             return self._send(response, environ, start_response)
-        if self._lacks_slash(url):
-            return _redirect_to_slash(environ, start_response)
         return self.application(environ, start_response)
 
     def _respond(self, url: str, method: str, environ: WSGIEnvironment) -> Response | None:
         entry = self._cache.get(url)
-        path = entry.path if entry is not None else self._path(url)
-        opened = None if path is None else _open_file(path)
+        relative = entry.file if entry is not None else self._file(url)
+        opened = None if relative is None else _open_file(self.root, relative)
         if opened is None:
             if entry is not None:
                 self._forget(url)  # removed by a rebuild
             return None
+        assert relative is not None
         file, status = opened
         try:
             if entry is None or entry.identity != _identity(status):
-                entry = self._remember(url, path, status)
+                entry = self._remember(url, relative, status)
             return entry.static_file.respond(file, method, environ)
         except BaseException:
             file.close()
             raise
 
-    def _path(self, url: str) -> str | None:
+    @staticmethod
+    def _file(url: str) -> str | None:
         target = route(url)
         if target is None or target.add_slash:
             return None
-        return os.path.join(self.root, target.file)
+        return target.file
 
-    def _remember(self, url: str, path: str, status: os.stat_result) -> _Entry:
+    def _remember(self, url: str, relative: str, status: os.stat_result) -> _Entry:
         # The generated front page loads its own script, style sheet and icon and
         # fetches this API, nothing else: the browser refuses whatever it did not plan.
-        front_page = path == os.path.join(self.root, FRONT_PAGE)
-        extra = (("Content-Security-Policy", FRONT_PAGE_CSP),) if front_page else ()
+        path = os.path.join(self.root, relative)
+        extra = (("Content-Security-Policy", FRONT_PAGE_CSP),) if relative == FRONT_PAGE else ()
         static_file = _StaticFile(path, self._content_type(path, url), status, extra)
-        entry = _Entry(_identity(status), static_file, path)
+        entry = _Entry(_identity(status), static_file, relative)
         with self._lock:
             if url not in self._cache and len(self._cache) >= self.cache_size:
                 # The oldest goes. A plain dict would do, but finding its first
@@ -285,11 +335,13 @@ class LazyWhiteNoise(WhiteNoise):
 
     def _lacks_slash(self, url: str) -> bool:
         target = route(url)
-        return (
-            target is not None
-            and target.add_slash
-            and os.path.isfile(os.path.join(self.root, target.file))
-        )
+        if target is None or not target.add_slash:
+            return False
+        opened = _open_file(self.root, target.file)  # as it would be served: no symlink
+        if opened is None:
+            return False
+        opened[0].close()
+        return True
 
     @staticmethod
     def _send(

@@ -31,6 +31,7 @@ HEAD_SECONDS: Final = 0.2  # a body sent after HEAD's headers would follow them 
 CACHE_CONTROL: Final = "public, max-age=0, must-revalidate"
 ALLOW: Final = "GET, HEAD, OPTIONS"
 NOT_FOUND: Final = b'{"detail": "Not found."}\n'
+SERVER_ERROR: Final = b'{"detail": "A server error occurred."}\n'
 SECRET: Final = b"the file next to the site, which no URL may reach"
 
 RATINGS: Final = """\
@@ -49,6 +50,15 @@ USER_FILES: Final = {
     "robots.txt": b"User-agent: *\n",
     "about/index.html": b"<!doctype html><title>About</title>\n",
     ".hidden": b"not for the web\n",
+}
+# Symlinks a site may hold: by mistake, or by someone with write access to it.
+# The file a URL names is served only if no symlink leads to it.
+SYMLINKS: Final = {
+    "etc": "/etc",
+    "secret-link.txt": "../secret.txt",
+    "robots-link.txt": "robots.txt",
+    "mirror": "away",
+    "loop": "loop",
 }
 
 # Two outcomes that are not answers.
@@ -120,6 +130,12 @@ POINTS: Final[dict[str, object]] = {
     "a request line over 4094 bytes": 404,
     "a NUL byte in the request line": 404,
     "a non-ASCII byte in the request line": 404,
+    # Symlinks in the site: none is followed, wherever it leads
+    "a symlink to a folder outside the root (`site/etc -> /etc`)": 404,
+    "a symlink to a file outside the root (`-> ../secret.txt`)": 404,
+    "a symlink to a file inside the root (`-> robots.txt`)": 404,
+    "a symlink to a folder inside the root (`-> away`)": 404,
+    "a symlink loop (`loop -> loop`)": 404,
 }
 
 
@@ -176,13 +192,15 @@ def hermetic_environ() -> dict[str, str]:
 
 
 def make_project(folder: Path, ratings: str = RATINGS) -> Path:
-    """A ratings file, a site folder with the user's files, and a secret beside them."""
+    """A ratings file, a site folder with the user's files and symlinks, a secret beside them."""
     (folder / "ratings.yaml").write_text(ratings, encoding="utf-8")
     for name, body in USER_FILES.items():
         path = folder / "site" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(body)
     (folder / "secret.txt").write_bytes(SECRET)
+    for name, target in SYMLINKS.items():
+        os.symlink(target, folder / "site" / name)
     return folder / "ratings.yaml"
 
 

@@ -36,6 +36,7 @@ from ratings_api.server import _StaticFile, create_app
 from tests.contract import (
     ALLOW,
     ARTICLES,
+    CACHE_CONTROL,
     FOUND,
     ITS_LENGTH,
     JSON_ERROR,
@@ -49,8 +50,10 @@ from tests.contract import (
     READY_SECONDS,
     REPO,
     SECRET,
+    SERVER_ERROR,
     STOP_SECONDS,
     STOPS,
+    USER_FILES,
     Host,
     Reply,
     after_head,
@@ -389,6 +392,47 @@ check(
 check("OPTIONS on an unknown id", path=rating_path(2), point="OPTIONS on an unknown id")(
     check_options
 )
+
+
+# Symlinks in the site: the path asked for, what it would reach through the
+# link, and the point it answers.
+HOSTNAME: Final = Path("/etc/hostname").read_bytes()
+SYMLINK_PATHS: Final = {
+    "/etc/hostname": (HOSTNAME, "a symlink to a folder outside the root (`site/etc -> /etc`)"),
+    "/secret-link.txt": (SECRET, "a symlink to a file outside the root (`-> ../secret.txt`)"),
+    "/robots-link.txt": (
+        USER_FILES["robots.txt"],
+        "a symlink to a file inside the root (`-> robots.txt`)",
+    ),
+    "/mirror/api/openapi.json": (
+        None,  # the site's own: read from the host's folder
+        "a symlink to a folder inside the root (`-> away`)",
+    ),
+    "/loop": (None, "a symlink loop (`loop -> loop`)"),
+}
+
+
+def check_symlink(host: Host, path: str, method: str) -> None:
+    reached, point = SYMLINK_PATHS[path]
+    if path.startswith("/mirror/"):
+        reached = (host.site / "away/api/openapi.json").read_bytes()
+    reply = request(host.port, method, path)
+    if reply.status == 200:
+        host.holds(point, FOUND if method == "HEAD" or reply.body == reached else body_said(reply))
+    else:
+        host.holds(point, reply.status)
+    if reply.status == 404:
+        assert reply.body == (NOT_FOUND if method == "GET" else b"")
+        assert reply.header("Content-Type") == "application/json"
+        assert reply.header("Content-Length") == str(len(NOT_FOUND))
+        assert_common_headers(host, reply, A_404)
+    if reached is not None and reply.status != 200:
+        assert reached not in reply.body
+
+
+for _path in SYMLINK_PATHS:
+    for _method in ("GET", "HEAD"):
+        check(f"symlink {_method} {_path}", path=_path, method=_method)(check_symlink)
 
 
 @check("a cross-origin GET: readable from any origin")
@@ -907,3 +951,39 @@ def summary(response: Response) -> tuple[object, ...]:
         with response.file:
             body = response.file.read()
     return response.status, sorted(response.headers), body
+
+
+def test_an_unservable_file_is_the_json_404_and_a_lost_site_a_json_500(
+    serve_project: Path,
+) -> None:
+    """No traceback on an error path: each answer follows the contract, with one log line."""
+    site = serve_project / "site"
+    log = serve_project / "serve.log"
+    process = start(serve_command(), serve_project, log)
+    try:
+        port = int(wait_for(SERVING, log, process)[1])
+        os.mkfifo(site / "fifo")
+        with socket.socket(socket.AF_UNIX) as listening:
+            listening.bind(str(site / "socket"))
+            for path in ("/fifo", "/socket"):
+                reply = request(port, "GET", path)
+                assert (reply.status, reply.body) == (404, NOT_FOUND), path
+        os.rename(site, serve_project / "elsewhere")  # the site's folder gone from under it
+        for method in ("GET", "HEAD"):
+            reply = request(port, method, rating_path(7))
+            assert reply.status == 500
+            assert reply.body == (SERVER_ERROR if method == "GET" else b"")
+            assert reply.header("Content-Type") == "application/json"
+            assert reply.header("Content-Length") == str(len(SERVER_ERROR))
+            assert reply.header("Access-Control-Allow-Origin") == "*"
+            assert reply.header("X-Content-Type-Options") == "nosniff"
+            assert reply.header("Cache-Control") == CACHE_CONTROL
+        os.rename(serve_project / "elsewhere", site)
+        assert request(port, "GET", rating_path(7)).status == 200
+    finally:
+        stop(process)
+    text = log.read_text()
+    assert "Traceback" not in text
+    lost = f"{serve_project / 'site'}: cannot open the site's folder: No such file or directory"
+    assert text.count(f"GET {rating_path(7)}: 500: {lost}\n") == 1
+    assert text.count(f"HEAD {rating_path(7)}: 500: {lost}\n") == 1
