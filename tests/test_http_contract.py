@@ -294,6 +294,7 @@ NOT_FOUND_PATHS: Final = {
     "/away/api/nothing": GENERIC_404,
     "/AWAY/api/articles/7/rating/index.json": GENERIC_404,
     "/nothing": GENERIC_404,
+    "/nothing.txt": GENERIC_404,  # a name whose type is not JSON: the 404 still is
     "/about": "a folder without its slash (`/about`)",
     "/.hidden": "a dotfile of yours (`/.hidden`)",
     "/.generate-state": "the build's record (`/.generate-state`)",
