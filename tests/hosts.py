@@ -494,6 +494,18 @@ DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
         "`%00` in the path": Difference(400, "netlify dev refuses a path with a NUL byte"),
         "a NUL byte in the request line": Difference(400, "netlify dev refuses it"),
         "a non-ASCII byte in the request line": Difference(400, "netlify dev refuses it"),
+        "a symlink to a folder outside the root (`site/etc -> /etc`)": Difference(
+            FOUND,
+            "netlify dev follows every symlink in the folder it serves, wherever it leads: "
+            "keep symlinks out of site/ (the build never makes one)",
+        ),
+        "a symlink to a file outside the root (`-> ../secret.txt`)": Difference(FOUND, "the same"),
+        "a symlink to a file inside the root (`-> robots.txt`)": Difference(FOUND, "the same"),
+        "a symlink to a folder inside the root (`-> away`)": Difference(FOUND, "the same"),
+        "a symlink loop (`loop -> loop`)": Difference(
+            500,
+            "netlify dev answers the ELOOP of its file lookup with a JSON 500 of its own",
+        ),
         "`/..%c0%af..%c0%afsecret.txt` (overlong UTF-8)": Difference(
             STOPS,
             "netlify dev's rewriter (rules-proxy.js) calls decodeURIComponent on the "
@@ -614,6 +626,20 @@ DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
             "workerd fails to parse the target (kj/compat/url.c++: invalid URL)",
         ),
         "a request line over 4094 bytes": Difference(502, "ENAMETOOLONG, as above"),
+        "a symlink to a folder outside the root (`site/etc -> /etc`)": Difference(
+            FOUND,
+            "wrangler pages dev follows a symlinked folder, wherever it leads: "
+            "keep symlinks out of site/ (the build never makes one)",
+        ),
+        "a symlink to a file outside the root (`-> ../secret.txt`)": Difference(
+            502,
+            "wrangler pages dev fails on a symlinked file and answers 502 with the error's text",
+        ),
+        "a symlink to a file inside the root (`-> robots.txt`)": Difference(502, "the same"),
+        "a symlink to a folder inside the root (`-> away`)": Difference(
+            FOUND, "it follows a symlinked folder"
+        ),
+        "a symlink loop (`loop -> loop`)": Difference(502, "the same as a symlinked file"),
         "a NUL byte in the request line": Difference(400, "wrangler pages dev refuses it"),
     },
 }
