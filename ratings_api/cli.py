@@ -11,6 +11,7 @@ from typing import Final
 
 from ratings_api.build import Result, build
 from ratings_api.errors import InputError
+from ratings_api.platforms import unsupported
 
 HELP_WIDTH: Final = 80  # fixed, so that --help reads the same everywhere (and in the README)
 
@@ -73,6 +74,10 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     command = parser()
     args = command.parse_args(argv)
+    problem = unsupported()
+    if problem is not None:  # before anything is read or written
+        print(problem, file=sys.stderr)
+        return 2
     if args.serve:
         if args.check:
             command.error("--check and --serve do not go together")

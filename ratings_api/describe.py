@@ -26,7 +26,8 @@ import jinja2
 from ratings_api.loader import MAX_ID, Catalogue
 from ratings_api.rating import ARTICLES_PATH, Renderer, article_url, rating_value
 
-TEMPLATES: Final = Path(__file__).resolve().parent.parent / "templates"
+# Package data: installed with the package, found beside this file.
+TEMPLATES: Final = Path(__file__).resolve().parent / "templates"
 FRONT_PAGE: Final = "index.html"
 OPENAPI_PATH: Final = "away/api/openapi.json"
 # Copied as they are: nothing in them depends on the catalogue.
@@ -360,7 +361,7 @@ def _headers() -> dict[str, Any]:
 
 
 def template_environment(**options: Any) -> jinja2.Environment:
-    """The repository's templates: an unknown name is an error, the last newline is kept."""
+    """The package's templates: an unknown name is an error, the last newline is kept."""
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         undefined=jinja2.StrictUndefined,

@@ -307,7 +307,7 @@ def test_the_generated_files() -> None:
     files = describe_files(catalogue_of({7: (29, 6)}), "https://example.com")
     assert sorted(files) == sorted([OPENAPI, "index.html", *ASSETS])
     for name in ASSETS:
-        assert files[name] == (REPO / "templates" / name).read_bytes()
+        assert files[name] == (REPO / "ratings_api" / "templates" / name).read_bytes()
 
 
 # The front page

@@ -28,7 +28,7 @@ from tests.hosts import (
 )
 
 REDIRECTS: Final = """\
-# Written by generate.py from templates/hosting/_redirects.j2 at every build:
+# Written by generate.py from ratings_api/templates/hosting/_redirects.j2 at every build:
 # edit the template, not this file. Netlify and Cloudflare Pages read it, and
 # the first rule that matches a request wins.
 #

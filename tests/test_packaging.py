@@ -1,0 +1,130 @@
+"""The package installs with pip, and runs only where it can: POSIX systems.
+
+The wheel is built from a copy of the checkout's package files, installed in
+a fresh virtual environment (its dependencies from pip's cache or the
+package index), and run from a folder outside the checkout: it must build
+the very site the checkout builds, templates included.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from ratings_api import platforms
+from ratings_api.build import build
+from ratings_api.cli import main
+from ratings_api.errors import InputError
+from ratings_api.server import create_app
+from tests.trees import read_tree, tree_diff
+
+ROOT: Final = Path(__file__).resolve().parent.parent
+PIP_SECONDS: Final = 600  # a loaded machine, and maybe the package index
+RATINGS: Final = "base_url: https://ratings.example.com\nscale: [1, 5]\narticles:\n  7: [5, 4]\n"
+WINDOWS: Final = (
+    "this system (win32) lacks O_DIRECTORY, O_NOFOLLOW, dir_fd: "
+    "ratings-api runs on POSIX systems (Linux, macOS) only"
+)
+
+
+def clean_environ() -> dict[str, str]:
+    """This environment without what would let the checkout's code be imported instead."""
+    hidden = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "BASE_URL", "CONTEXT", "URL")
+    return {name: value for name, value in os.environ.items() if name not in hidden}
+
+
+def run(command: list[str | Path], cwd: Path) -> str:
+    done = subprocess.run(
+        [str(part) for part in command],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=clean_environ(),
+        timeout=PIP_SECONDS,
+        check=False,
+    )
+    assert done.returncode == 0, f"{command}: {done.returncode}\n{done.stdout}{done.stderr}"
+    return done.stdout
+
+
+def test_the_dependencies_are_requirements_txt_s() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    pins = [
+        line
+        for line in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
+        if line and not line.startswith("#")
+    ]
+    assert project["dependencies"] == pins
+
+
+def test_a_wheel_installs_in_a_fresh_venv_and_builds_the_same_site(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copyfile(ROOT / name, source / name)
+    shutil.copytree(
+        ROOT / "ratings_api", source / "ratings_api", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", tmp_path / "dist", source], ROOT)
+    wheels = list((tmp_path / "dist").glob("ratings_api-*.whl"))
+    assert len(wheels) == 1, wheels
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", venv], tmp_path)
+    run([venv / "bin" / "python", "-m", "pip", "install", "-q", wheels[0]], tmp_path)
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "ratings.yaml").write_text(RATINGS, encoding="utf-8")
+    where = run(
+        [venv / "bin" / "python", "-c", "import ratings_api; print(ratings_api.__file__)"], project
+    )
+    assert where.startswith(str(venv / "lib")), where  # the installed copy, not the checkout
+    said = run([venv / "bin" / "ratings-api"], project)
+    assert said.startswith("built site: 1 article; files: 8 written, 0 removed, 0 unchanged in ")
+
+    expected = tmp_path / "expected"
+    build(str(project / "ratings.yaml"), str(expected), base_url=None, environ={})
+    built = read_tree(project / "site")
+    assert "index.html" in built and "assets/star.svg" in built  # the templates came along
+    assert built == read_tree(expected), tree_diff(built, read_tree(expected))
+
+
+@pytest.fixture
+def windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What Python offers on Windows: no O_DIRECTORY, no O_NOFOLLOW, no dir_fd."""
+    monkeypatch.delattr(os, "O_DIRECTORY")
+    monkeypatch.delattr(os, "O_NOFOLLOW")
+    monkeypatch.setattr(os, "supports_dir_fd", set())
+    monkeypatch.setattr(sys, "platform", "win32")
+
+
+@pytest.mark.usefixtures("windows")
+def test_an_unsupported_system_is_one_line_and_exit_2_at_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "ratings.yaml").write_text(RATINGS, encoding="utf-8")
+    arguments = ["--input", str(tmp_path / "ratings.yaml"), "--output", str(tmp_path / "site")]
+
+    assert main(arguments) == 2
+    assert main([*arguments, "--serve", "--port", "0"]) == 2
+
+    assert capsys.readouterr() == ("", f"{WINDOWS}\n{WINDOWS}\n")
+    assert not (tmp_path / "site").exists()  # stopped before anything was written
+
+
+@pytest.mark.usefixtures("windows")
+def test_the_wsgi_app_refuses_an_unsupported_system(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as caught:
+        create_app(str(tmp_path))
+    assert str(caught.value) == WINDOWS
+
+
+def test_this_system_is_supported() -> None:
+    assert platforms.unsupported() is None
