@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from ratings_api.build import Result
 from ratings_api.cli import main, parser
+from ratings_api.writer import Changes
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -332,3 +334,22 @@ def test_no_progress_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
 
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout.startswith(f"built {tmp_path / 'site'}: 1 article; files: 8 written, ")
+
+
+def test_the_summary_line_belongs_to_the_build_result() -> None:
+    result = Result(1_000_000, Changes(written=3, removed=1, unchanged=999_998))
+
+    assert result.summary("site", 2.0) == (
+        "built site: 1,000,000 articles; files: 3 written, 1 removed, 999998 unchanged "
+        "in 2.00 s (500,000 articles/s)"
+    )
+    assert Result(1, Changes()).summary("public", 0.0) == (
+        "built public: 1 article; files: 0 written, 0 removed, 0 unchanged in 0.00 s (- articles/s)"
+    )
+
+
+def test_the_server_does_not_import_the_command_line() -> None:
+    """The command line starts the server; the server must not need the command line."""
+    server = (ROOT / "ratings_api" / "server.py").read_text()
+
+    assert "ratings_api.cli" not in server
