@@ -271,6 +271,9 @@ def start_netlify_dev(folder: Path, ratings: str = RATINGS) -> Host:
         "site",
         "--port",
         str(port),
+        # Its static server's own default port is 3999: two suites at once would share it.
+        "--staticServerPort",
+        str(free_port()),
     ]
     process, _ = started(command, folder, log, NETLIFY_READY, NETLIFY_ENVIRON, port)
     return Host(
