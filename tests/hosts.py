@@ -497,7 +497,7 @@ DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
         "`%00` in the path": Difference(400, "netlify dev refuses a path with a NUL byte"),
         "a NUL byte in the request line": Difference(400, "netlify dev refuses it"),
         "a non-ASCII byte in the request line": Difference(400, "netlify dev refuses it"),
-        "a symlink to a folder outside the root (`site/etc -> /etc`)": Difference(
+        "a symlink to a folder outside the root (`site/system -> /etc`)": Difference(
             FOUND,
             "netlify dev follows every symlink in the folder it serves, wherever it leads: "
             "keep symlinks out of site/ (the build never makes one)",
@@ -629,7 +629,7 @@ DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
             "workerd fails to parse the target (kj/compat/url.c++: invalid URL)",
         ),
         "a request line over 4094 bytes": Difference(502, "ENAMETOOLONG, as above"),
-        "a symlink to a folder outside the root (`site/etc -> /etc`)": Difference(
+        "a symlink to a folder outside the root (`site/system -> /etc`)": Difference(
             FOUND,
             "wrangler pages dev follows a symlinked folder, wherever it leads: "
             "keep symlinks out of site/ (the build never makes one)",

@@ -401,7 +401,10 @@ check("OPTIONS on an unknown id", path=rating_path(2), point="OPTIONS on an unkn
 # link, and the point it answers.
 HOSTNAME: Final = Path("/etc/hostname").read_bytes()
 SYMLINK_PATHS: Final = {
-    "/etc/hostname": (HOSTNAME, "a symlink to a folder outside the root (`site/etc -> /etc`)"),
+    "/system/hostname": (
+        HOSTNAME,
+        "a symlink to a folder outside the root (`site/system -> /etc`)",
+    ),
     "/secret-link.txt": (SECRET, "a symlink to a file outside the root (`-> ../secret.txt`)"),
     "/robots-link.txt": (
         USER_FILES["robots.txt"],
