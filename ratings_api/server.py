@@ -44,6 +44,7 @@ from ratings_api.platforms import unsupported
 from ratings_api.rating import ARTICLES_PATH
 
 if TYPE_CHECKING:
+    from wsgiref.types import FileWrapper as FileWrapperType
     from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 ALLOW: Final = "GET, HEAD, OPTIONS"
@@ -132,7 +133,7 @@ def route(url: str) -> Target | None:
 
 class _Entry(NamedTuple):
     identity: tuple[int, int, int, int]
-    static_file: StaticFile
+    static_file: _StaticFile
     file: str  # relative to the root
 
 
@@ -205,7 +206,7 @@ class _StaticFile(StaticFile):
         return Response(HTTPStatus.OK, headers, body)
 
 
-class ServerFault(Exception):
+class ServerError(Exception):
     """The site cannot be read at all (its folder gone, no descriptors left): a 500."""
 
 
@@ -221,7 +222,7 @@ def _open_file(root: str, relative: str) -> tuple[BinaryIO, os.stat_result] | No
     try:
         folder = os.open(root, FOLDER)
     except OSError as error:
-        raise ServerFault(f"{root}: cannot open the site's folder: {error.strerror}") from None
+        raise ServerError(f"{root}: cannot open the site's folder: {error.strerror}") from None
     try:
         *folders, name = relative.split("/")
         for part in folders:
@@ -233,7 +234,7 @@ def _open_file(root: str, relative: str) -> tuple[BinaryIO, os.stat_result] | No
     except OSError as error:
         if error.errno in UNSERVABLE:
             return None
-        raise ServerFault(f"{os.path.join(root, relative)}: {error.strerror}") from None
+        raise ServerError(f"{os.path.join(root, relative)}: {error.strerror}") from None
     finally:
         os.close(folder)
     status = os.fstat(descriptor)
@@ -274,7 +275,7 @@ class LazyWhiteNoise(WhiteNoise):
             response = self._respond(url, method, environ)
             if response is None and self._lacks_slash(url):
                 return _redirect_to_slash(environ, start_response)
-        except ServerFault as fault:
+        except ServerError as fault:
             # One line in the server's log, and the contract's answer: no traceback.
             environ["wsgi.errors"].write(f"{method} {url}: 500: {fault}\n")
             return _json_error("500 Internal Server Error", SERVER_ERROR, method, start_response)
@@ -285,12 +286,13 @@ class LazyWhiteNoise(WhiteNoise):
     def _respond(self, url: str, method: str, environ: WSGIEnvironment) -> Response | None:
         entry = self._cache.get(url)
         relative = entry.file if entry is not None else self._file(url)
-        opened = None if relative is None else _open_file(self.root, relative)
+        if relative is None:
+            return None  # no file of the site can be at this URL
+        opened = _open_file(self.root, relative)
         if opened is None:
             if entry is not None:
                 self._forget(url)  # removed by a rebuild
             return None
-        assert relative is not None
         file, status = opened
         try:
             if entry is None or entry.identity != _identity(status):
@@ -333,7 +335,9 @@ class LazyWhiteNoise(WhiteNoise):
         if known is None:
             headers = Headers([])
             self.add_mime_headers(headers, path, url)
-            known = self._content_types[name] = headers["Content-Type"]
+            known = headers["Content-Type"]
+            assert known is not None, path  # add_mime_headers always sets one
+            self._content_types[name] = known
         return known
 
     def _lacks_slash(self, url: str) -> bool:
@@ -354,7 +358,8 @@ class LazyWhiteNoise(WhiteNoise):
         start_response(status, [*response.headers, *COMMON_HEADERS])
         if response.file is None:
             return []
-        return environ.get("wsgi.file_wrapper", FileWrapper)(response.file)
+        wrapper: FileWrapperType = environ.get("wsgi.file_wrapper", FileWrapper)
+        return wrapper(response.file)
 
 
 def api_fallback(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:

@@ -126,7 +126,7 @@ def random_document(rng: random.Random) -> bytes:
     parts = [
         "articles:" + rng.choice(suffixes) + "\n" + "\n".join(lines),
         rng.choice(scales if odd else scales[:2] + scales[3:]),
-        rng.choice(urls + ["base_url: https://example.com/#top"] if odd else urls),
+        rng.choice([*urls, "base_url: https://example.com/#top"] if odd else urls),
     ]
     rng.shuffle(parts)
     text = "\n".join(part for part in parts if part) + rng.choice(["\n", "", "\n\n", "\n...\n"])
@@ -230,7 +230,7 @@ def random_styled_document(rng: random.Random) -> bytes:
         text = text.replace("\n", rng.choice(BREAKS))
     elif rng.random() < 0.1:
         position = rng.randint(0, len(text))
-        text = text[:position] + rng.choice(BREAKS + ("\t",)) + text[position:]
+        text = text[:position] + rng.choice((*BREAKS, "\t")) + text[position:]
     if rng.random() < 0.05:
         text = "\ufeff" + text
     return text.encode()

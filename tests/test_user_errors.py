@@ -209,7 +209,8 @@ def watch_with(rebuild: Callable[[], str], edits: int, source: Path) -> tuple[li
                 source.write_text(f"# edit {edit}\n" + GOOD, encoding="utf-8")
                 deadline = time.monotonic() + READY_SECONDS
                 while len(said) + errors.getvalue().count("still serving") <= edit:
-                    assert watcher.is_alive() and time.monotonic() < deadline, errors.getvalue()
+                    assert watcher.is_alive(), errors.getvalue()
+                    assert time.monotonic() < deadline, errors.getvalue()
                     time.sleep(0.02)
         finally:
             stop_watching.set()
