@@ -513,6 +513,13 @@ class _QuietHandler(WSGIRequestHandler):
 
 def _listen(host: str, port: int, handler: type[WSGIRequestHandler]) -> _Server:
     try:
+        # The socket module encodes a non-ASCII name with the IDNA codec, and
+        # turns its failure into a bare TypeError: ask the codec first.
+        host.encode("idna")
+    except UnicodeError as error:
+        reason = error.__cause__ or error  # the codec's own words, without its wrapping
+        raise InputError(f"--host {host}: not a host name ({reason})") from None
+    try:
         return _Server((host, port), handler)
     except OverflowError:
         raise InputError(f"--port {port}: a port is a number from 0 to 65535") from None

@@ -120,6 +120,13 @@ def run(folder: Path, *args: str, environ: dict[str, str] | None = None) -> tupl
             id="input-a-socket",
         ),
         pytest.param(
+            ["--input", "/proc/self/mem"],
+            {},
+            GOOD,
+            "/proc/self/mem: cannot read: Input/output error",
+            id="input-unreadable",
+        ),
+        pytest.param(
             ["--input", "x" * 300],
             {},
             GOOD,
@@ -139,6 +146,13 @@ def run(folder: Path, *args: str, environ: dict[str, str] | None = None) -> tupl
             GOOD,
             "--port 70000: a port is a number from 0 to 65535",
             id="serve-port-out-of-range",
+        ),
+        pytest.param(
+            ["--serve", "--host", "bücher..example", "--port", "0"],
+            {},
+            GOOD,
+            "--host bücher..example: not a host name (label empty or too long)",
+            id="serve-host-idna",
         ),
         pytest.param(
             ["--serve", "--host", "no such host", "--port", "0"],
