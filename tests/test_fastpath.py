@@ -66,6 +66,10 @@ def test_the_canonical_layout_is_read_fast() -> None:
         pytest.param(b"articles:\n  7: [5]\n  8:\n  - 4\n", id="block-list-after"),
         pytest.param(b"base_url: 'https://x.example\narticles:\n  7: [5]\n'\n", id="key-in-string"),
         pytest.param(b"articles:\n  7: [5]\narticles:\n  8: [4]\n", id="articles-twice"),
+        pytest.param(
+            b'base_url: "https://x.example\narticles:\n  7: [5]\n"\narticles:\n  8: [4]\n',
+            id="key-in-string-then-the-key",  # the walker reads article 8 only
+        ),
         pytest.param(b"articles:\n  7: [5]\n---\narticles:\n  8: [4]\n", id="two-documents"),
         pytest.param(REPORTED, id="flow-top-level"),
         pytest.param(b"{articles:\n  7: [5]}\n", id="flow-top-level-short"),
