@@ -144,6 +144,8 @@ class Host:
     differences: Mapping[str, Difference] = field(default_factory=dict)
     # Starts the same host again, in the same folder, for one that exits on a request.
     restart: Callable[[], Host] | None = None
+    # For a host that serves a bucket: publishes ``site`` again after a rebuild.
+    publish: Callable[[], None] | None = None
 
     def expect(self, point: str) -> object:
         """The contract's value at ``point``, or this host's documented difference."""

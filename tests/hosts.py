@@ -617,3 +617,11 @@ DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
         "a NUL byte in the request line": Difference(400, "wrangler pages dev refuses it"),
     },
 }
+
+
+# The edges in front of a published bucket join the same suite and table. Imported
+# last: tests/edges.py starts its hosts with this module's helpers.
+from tests import edges  # noqa: E402
+
+HOSTS.update(edges.EDGES)
+DIFFERENCES.update(edges.DIFFERENCES)

@@ -721,6 +721,8 @@ def rebuild(host: Host, ratings: str) -> None:
     else:
         source.write_text(ratings, encoding="utf-8")
         build(str(source), str(host.site), base_url=host.base_url, environ={})
+        if host.publish is not None:
+            host.publish()
 
 
 def test_the_readme_table_is_the_measured_contract() -> None:
