@@ -40,7 +40,7 @@ from typing import Final
 REPO: Final = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # a script in bench/: the package is one folder up
 
-from tests.contract import Host, process_tree, request, stop  # noqa: E402
+from tests.contract import Host, process_tree, request  # noqa: E402
 from tests.hosts import HOSTS, install_host_tools  # noqa: E402
 
 SEED: Final = 20261122
@@ -152,7 +152,7 @@ def measure(count: int, seconds: int, rounds: int, tmp: str) -> dict[str, float]
         return {name: statistics.median(values) for name, values in slices.items()}
     finally:
         for host in hosts.values():
-            stop(host.process)
+            host.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 

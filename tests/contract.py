@@ -144,8 +144,21 @@ class Host:
     differences: Mapping[str, Difference] = field(default_factory=dict)
     # Starts the same host again, in the same folder, for one that exits on a request.
     restart: Callable[[], Host] | None = None
-    # For a host that serves a bucket: publishes ``site`` again after a rebuild.
+    # For a host that serves a bucket: publishes ``site`` again after a rebuild,
+    # and returns once the host serves it (an edge's cache may keep the old for
+    # ``stale_seconds``).
     publish: Callable[[], None] | None = None
+    stale_seconds: float = 0.0
+    # What else the host started (a store behind an edge), stopped after it.
+    stop_also: Callable[[], None] | None = None
+
+    def stop(self) -> None:
+        """Stop the server, then what it stands in front of, waiting until they exit."""
+        try:
+            stop(self.process)
+        finally:
+            if self.stop_also is not None:
+                self.stop_also()
 
     def expect(self, point: str) -> object:
         """The contract's value at ``point``, or this host's documented difference."""

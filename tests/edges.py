@@ -16,25 +16,23 @@ The third, CloudFront, cannot run here: its function is tested in node
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
 import subprocess
+import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
 from tests.contract import CACHE_CONTROL, FOUND, RATINGS, REPO, Difference, Host
-from tests.hosts import (
-    BASE_URL,
-    NODE_BIN,
-    NODE_PROJECT,
-    WRANGLER_READY,
-    build_project,
-    free_port,
-    install_host_tools,
-    started,
-)
+from tests.objectstore import Store, start_store
 
+# tests/hosts.py imports this module to list its hosts: its helpers are
+# imported where they are used, so that either module may be imported first.
 WORKER: Final = REPO / "deploy" / "cloudflare-r2-worker"
-FILL_R2: Final = NODE_PROJECT / "fill-r2.mjs"
+FILL_R2: Final = REPO / "tests" / "hosts-node" / "fill-r2.mjs"
 BUCKET: Final = "ratings"
 PREFIX: Final = "live"  # a prefix, so that the edges are shown to honour one
 
@@ -112,6 +110,16 @@ def fill_r2(folder: Path, site: Path) -> None:
 
 def start_worker(folder: Path, ratings: str = RATINGS) -> Host:
     """``wrangler dev`` running deploy/cloudflare-r2-worker over a local R2, offline."""
+    from tests.hosts import (
+        BASE_URL,
+        NODE_BIN,
+        WRANGLER_READY,
+        build_project,
+        free_port,
+        install_host_tools,
+        started,
+    )
+
     install_host_tools()
     site = build_project(folder, ratings)
     config = worker_config(folder)
@@ -146,12 +154,164 @@ def start_worker(folder: Path, ratings: str = RATINGS) -> Host:
     )
 
 
+# nginx → S3
+
+NGINX_EDGE_CONF: Final = REPO / "deploy" / "nginx-object-storage.conf"
+# The cache's lifetime in deploy/nginx-object-storage.conf (proxy_cache_valid 1s),
+# and how long a copy may really live: nginx's clock counts whole seconds.
+NGINX_EDGE_CACHE_SECONDS: Final = 1.0
+NGINX_EDGE_STALE_SECONDS: Final = 2.0
+# The lines of deploy/nginx-object-storage.conf a user edits, as shipped.
+NGINX_EDGE_EDITS: Final = (
+    "    server 127.0.0.1:8333;  # EDIT: the store's host:port (port 443 for https)\n",
+    "proxy_cache_path /var/cache/nginx/ratings ",
+    "    listen 80;  # EDIT: the port (and address) to listen on\n",
+    "    set $ratings_edge_root /BUCKET/PREFIX;\n",
+    "    set $ratings_edge_store_host 127.0.0.1;\n",
+)
+
+
+def nginx_edge_conf(port: int, store: Store, folder: Path) -> str:
+    """deploy/nginx-object-storage.conf with its documented edits for this store."""
+    text = NGINX_EDGE_CONF.read_text(encoding="utf-8")
+    replacements = (
+        f"    server 127.0.0.1:{store.ports['s3.port']};\n",
+        f"proxy_cache_path {folder / 'cache'} ",
+        f"    listen 127.0.0.1:{port};\n",
+        f"    set $ratings_edge_root /{BUCKET}/{PREFIX};\n",
+        "    set $ratings_edge_store_host 127.0.0.1;\n",
+    )
+    for line, replacement in zip(NGINX_EDGE_EDITS, replacements, strict=True):
+        assert text.count(line) == 1, f"{NGINX_EDGE_CONF}: no single {line!r}"
+        text = text.replace(line, replacement)
+    return text
+
+
+def publish(store: Store, site: Path) -> None:
+    """Put the built site into the store's bucket, as --publish does."""
+    client = store.client()
+    for entry in published_objects(site, PREFIX):
+        client.upload_file(
+            entry["file"],
+            BUCKET,
+            entry["key"],
+            ExtraArgs={"ContentType": entry["contentType"], "CacheControl": entry["cacheControl"]},
+        )
+
+
+def start_nginx_edge(folder: Path, ratings: str = RATINGS) -> Host:
+    """Debian's nginx with deploy/nginx-object-storage.conf in front of SeaweedFS."""
+    return nginx_edge(folder, ratings)[0]
+
+
+def nginx_edge(folder: Path, ratings: str = RATINGS) -> tuple[Host, Store]:
+    """The nginx edge, and the store behind it (stopped with it)."""
+    from tests.hosts import (
+        BASE_URL,
+        NGINX_MAIN,
+        build_project,
+        free_port,
+        install_host_tools,
+        started,
+    )
+
+    install_host_tools()
+    site = build_project(folder, ratings)
+    store = start_store(folder / "store")
+    try:
+        store.create_bucket(BUCKET)
+        publish(store, site)
+        port = free_port()
+        (folder / "ratings.conf").write_text(nginx_edge_conf(port, store, folder), encoding="utf-8")
+        # As root, nginx's workers would run as nobody, who cannot enter pytest's 0700 folders.
+        user = "user root;\n" if os.geteuid() == 0 else ""
+        main = folder / "nginx.conf"
+        main.write_text(NGINX_MAIN.format(user=user, folder=folder), encoding="utf-8")
+        log = folder / "nginx-error.log"
+        log.touch()
+        command = [
+            shutil.which("nginx") or "/usr/sbin/nginx",
+            "-p",
+            str(folder),
+            "-c",
+            str(main),
+            "-e",
+            str(log),
+            "-g",
+            "daemon off;",
+        ]
+        process, _ = started(command, folder, log, r"start worker process", port=port)
+    except BaseException:
+        store.stop()
+        raise
+
+    def publish_again() -> None:
+        publish(store, site)
+        time.sleep(NGINX_EDGE_STALE_SECONDS + 0.1)  # until the cached copies expire
+
+    host = Host(
+        "nginx → S3",
+        port,
+        site,
+        BASE_URL,
+        process,
+        log,
+        DIFFERENCES["nginx → S3"],
+        publish=publish_again,
+        stale_seconds=NGINX_EDGE_STALE_SECONDS,
+        stop_also=store.stop,
+    )
+    return host, store
+
+
+def store_reads(store: Store, bucket: str = BUCKET) -> int:
+    """How many GET and HEAD requests the store has answered on ``bucket`` (its own count)."""
+    url = f"http://127.0.0.1:{store.ports['metricsPort']}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    pattern = (
+        rf'^SeaweedFS_s3_request_total\{{bucket="{bucket}",code="\d+",type="(?:GET|HEAD)"\}} (\d+)$'
+    )
+    return sum(int(count) for count in re.findall(pattern, text, re.MULTILINE))
+
+
 EDGES: Final[dict[str, Callable[..., Host]]] = {
+    "nginx → S3": start_nginx_edge,
     "Worker → R2": start_worker,
 }
 
 # What each edge answers where it differs from the app, as measured, and why.
 DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
+    "nginx → S3": {
+        "`ETag`": Difference(
+            '`"<32 hex digits>"` (of the content)',
+            "the store's own ETag, the MD5 of the object, passed on: it changes with the content",
+        ),
+        "a rebuild (in the same second, same size)": Difference(
+            "the new document, with a new `ETag`, after up to 2 s (its cache)",
+            "the edge keeps each object for 1 s (`proxy_cache_valid`), counted in whole "
+            "seconds: a publish is seen within 2 s, when the edge asks the store again "
+            "with `If-None-Match`",
+        ),
+        "the no-slash redirect's body": Difference(
+            "162 bytes of `text/html`",
+            "nginx's `return 301` always sends its own HTML page",
+        ),
+        "above the root (`../`, `%2e%2e`, `..%2f`, 1,300 × `../`)": Difference(
+            400,
+            "nginx resolves `..` segments, decoded, before any location applies, and "
+            "refuses a path that climbs above the root",
+        ),
+        "an absolute-form target (`http://127.0.0.1/../secret.txt`)": Difference(
+            400,
+            "the same: its path climbs above the root",
+        ),
+        "`%00` in the path": Difference(400, "nginx refuses a path that decodes to a NUL byte"),
+        "a NUL byte in the request line": Difference(
+            400,
+            "nginx refuses a request line holding a NUL byte",
+        ),
+    },
     "Worker → R2": {
         "`ETag`": Difference(
             '`"<32 hex digits>"` (of the content)',

@@ -77,7 +77,7 @@ def server(
     try:
         yield host
     finally:
-        stop(host.process)
+        host.stop()
 
 
 def rating_path(article_id: int | str) -> str:
@@ -692,6 +692,8 @@ def test_a_rebuild_is_seen_at_the_next_request(server: Host) -> None:
         if reply.header("ETag") != old.header("ETag"):
             assert (stale.status, stale.body) == (200, reply.body)
             said = "the new document, with a new `ETag`"
+            if server.stale_seconds:
+                said += f", after up to {server.stale_seconds:g} s (its cache)"
         else:
             said = f"the new document, with the old `ETag`: a client's copy gets {stale.status}"
         server.holds("a rebuild (in the same second, same size)", said)
