@@ -56,6 +56,9 @@ STOPS: Final = "no answer: the server exits"
 NO_ANSWER_SECONDS: Final = 2.0
 NO_ANSWER: Final = f"no answer within {NO_ANSWER_SECONDS:g} s"
 
+# A host that cannot run here (CloudFront): the lines that were not measured.
+NOT_RUN: Final = "not run here"
+
 FOUND: Final = "200 and the file"
 JSON_ERROR: Final = "the JSON error"
 ITS_LENGTH: Final = "the body's length"
@@ -378,6 +381,11 @@ def reasons_list(differences: Mapping[str, Mapping[str, Difference]]) -> str:
     """Why each host differs where it does: the README's list under the table."""
     lines = []
     for host, points in differences.items():
+        not_run = {d.why for d in points.values() if d.value == NOT_RUN}
+        assert len(not_run) <= 1, f"{host}: one reason for the lines not run, not {not_run}"
+        for why in not_run:  # one line for all of them
+            lines.append(f"- `{host}`, every cell “{NOT_RUN}”: {why}")
         for point, difference in points.items():
-            lines.append(f"- `{host}`, {point}: {difference.why}")
+            if difference.value != NOT_RUN:
+                lines.append(f"- `{host}`, {point}: {difference.why}")
     return "\n".join(lines) + "\n"

@@ -26,7 +26,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from tests.contract import CACHE_CONTROL, FOUND, RATINGS, REPO, Difference, Host
+from tests.contract import (
+    CACHE_CONTROL,
+    FOUND,
+    NOT_RUN,
+    POINTS,
+    RATINGS,
+    REPO,
+    Difference,
+    Host,
+)
 from tests.objectstore import Store, start_store
 
 # tests/hosts.py imports this module to list its hosts: its helpers are
@@ -280,6 +289,51 @@ EDGES: Final[dict[str, Callable[..., Host]]] = {
     "Worker → R2": start_worker,
 }
 
+# CloudFront: its function runs in node (tests/test_cloudfront.py); CloudFront
+# itself and S3 cannot run here. These lines are decided by the function alone,
+# from the event CloudFront passes it, and the node tests assert them.
+CLOUDFRONT_FUNCTION_POINTS: Final = (
+    "no slash (`7/rating`): GET, HEAD, with a query",
+    "the no-slash redirect's body",
+    "no slash, no article (`2/rating`, `abc/rating`)",
+    "an id of 300 digits",
+    "the document's own path (`7/rating/index.json`)",
+    "a dotfile of yours (`/.hidden`)",
+    "the build's record (`/.generate-state`)",
+    "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating",
+    "the same on an unknown id and on `/`",
+    "OPTIONS, with or without CORS, on a rating",
+    "OPTIONS on an unknown id",
+    "the front page's `Content-Security-Policy`",
+)
+NOT_RUN_WHY: Final = (
+    "CloudFront and S3 cannot run here, so these lines are not measured; the function "
+    "is run in node on the events CloudFront would pass it (tests/test_cloudfront.py): "
+    "its JSON 404 for malformed ids, traversals, dotfiles and paths too long for a key, "
+    "its rewrites and its redirect are tested there"
+)
+CLOUDFRONT: Final[dict[str, Difference]] = {
+    **{
+        point: Difference(NOT_RUN, NOT_RUN_WHY)
+        for point in POINTS
+        if point not in CLOUDFRONT_FUNCTION_POINTS
+    },
+    "no slash, no article (`2/rating`, `abc/rating`)": Difference(
+        "`2/rating`: 301 to `rating/`; `abc/rating`: 404",
+        "a CloudFront Function cannot ask S3 whether an object exists: the redirect of a "
+        "well-formed id comes first, the 404 after it",
+    ),
+    "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating": Difference(
+        "POST, PUT, PATCH, DELETE: as the app; PROPFIND, TRACE: not run here",
+        "a distribution takes only GET, HEAD, OPTIONS, PUT, PATCH, POST and DELETE: "
+        "the function answers those, CloudFront the others",
+    ),
+    "the same on an unknown id and on `/`": Difference(
+        "POST, PUT, PATCH, DELETE: as the app; PROPFIND, TRACE: not run here",
+        "the same",
+    ),
+}
+
 # What each edge answers where it differs from the app, as measured, and why.
 DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
     "nginx → S3": {
@@ -330,3 +384,6 @@ DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
         "a NUL byte in the request line": Difference(400, "workerd refuses it"),
     },
 }
+
+# CloudFront joins the table, not the suite: tests/test_cloudfront.py runs its function.
+DIFFERENCES["CloudFront"] = CLOUDFRONT
