@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -19,6 +19,9 @@ from ratings_api.writer import Changes, sync_site
 class Result:
     articles: int
     changes: Changes
+    # What the build made, for --publish: the articles' ids and the other files' paths.
+    ids: Sequence[int] = ()
+    extras: tuple[str, ...] = ()
 
 
 def build(
@@ -45,7 +48,7 @@ def build(
     changes = sync_site(
         output, catalogue, Renderer(url), extras=extras, dry_run=dry_run, progress=report
     )
-    return Result(total, changes)
+    return Result(total, changes, catalogue.ids, tuple(extras))
 
 
 def read_input(path: str) -> bytes:
