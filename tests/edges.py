@@ -20,21 +20,32 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from tests.contract import (
+from ratings_api.build import build
+from ratings_api.publish import (
     CACHE_CONTROL,
+    STATE_NAME,
+    content_type,
+    digests,
+    encode_state,
+    published_paths,
+)
+from tests.contract import (
     FOUND,
     NOT_RUN,
     POINTS,
     RATINGS,
     REPO,
+    USER_FILES,
     Difference,
     Host,
+    hermetic_environ,
 )
 from tests.objectstore import Store, start_store
 
@@ -45,31 +56,84 @@ FILL_R2: Final = REPO / "tests" / "hosts-node" / "fill-r2.mjs"
 BUCKET: Final = "ratings"
 PREFIX: Final = "live"  # a prefix, so that the edges are shown to honour one
 
-# Until --publish exists: the types it sets, by the file's suffix.
-CONTENT_TYPES: Final = {
-    ".json": "application/json",
-    ".html": 'text/html; charset="utf-8"',
-    ".txt": 'text/plain; charset="utf-8"',
-    ".css": 'text/css; charset="utf-8"',
-    ".js": 'text/javascript; charset="utf-8"',
-    ".svg": "image/svg+xml",
-}
+# What a bucket holds: what --publish put there (the build's own files and
+# its state, ratings_api/publish.py), and a user's own files (CNAME,
+# robots.txt, about/, a dotfile), which --publish leaves out and a user copies
+# by hand: the suite does the same, so that the edges are shown to serve (or
+# hide) them as the other hosts do.
+TEXT: Final = "text/plain; charset=utf-8"
 
 
-def published_objects(site: Path, prefix: str) -> list[dict[str, str]]:
-    """The objects --publish writes for ``site``: key, file, Content-Type, Cache-Control."""
-    objects = []
-    for path in sorted(site.rglob("*")):
-        if path.is_file():
-            relative = path.relative_to(site).as_posix()
-            objects.append(
-                {
-                    "key": f"{prefix}/{relative}" if prefix else relative,
-                    "file": str(path),
-                    "contentType": CONTENT_TYPES.get(path.suffix, "application/octet-stream"),
-                    "cacheControl": CACHE_CONTROL,
-                }
-            )
+def user_objects(site: Path) -> list[dict[str, str]]:
+    """The user's own files of the test project, as objects copied by hand."""
+    return [
+        {
+            "key": f"{PREFIX}/{name}",
+            "file": str(site / name),
+            "contentType": TEXT if name.endswith(".txt") else content_type(name),
+            "cacheControl": CACHE_CONTROL,
+        }
+        for name in USER_FILES
+    ]
+
+
+def put_user_files(store: Store, site: Path) -> None:
+    client = store.client()
+    for entry in user_objects(site):
+        client.upload_file(
+            entry["file"],
+            BUCKET,
+            entry["key"],
+            ExtraArgs={"ContentType": entry["contentType"], "CacheControl": entry["cacheControl"]},
+        )
+
+
+def publish_with_cli(folder: Path, store: Store) -> None:
+    """``python generate.py --publish s3://BUCKET/PREFIX`` in the project, as a user runs it."""
+    from tests.hosts import BASE_URL
+
+    command = [sys.executable, "-W", "error", str(REPO / "generate.py"), "--quiet"]
+    command += ["--base-url", BASE_URL, "--publish", f"s3://{BUCKET}/{PREFIX}"]
+    done = subprocess.run(
+        command,
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        env={**hermetic_environ(), **store.environ()},
+        check=False,
+    )
+    assert done.returncode == 0, f"--publish: {done.returncode}\n{done.stdout}{done.stderr}"
+
+
+def published_objects(folder: Path, site: Path) -> list[dict[str, str]]:
+    """The objects --publish writes for the project in ``folder``, its state included.
+
+    For wrangler's local R2, which has no S3 interface for --publish to write
+    to: the same keys, bytes and headers, from --publish's own functions.
+    """
+    from tests.hosts import BASE_URL
+
+    result = build(str(folder / "ratings.yaml"), str(site), base_url=BASE_URL, environ={})
+    paths = published_paths(result.ids, result.extras)
+    state = folder / "publish-state.json.gz"
+    state.write_bytes(encode_state(digests(str(site), paths)))
+    objects = [
+        {
+            "key": f"{PREFIX}/{path}",
+            "file": str(site / path),
+            "contentType": content_type(path),
+            "cacheControl": CACHE_CONTROL,
+        }
+        for path in paths
+    ]
+    objects.append(
+        {
+            "key": f"{PREFIX}/{STATE_NAME}",
+            "file": str(state),
+            "contentType": "application/gzip",
+            "cacheControl": "no-store",
+        }
+    )
     return objects
 
 
@@ -106,7 +170,8 @@ def worker_config(folder: Path) -> Path:
 def fill_r2(folder: Path, site: Path) -> None:
     """Put the published objects into the local R2 that ``wrangler dev`` reads."""
     manifest = folder / "objects.json"
-    manifest.write_text(json.dumps(published_objects(site, PREFIX)), encoding="utf-8")
+    objects = published_objects(folder, site) + user_objects(site)
+    manifest.write_text(json.dumps(objects), encoding="utf-8")
     done = subprocess.run(
         ["node", str(FILL_R2), str(folder / "state"), BUCKET, str(manifest)],
         cwd=folder,
@@ -196,18 +261,6 @@ def nginx_edge_conf(port: int, store: Store, folder: Path) -> str:
     return text
 
 
-def publish(store: Store, site: Path) -> None:
-    """Put the built site into the store's bucket, as --publish does."""
-    client = store.client()
-    for entry in published_objects(site, PREFIX):
-        client.upload_file(
-            entry["file"],
-            BUCKET,
-            entry["key"],
-            ExtraArgs={"ContentType": entry["contentType"], "CacheControl": entry["cacheControl"]},
-        )
-
-
 def start_nginx_edge(folder: Path, ratings: str = RATINGS) -> Host:
     """Debian's nginx with deploy/nginx-object-storage.conf in front of SeaweedFS."""
     return nginx_edge(folder, ratings)[0]
@@ -229,7 +282,8 @@ def nginx_edge(folder: Path, ratings: str = RATINGS) -> tuple[Host, Store]:
     store = start_store(folder / "store")
     try:
         store.create_bucket(BUCKET)
-        publish(store, site)
+        publish_with_cli(folder, store)
+        put_user_files(store, site)
         port = free_port()
         (folder / "ratings.conf").write_text(nginx_edge_conf(port, store, folder), encoding="utf-8")
         # As root, nginx's workers would run as nobody, who cannot enter pytest's 0700 folders.
@@ -255,7 +309,7 @@ def nginx_edge(folder: Path, ratings: str = RATINGS) -> tuple[Host, Store]:
         raise
 
     def publish_again() -> None:
-        publish(store, site)
+        publish_with_cli(folder, store)
         time.sleep(NGINX_EDGE_STALE_SECONDS + 0.1)  # until the cached copies expire
 
     host = Host(
@@ -337,6 +391,11 @@ CLOUDFRONT: Final[dict[str, Difference]] = {
 # What each edge answers where it differs from the app, as measured, and why.
 DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
     "nginx → S3": {
+        "the `charset` of HTML and text files": Difference(
+            "`charset=utf-8`",
+            "--publish sets the parameter unquoted, as most servers do; quoted or not, "
+            "it is the same value (RFC 9110, 5.6.6)",
+        ),
         "`ETag`": Difference(
             '`"<32 hex digits>"` (of the content)',
             "the store's own ETag, the MD5 of the object, passed on: it changes with the content",
@@ -367,6 +426,10 @@ DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
         ),
     },
     "Worker → R2": {
+        "the `charset` of HTML and text files": Difference(
+            "`charset=utf-8`",
+            "the same: the object's own type, as --publish set it",
+        ),
         "`ETag`": Difference(
             '`"<32 hex digits>"` (of the content)',
             "R2's own ETag, the MD5 of the object: it changes with the content",

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from ratings_api.describe import FRONT_PAGE_CSP
+from ratings_api.publish import content_type
 from tests.contract import (
     ALLOW,
     CACHE_CONTROL,
@@ -366,3 +367,4 @@ def test_the_published_404_page_is_the_json_error(tmp_path: Path) -> None:
 
     site = build_project(tmp_path)
     assert (site / "404.html").read_bytes() == NOT_FOUND
+    assert content_type("404.html") == "application/json"  # the type --publish gives it

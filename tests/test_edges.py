@@ -10,10 +10,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from ratings_api.publish import STATE_NAME
 from tests.contract import Host, request
 from tests.edges import (
+    BUCKET,
     NGINX_EDGE_CACHE_SECONDS,
     NGINX_EDGE_STALE_SECONDS,
+    PREFIX,
     nginx_edge,
     store_reads,
 )
@@ -72,3 +75,13 @@ def test_a_missing_article_is_the_json_404_and_cached_too(edge: tuple[Host, Stor
         (404, b'{"detail": "Not found."}\n')
     ] * 3
     assert store_reads(store) == before + 1
+
+
+def test_the_publishers_state_is_not_served(edge: tuple[Host, Store]) -> None:
+    host, store = edge
+    key = f"{PREFIX}/{STATE_NAME}"
+    assert store.client().head_object(Bucket=BUCKET, Key=key)["ContentLength"] > 0  # it is there
+    for method in ("GET", "HEAD"):
+        reply = request(host.port, method, f"/{STATE_NAME}")
+        assert reply.status == 404
+        assert reply.body == (b'{"detail": "Not found."}\n' if method == "GET" else b"")
