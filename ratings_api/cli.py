@@ -153,6 +153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             environ=os.environ,
             dry_run=args.check,
             progress=_show_progress if show_progress else None,
+            # Not when publishing to object storage: no static host's limit applies.
+            host_notice=_print_notice if target is None else None,
         )
     except InputError as error:
         print(error, file=sys.stderr)
@@ -170,6 +172,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if target is None:
         return 0
     return _publish(args, target, result, show_progress)
+
+
+def _print_notice(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
 
 
 def _publish_target(url: str | None) -> Target | None:
