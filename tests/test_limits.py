@@ -155,3 +155,19 @@ def test_every_host_the_docs_name_has_a_row_with_a_source() -> None:
     ]
     assert hosts[5].startswith("Object storage")
     assert all(row.source and row.limit and row.check for row in HOST_LIMITS)
+
+
+def limits_table() -> str:
+    """docs/hosts.md's table of the hosts' limits, from HOST_LIMITS."""
+    lines = [
+        "| host | limit | what counts | source | what the build does |",
+        "|---|---|---|---|---|",
+    ]
+    for row in HOST_LIMITS:
+        cells = (row.host, row.limit, row.counts, row.source, row.check)
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def test_the_hosts_page_shows_the_limits_table() -> None:
+    assert limits_table() in (REPO / "docs" / "hosts.md").read_text(encoding="utf-8")
