@@ -52,10 +52,10 @@ from typing import Final
 REPO: Final = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # a script in bench/: the package is one folder up
 
-from tests.contract import Host, process_tree, request
-from tests.edges import nginx_edge, store_reads
-from tests.hosts import HOSTS, install_host_tools
-from tests.objectstore import Store
+from tests.contract import Host, process_tree, request  # noqa: E402
+from tests.edges import nginx_edge, store_reads  # noqa: E402
+from tests.hosts import HOSTS, install_host_tools  # noqa: E402
+from tests.objectstore import Store  # noqa: E402
 
 SEED: Final = 20261122
 BASELINE: Final = "nginx"
@@ -141,7 +141,8 @@ def wrk_slice(host: Host, paths: Path, script: Path, seconds: int, seed: int) ->
         text=True,
         check=True,
     )
-    assert "Non-2xx" not in done.stdout and "Socket errors" not in done.stdout, done.stdout
+    assert "Non-2xx" not in done.stdout, done.stdout
+    assert "Socket errors" not in done.stdout, done.stdout
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", done.stdout)[1])  # type: ignore[index]
     sent = int(re.search(r"(\d+) requests in", done.stdout)[1])  # type: ignore[index]
     return rate, sent

@@ -219,7 +219,9 @@ def start(
             env={**hermetic_environ(), **(environ or {})},
             # As in a terminal, SIGINT is Ctrl-C, even when the tests run in a
             # background job, which starts its children with SIGINT ignored.
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            # No other way resets one signal in the child (restore_signals does not cover
+            # SIGINT); the call takes no lock that another thread could hold at the fork.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
         )
 
 
@@ -383,9 +385,10 @@ def reasons_list(differences: Mapping[str, Mapping[str, Difference]]) -> str:
     for host, points in differences.items():
         not_run = {d.why for d in points.values() if d.value == NOT_RUN}
         assert len(not_run) <= 1, f"{host}: one reason for the lines not run, not {not_run}"
-        for why in not_run:  # one line for all of them
-            lines.append(f"- `{host}`, every cell “{NOT_RUN}”: {why}")
-        for point, difference in points.items():
-            if difference.value != NOT_RUN:
-                lines.append(f"- `{host}`, {point}: {difference.why}")
+        lines += [f"- `{host}`, every cell “{NOT_RUN}”: {why}" for why in not_run]  # one line
+        lines += [
+            f"- `{host}`, {point}: {difference.why}"
+            for point, difference in points.items()
+            if difference.value != NOT_RUN
+        ]
     return "\n".join(lines) + "\n"

@@ -626,7 +626,7 @@ DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
 
 # The edges in front of a published bucket join the same suite and table. Imported
 # last: tests/edges.py starts its hosts with this module's helpers.
-from tests import edges
+from tests import edges  # noqa: E402
 
 HOSTS.update(edges.EDGES)
 DIFFERENCES.update(edges.DIFFERENCES)

@@ -262,7 +262,7 @@ def test_other_methods_are_the_json_405(uri: str, method: str) -> None:
     assert headers(result)["content-type"] == "application/json"
     assert common_headers_of(result)
     said = f"POST, PUT, PATCH, DELETE: as the app; PROPFIND, TRACE: {NOT_RUN}"
-    assert NOT_ALLOWED == POINTS["POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating"]
+    assert POINTS["POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating"] == NOT_ALLOWED
     point = (
         "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating"
         if uri == "/away/api/articles/7/rating/"
