@@ -245,11 +245,11 @@ NGINX_EDGE_EDITS: Final = (
 )
 
 
-def nginx_edge_conf(port: int, store: Store, folder: Path) -> str:
-    """deploy/nginx-object-storage.conf with its documented edits for this store."""
+def nginx_edge_conf(port: int, store_port: int, folder: Path) -> str:
+    """deploy/nginx-object-storage.conf with its documented edits for a store on ``store_port``."""
     text = NGINX_EDGE_CONF.read_text(encoding="utf-8")
     replacements = (
-        f"    server 127.0.0.1:{store.ports['s3.port']};\n",
+        f"    server 127.0.0.1:{store_port};\n",
         f"proxy_cache_path {folder / 'cache'} ",
         f"    listen 127.0.0.1:{port};\n",
         f"    set $ratings_edge_root /{BUCKET}/{PREFIX};\n",
@@ -261,6 +261,35 @@ def nginx_edge_conf(port: int, store: Store, folder: Path) -> str:
     return text
 
 
+def start_edge_nginx(folder: Path, store_port: int) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """nginx with deploy/nginx-object-storage.conf, its files in ``folder``: process, port, log."""
+    from tests.hosts import NGINX_MAIN, free_port, started
+
+    port = free_port()
+    (folder / "ratings.conf").write_text(
+        nginx_edge_conf(port, store_port, folder), encoding="utf-8"
+    )
+    # As root, nginx's workers would run as nobody, who cannot enter pytest's 0700 folders.
+    user = "user root;\n" if os.geteuid() == 0 else ""
+    main = folder / "nginx.conf"
+    main.write_text(NGINX_MAIN.format(user=user, folder=folder), encoding="utf-8")
+    log = folder / "nginx-error.log"
+    log.touch()
+    command = [
+        shutil.which("nginx") or "/usr/sbin/nginx",
+        "-p",
+        str(folder),
+        "-c",
+        str(main),
+        "-e",
+        str(log),
+        "-g",
+        "daemon off;",
+    ]
+    process, _ = started(command, folder, log, r"start worker process", port=port)
+    return process, port, log
+
+
 def start_nginx_edge(folder: Path, ratings: str = RATINGS) -> Host:
     """Debian's nginx with deploy/nginx-object-storage.conf in front of SeaweedFS."""
     return nginx_edge(folder, ratings)[0]
@@ -268,14 +297,7 @@ def start_nginx_edge(folder: Path, ratings: str = RATINGS) -> Host:
 
 def nginx_edge(folder: Path, ratings: str = RATINGS) -> tuple[Host, Store]:
     """The nginx edge, and the store behind it (stopped with it)."""
-    from tests.hosts import (
-        BASE_URL,
-        NGINX_MAIN,
-        build_project,
-        free_port,
-        install_host_tools,
-        started,
-    )
+    from tests.hosts import BASE_URL, build_project, install_host_tools
 
     install_host_tools()
     site = build_project(folder, ratings)
@@ -284,26 +306,7 @@ def nginx_edge(folder: Path, ratings: str = RATINGS) -> tuple[Host, Store]:
         store.create_bucket(BUCKET)
         publish_with_cli(folder, store)
         put_user_files(store, site)
-        port = free_port()
-        (folder / "ratings.conf").write_text(nginx_edge_conf(port, store, folder), encoding="utf-8")
-        # As root, nginx's workers would run as nobody, who cannot enter pytest's 0700 folders.
-        user = "user root;\n" if os.geteuid() == 0 else ""
-        main = folder / "nginx.conf"
-        main.write_text(NGINX_MAIN.format(user=user, folder=folder), encoding="utf-8")
-        log = folder / "nginx-error.log"
-        log.touch()
-        command = [
-            shutil.which("nginx") or "/usr/sbin/nginx",
-            "-p",
-            str(folder),
-            "-c",
-            str(main),
-            "-e",
-            str(log),
-            "-g",
-            "daemon off;",
-        ]
-        process, _ = started(command, folder, log, r"start worker process", port=port)
+        process, port, log = start_edge_nginx(folder, store.ports["s3.port"])
     except BaseException:
         store.stop()
         raise
