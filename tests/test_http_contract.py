@@ -292,6 +292,8 @@ NOT_FOUND_PATHS: Final = {
     "/about": "a folder without its slash (`/about`)",
     "/.hidden": "a dotfile of yours (`/.hidden`)",
     "/.generate-state": "the build's record (`/.generate-state`)",
+    # The publisher's state: an object in the bucket behind the edges, missing elsewhere.
+    "/.ratings-api/state.json.gz": GENERIC_404,
 }
 
 
