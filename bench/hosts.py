@@ -1,22 +1,33 @@
 """Measure the hosts of the contract suite on one site: requests per second.
 
     python bench/hosts.py [--sizes 1000,19990] [--seconds 3] [--rounds 5] [--tmp /dev/shm]
+                          [--hosts nginx,"nginx → S3",...] [--patterns random,hot]
 
 For each size, a synthetic catalogue (fixed seed) is served at once by every
 host of tests/hosts.py, started by the contract suite's own functions with
 the configuration this repository ships: the WhiteNoise app under
-``generate.py --serve`` and gunicorn, nginx, ``netlify dev`` and ``wrangler
-pages dev``. Each host's processes are pinned to CPU 0 and the load
-generator, wrk (Debian's, installed if missing, as root), to CPU 1; wrk
-keeps 8 connections open and asks for articles chosen uniformly at random.
-The hosts take turns, one slice of --seconds each, for --rounds rounds, so
-that other work on the machine blurs the comparison as little as it can;
-each figure is the median of its slices, and its ratio is to nginx's in the
-same run.
+``generate.py --serve`` and gunicorn, nginx, ``netlify dev``, ``wrangler
+pages dev``, and the edges in front of a published bucket (tests/edges.py):
+nginx with its cache in front of SeaweedFS, and the Worker over wrangler's
+local R2. Each host's processes (and the store behind the nginx edge) are
+pinned to CPU 0 and the load generator, wrk (Debian's, installed if missing,
+as root), to CPU 1; wrk keeps 8 connections open and asks, by pattern, for
+articles chosen uniformly at random (``random``) or for one article only
+(``hot``). The hosts take turns, one slice of --seconds each, for --rounds
+rounds, so that other work on the machine blurs the comparison as little as
+it can; each figure is the median of its slices, and its ratio is to nginx's
+for the same pattern in the same run.
+
+For the nginx edge, the store's own count of the reads it answered (its
+metrics) gives the share of requests that reached it: the cache's state. A
+hot article is a warm cache (about none); random articles over a catalogue
+much larger than one second of requests are a cold one (about all), since
+the edge keeps a copy for 1 s.
 
 Before the timing, 200 random articles are fetched from each host and
 compared byte for byte with the files; a slice with any status other than
-200 fails the run.
+200 fails the run. The load average is printed before and after: the
+machine is shared, and only ratios within one run count.
 
 Linux only (/proc, sched_setaffinity). The temporary folder is removed at
 the end.
@@ -34,14 +45,17 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 REPO: Final = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # a script in bench/: the package is one folder up
 
-from tests.contract import Host, process_tree, request, stop  # noqa: E402
+from tests.contract import Host, process_tree, request  # noqa: E402
+from tests.edges import nginx_edge, store_reads  # noqa: E402
 from tests.hosts import HOSTS, install_host_tools  # noqa: E402
+from tests.objectstore import Store  # noqa: E402
 
 SEED: Final = 20261122
 BASELINE: Final = "nginx"
@@ -49,6 +63,8 @@ CONNECTIONS: Final = 8
 SERVER_CPU: Final = 0
 CLIENT_CPU: Final = 1
 CHECKED: Final = 200
+PATTERNS: Final = ("random", "hot")
+EDGE: Final = "nginx → S3"
 WRK_SCRIPT: Final = """\
 -- Each request asks for one of the paths in the file given after --, at random.
 local paths = {}
@@ -103,8 +119,8 @@ def check_answers(host: Host, count: int) -> None:
         )
 
 
-def wrk_slice(host: Host, paths: Path, script: Path, seconds: int, seed: int) -> float:
-    """Requests per second over one slice; every answer must be a 200."""
+def wrk_slice(host: Host, paths: Path, script: Path, seconds: int, seed: int) -> tuple[float, int]:
+    """Requests per second over one slice, and how many were sent; every answer must be a 200."""
     done = subprocess.run(
         [
             "taskset",
@@ -127,34 +143,72 @@ def wrk_slice(host: Host, paths: Path, script: Path, seconds: int, seed: int) ->
     )
     assert "Non-2xx" not in done.stdout, done.stdout
     assert "Socket errors" not in done.stdout, done.stdout
-    return float(re.search(r"Requests/sec:\s+([\d.]+)", done.stdout)[1])  # type: ignore[index]
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", done.stdout)[1])  # type: ignore[index]
+    sent = int(re.search(r"(\d+) requests in", done.stdout)[1])  # type: ignore[index]
+    return rate, sent
 
 
-def measure(count: int, seconds: int, rounds: int, tmp: str) -> dict[str, float]:
+@dataclass
+class Figure:
+    """One host and pattern: its median rate, and the share of requests that reached a store."""
+
+    rate: float
+    from_store: float | None = None
+
+
+def measure(
+    count: int, seconds: int, rounds: int, tmp: str, names: Sequence[str], patterns: Sequence[str]
+) -> dict[tuple[str, str], Figure]:
     work = Path(tempfile.mkdtemp(prefix="bench-hosts-", dir=tmp))
     hosts: dict[str, Host] = {}
+    store: Store | None = None
     try:
         ratings = ratings_text(count)
-        for name, start_host in HOSTS.items():
-            folder = work / name.replace(" ", "_")
+        for name in names:
+            folder = work / name.replace(" ", "_").replace("→", "to")
             folder.mkdir()
-            hosts[name] = start_host(folder, ratings)
-            pin(hosts[name].process.pid, SERVER_CPU)
+            if name == EDGE:  # started here, to count the reads at its store
+                hosts[name], store = nginx_edge(folder, ratings)
+            else:
+                hosts[name] = HOSTS[name](folder, ratings)
+            pin_host(hosts[name], store if name == EDGE else None)
             check_answers(hosts[name], count)
-        paths = work / "paths.txt"
-        paths.write_text("".join(rating_path(article_id(i)) + "\n" for i in range(count)))
         script = work / "random.lua"
         script.write_text(WRK_SCRIPT)
-        slices: dict[str, list[float]] = {name: [] for name in hosts}
+        paths = {
+            "random": work / "random.txt",
+            "hot": work / "hot.txt",
+        }
+        paths["random"].write_text("".join(rating_path(article_id(i)) + "\n" for i in range(count)))
+        paths["hot"].write_text(rating_path(article_id(count // 2)) + "\n")
+        rates: dict[tuple[str, str], list[float]] = {}
+        sent: dict[tuple[str, str], int] = {}
+        reads: dict[tuple[str, str], int] = {}
         for turn in range(rounds):
-            for name, host in hosts.items():
-                pin(host.process.pid, SERVER_CPU)  # threads started since are pinned too
-                slices[name].append(wrk_slice(host, paths, script, seconds, SEED + turn))
-        return {name: statistics.median(values) for name, values in slices.items()}
+            for pattern in patterns:
+                for name, host in hosts.items():
+                    key = (name, pattern)
+                    pin_host(host, store if name == EDGE else None)  # threads started since
+                    before = store_reads(store) if name == EDGE and store else 0
+                    rate, requests = wrk_slice(host, paths[pattern], script, seconds, SEED + turn)
+                    rates.setdefault(key, []).append(rate)
+                    sent[key] = sent.get(key, 0) + requests
+                    if name == EDGE and store:
+                        reads[key] = reads.get(key, 0) + store_reads(store) - before
+        return {
+            key: Figure(statistics.median(values), reads[key] / sent[key] if key in reads else None)
+            for key, values in rates.items()
+        }
     finally:
         for host in hosts.values():
-            stop(host.process)
+            host.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def pin_host(host: Host, store: Store | None) -> None:
+    pin(host.process.pid, SERVER_CPU)
+    if store is not None and store.process is not None:
+        pin(store.process.pid, SERVER_CPU)  # the edge's work includes its store's
 
 
 def ensure_wrk() -> None:
@@ -169,23 +223,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=int, default=3, help="per slice")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--tmp", default="/dev/shm", help="where the sites are built")
+    parser.add_argument("--hosts", default=",".join(HOSTS), help="which, by name (nginx first)")
+    parser.add_argument("--patterns", default=",".join(PATTERNS))
     args = parser.parse_args(argv)
+    names = args.hosts.split(",")
+    patterns = args.patterns.split(",")
+    unknown = [name for name in names if name not in HOSTS] + [
+        pattern for pattern in patterns if pattern not in PATTERNS
+    ]
+    if unknown or BASELINE not in names:
+        parser.error(f"unknown: {unknown}; the hosts must include {BASELINE}")
     ensure_wrk()
     install_host_tools()
     print(
         f"wrk, {CONNECTIONS} connections on CPU {CLIENT_CPU}; each host on CPU {SERVER_CPU}; "
-        f"median of {args.rounds} slices of {args.seconds:g} s; sites in {args.tmp}\n"
+        f"median of {args.rounds} slices of {args.seconds:g} s; sites in {args.tmp}"
     )
-    print("| articles | host | requests/s | × nginx |")
-    print("|---:|---|---:|---:|")
+    print(f"load average before: {Path('/proc/loadavg').read_text().strip()}\n")
+    print("| articles | articles asked | host | requests/s | × nginx | reached the store |")
+    print("|---:|---|---|---:|---:|---:|")
     for size in (int(text) for text in args.sizes.split(",")):
-        figures = measure(size, args.seconds, args.rounds, args.tmp)
-        for name, rate in figures.items():
-            ratio = rate / figures[BASELINE]
+        figures = measure(size, args.seconds, args.rounds, args.tmp, names, patterns)
+        for (name, pattern), figure in figures.items():
+            ratio = figure.rate / figures[(BASELINE, pattern)].rate
+            store = "" if figure.from_store is None else f"{figure.from_store:.1%}"
             print(
-                f"| {size:,} | `{name}` | {rate:,.0f} | {ratio:.{2 if ratio >= 0.1 else 4}f} |",
+                f"| {size:,} | {pattern} | `{name}` | {figure.rate:,.0f} "
+                f"| {ratio:.{2 if ratio >= 0.1 else 4}f} | {store} |",
                 flush=True,
             )
+    print(f"\nload average after: {Path('/proc/loadavg').read_text().strip()}")
     return 0
 
 

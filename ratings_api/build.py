@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -10,6 +10,7 @@ from ratings_api.describe import describe_files
 from ratings_api.errors import InputError
 from ratings_api.fastpath import load_fast
 from ratings_api.hosting import hosting_files
+from ratings_api.limits import check as check_host_limits
 from ratings_api.loader import Catalogue, load
 from ratings_api.rating import Renderer
 from ratings_api.writer import Changes, sync_site
@@ -19,6 +20,9 @@ from ratings_api.writer import Changes, sync_site
 class Result:
     articles: int
     changes: Changes
+    # What the build made, for --publish: the articles' ids and the other files' paths.
+    ids: Sequence[int] = ()
+    extras: tuple[str, ...] = ()
 
     def summary(self, output: str, seconds: float) -> str:
         """The one line a build prints: articles, files written, removed, unchanged, time."""
@@ -45,22 +49,26 @@ def build(
     dry_run: bool = False,
     fallback_base_url: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    host_notice: Callable[[str], None] | None = None,
 ) -> Result:
     """Build ``output`` from ``input_path``; with ``dry_run``, only say what would change.
 
     ``fallback_base_url`` is used when no base URL is configured anywhere
     (``--serve`` passes the address it serves at). ``progress`` is called
     now and then with the articles handed to the writers so far, and all.
+    ``host_notice``, where a static host's deploy follows, checks its limits first.
     """
     catalogue = load_catalogue(input_path, read_input(input_path))
     url = resolve_base_url(input_path, base_url, environ, catalogue, fallback_base_url)
     total = len(catalogue.ids)
     report = None if progress is None else lambda done: progress(done, total)
     extras = {**describe_files(catalogue, url), **hosting_files(catalogue, url)}
+    if host_notice is not None:  # a static host's deploy follows: its limits (limits.py)
+        check_host_limits(total, extras, environ, host_notice)
     changes = sync_site(
         output, catalogue, Renderer(url), extras=extras, dry_run=dry_run, progress=report
     )
-    return Result(total, changes)
+    return Result(total, changes, catalogue.ids, tuple(extras))
 
 
 def read_input(path: str) -> bytes:

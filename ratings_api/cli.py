@@ -12,6 +12,18 @@ from typing import Final
 from ratings_api.build import Result, build, count_articles
 from ratings_api.errors import InputError
 from ratings_api.platforms import unsupported
+from ratings_api.publish import (
+    DEFAULT_MAX_REMOVALS,
+    DEFAULT_WORKERS,
+    Outcome,
+    Target,
+    describe,
+    examples,
+    parse_target,
+    publish,
+    published_paths,
+    require_client,
+)
 
 HELP_WIDTH: Final = 80  # fixed, so that --help reads the same everywhere (and in docs/cli.md)
 
@@ -68,7 +80,49 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         help="the port to serve at (default: 8000)",
     )
+    publishing = command.add_argument_group("publishing to object storage")
+    publishing.add_argument(
+        "--publish",
+        metavar="S3_URL",
+        help="build, then make s3://BUCKET[/PREFIX] hold exactly the site (endpoint "
+        "and credentials from the standard AWS variables and files); with --check, "
+        "change nothing and exit 1 if the bucket differs",
+    )
+    publishing.add_argument(
+        "--max-removals",
+        type=_count,
+        default=DEFAULT_MAX_REMOVALS,
+        metavar="N",
+        help=f"stop before changing anything if a publish would remove more than N "
+        f"files (default: {DEFAULT_MAX_REMOVALS})",
+    )
+    publishing.add_argument(
+        "--repair",
+        action="store_true",
+        help="list the bucket and compare every file, instead of trusting the state "
+        "the last publish left: for a bucket changed by hand",
+    )
+    publishing.add_argument(
+        "--publish-workers",
+        type=_positive,
+        default=DEFAULT_WORKERS,
+        metavar="N",
+        help=f"uploads at once (default: {DEFAULT_WORKERS})",
+    )
     return command
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number, found '{text}'")
+    return int(text)
+
+
+def _positive(text: str) -> int:
+    number = _count(text)
+    if number == 0:
+        raise argparse.ArgumentTypeError("expected at least 1")
+    return number
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -81,6 +135,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.serve:
         if args.check:
             command.error("--check and --serve do not go together")
+        if args.publish:
+            command.error("--publish and --serve do not go together")
         from ratings_api.server import serve  # WhiteNoise is only needed to serve
 
         return serve(
@@ -94,6 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     show_progress = not args.quiet and sys.stderr.isatty()
     try:
+        target = _publish_target(args.publish)
         result = build(
             args.input,
             args.output,
@@ -101,6 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             environ=os.environ,
             dry_run=args.check,
             progress=_show_progress if show_progress else None,
+            # Not when publishing to object storage: no static host's limit applies.
+            host_notice=_print_notice if target is None else None,
         )
     except InputError as error:
         print(error, file=sys.stderr)
@@ -110,10 +169,79 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\r\x1b[K", end="", file=sys.stderr, flush=True)  # leave a clean line
     seconds = time.perf_counter() - started
     if args.check:
-        return _report_check(args.output, result, args.quiet)
-    if not args.quiet:
+        built = _report_check(args.output, result, args.quiet or target is not None)
+        if built != 0 or target is None:
+            return built
+    elif not args.quiet:
         print(result.summary(args.output, seconds))
+    if target is None:
+        return 0
+    return _publish(args, target, result, show_progress)
+
+
+def _print_notice(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _publish_target(url: str | None) -> Target | None:
+    """The --publish target, checked (with its library) before anything is built."""
+    if url is None:
+        return None
+    target = parse_target(url)
+    require_client()
+    return target
+
+
+def _publish(args: argparse.Namespace, target: Target, result: Result, show_progress: bool) -> int:
+    started = time.perf_counter()
+    try:
+        outcome = publish(
+            args.output,
+            published_paths(result.ids, result.extras),
+            target,
+            check=args.check,
+            repair=args.repair,
+            max_removals=args.max_removals,
+            workers=args.publish_workers,
+            progress=_show_publishing if show_progress else None,
+        )
+    except InputError as error:
+        print(error, file=sys.stderr)
+        return 2
+    finally:
+        if show_progress:
+            print("\r\x1b[K", end="", file=sys.stderr, flush=True)
+    seconds = time.perf_counter() - started
+    line = describe(target, outcome, seconds, args.check)
+    if args.check:
+        return _report_publish_check(line, outcome, args.quiet)
+    if not args.quiet:
+        print(line)
+    if outcome.raced:
+        print(
+            f"{target}: another publish wrote the state meanwhile; the files both "
+            "touched are marked for the next publish: run it again",
+            file=sys.stderr,
+        )
+        return 2
     return 0
+
+
+def _report_publish_check(line: str, outcome: Outcome, quiet: bool) -> int:
+    todo = outcome.plan
+    if not todo.uploads and not todo.removals:
+        if not quiet:
+            print(line)
+        return 0
+    listed = "".join(f"\n  {example}" for example in examples(todo))
+    more = len(todo.uploads) + len(todo.removals) - len(examples(todo))
+    etc = f"\n  and {more} more" if more > 0 else ""
+    print(f"{line}{listed}{etc}", file=sys.stderr)
+    return 1
+
+
+def _show_publishing(stage: str, done: int, total: int) -> None:
+    print(f"\r{stage}: {done:,} of {total:,}", end="", file=sys.stderr, flush=True)
 
 
 def _show_progress(done: int, total: int) -> None:

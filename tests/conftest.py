@@ -3,8 +3,11 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 
 import pytest
+
+from tests.objectstore import Store, remove_store, start_store
 
 # Variables that choose the base URL: a developer's shell or CI may set any of them.
 BASE_URL_VARIABLES = ("BASE_URL", "CONTEXT", "URL", "DEPLOY_PRIME_URL")
@@ -63,3 +66,13 @@ def _roomy_tmpfs(path: str) -> bool:
         and room.f_favail > 500_000
         and room.f_bavail * room.f_frsize > 2**30
     )
+
+
+@pytest.fixture(scope="module")
+def object_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    """A running SeaweedFS (tests/objectstore.py), one per test module, stopped after it."""
+    store = start_store(tmp_path_factory.mktemp("objectstore"))
+    try:
+        yield store
+    finally:
+        remove_store(store)

@@ -68,6 +68,9 @@ STOPS: Final = "no answer: the server exits"
 NO_ANSWER_SECONDS: Final = 2.0
 NO_ANSWER: Final = f"no answer within {NO_ANSWER_SECONDS:g} s"
 
+# A host that cannot run here (CloudFront): the lines that were not measured.
+NOT_RUN: Final = "not run here"
+
 FOUND: Final = "200 and the file"
 JSON_ERROR: Final = "the JSON error"
 ITS_LENGTH: Final = "the body's length"
@@ -162,6 +165,21 @@ class Host:
     differences: Mapping[str, Difference] = field(default_factory=dict)
     # Starts the same host again, in the same folder, for one that exits on a request.
     restart: Callable[[], Host] | None = None
+    # For a host that serves a bucket: publishes ``site`` again after a rebuild,
+    # and returns once the host serves it (an edge's cache may keep the old for
+    # ``stale_seconds``).
+    publish: Callable[[], None] | None = None
+    stale_seconds: float = 0.0
+    # What else the host started (a store behind an edge), stopped after it.
+    stop_also: Callable[[], None] | None = None
+
+    def stop(self) -> None:
+        """Stop the server, then what it stands in front of, waiting until they exit."""
+        try:
+            stop(self.process)
+        finally:
+            if self.stop_also is not None:
+                self.stop_also()
 
     def expect(self, point: str) -> object:
         """The contract's value at ``point``, or this host's documented difference."""
@@ -385,6 +403,12 @@ def reasons_list(differences: Mapping[str, Mapping[str, Difference]]) -> str:
     """Why each host differs where it does: docs/hosts.md's list under the table."""
     lines = []
     for host, points in differences.items():
-        for point, difference in points.items():
-            lines.append(f"- `{host}`, {point}: {difference.why}")
+        not_run = {d.why for d in points.values() if d.value == NOT_RUN}
+        assert len(not_run) <= 1, f"{host}: one reason for the lines not run, not {not_run}"
+        lines += [f"- `{host}`, every cell “{NOT_RUN}”: {why}" for why in not_run]  # one line
+        lines += [
+            f"- `{host}`, {point}: {difference.why}"
+            for point, difference in points.items()
+            if difference.value != NOT_RUN
+        ]
     return "\n".join(lines) + "\n"

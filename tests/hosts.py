@@ -17,7 +17,9 @@ from it. Nothing is skipped.
 
 the last three with the generated ``_redirects`` and ``404.html``. Their
 programs come from ``scripts/install-host-tools``, run once a session: its
-failure fails the tests with its output.
+failure fails the tests with its output. The edges in front of a bucket that
+``--publish`` filled (nginx → S3, Worker → R2) are in tests/edges.py, and
+join HOSTS and DIFFERENCES at the end of this module.
 """
 
 from __future__ import annotations
@@ -646,3 +648,11 @@ DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
         "a NUL byte in the request line": Difference(400, "wrangler pages dev refuses it"),
     },
 }
+
+
+# The edges in front of a published bucket join the same suite and table. Imported
+# last: tests/edges.py starts its hosts with this module's helpers.
+from tests import edges  # noqa: E402
+
+HOSTS.update(edges.EDGES)
+DIFFERENCES.update(edges.DIFFERENCES)

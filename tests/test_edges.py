@@ -1,0 +1,153 @@
+"""What only the edges in front of a bucket do: nginx's cache, counted at the store.
+
+The contract itself is checked on every edge by tests/test_http_contract.py.
+"""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ratings_api.publish import STATE_NAME
+from tests.contract import Host, request, stop
+from tests.edges import (
+    BUCKET,
+    NGINX_EDGE_CACHE_SECONDS,
+    NGINX_EDGE_STALE_SECONDS,
+    PREFIX,
+    nginx_edge,
+    start_edge_nginx,
+    store_reads,
+)
+from tests.objectstore import Store
+
+HOT = "/away/api/articles/7/rating/"
+
+
+@pytest.fixture(scope="module")
+def edge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Host, Store]]:
+    host, store = nginx_edge(tmp_path_factory.mktemp("nginx_edge"))
+    try:
+        yield host, store
+    finally:
+        host.stop()
+
+
+def test_a_hot_article_reaches_the_store_once_per_cache_lifetime(
+    edge: tuple[Host, Store],
+) -> None:
+    host, store = edge
+    before = store_reads(store)
+    first = request(host.port, "GET", HOT)
+    assert (first.status, first.header("X-Cache-Status")) == (200, "MISS")
+    assert store_reads(store) == before + 1
+    started = time.monotonic()
+    statuses = [request(host.port, "GET", HOT).header("X-Cache-Status") for _ in range(20)]
+    assert time.monotonic() - started < NGINX_EDGE_CACHE_SECONDS, "too slow to tell"
+    assert statuses == ["HIT"] * 20
+    assert store_reads(store) == before + 1  # none of the 20 reached the store
+    time.sleep(NGINX_EDGE_STALE_SECONDS + 0.1)
+    # Expired: asked again with If-None-Match, and the store's 304 renews the copy.
+    again = request(host.port, "GET", HOT)
+    assert (again.status, again.body, again.header("X-Cache-Status")) == (
+        200,
+        first.body,
+        "REVALIDATED",
+    )
+    assert store_reads(store) == before + 2
+
+
+def test_a_query_is_not_a_new_copy(edge: tuple[Host, Store]) -> None:
+    host, store = edge
+    request(host.port, "GET", "/away/api/articles/12/rating/")
+    before = store_reads(store)
+    replies = [request(host.port, "GET", f"/away/api/articles/12/rating/?v={n}") for n in range(5)]
+    assert [reply.header("X-Cache-Status") for reply in replies] == ["HIT"] * 5
+    assert store_reads(store) == before
+
+
+def test_a_missing_article_is_the_json_404_and_cached_too(edge: tuple[Host, Store]) -> None:
+    host, store = edge
+    before = store_reads(store)
+    replies = [request(host.port, "GET", "/away/api/articles/2/rating/") for _ in range(3)]
+    assert [(reply.status, reply.body) for reply in replies] == [
+        (404, b'{"detail": "Not found."}\n')
+    ] * 3
+    assert store_reads(store) == before + 1
+
+
+def test_the_publishers_state_is_not_served(edge: tuple[Host, Store]) -> None:
+    host, store = edge
+    key = f"{PREFIX}/{STATE_NAME}"
+    assert store.client().head_object(Bucket=BUCKET, Key=key)["ContentLength"] > 0  # it is there
+    for method in ("GET", "HEAD"):
+        reply = request(host.port, method, f"/{STATE_NAME}")
+        assert reply.status == 404
+        assert reply.body == (b'{"detail": "Not found."}\n' if method == "GET" else b"")
+
+
+class Forbidding(http.server.BaseHTTPRequestHandler):
+    """A store that may not be listed: every missing key is a 403 with an XML body, as S3's."""
+
+    def do_GET(self) -> None:
+        body = (
+            b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code>'
+            b"<Message>Access Denied</Message></Error>"
+        )
+        self.send_response(403)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_HEAD(self) -> None:
+        self.send_response(403)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def forbidding_edge(tmp_path: Path) -> Iterator[int]:
+    """The shipped nginx edge in front of a store that answers every key with a 403."""
+    store = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forbidding)
+    thread = threading.Thread(target=store.serve_forever, daemon=True)
+    thread.start()
+    try:
+        process, port, _ = start_edge_nginx(tmp_path, store.server_address[1])
+        try:
+            yield port
+        finally:
+            stop(process)
+    finally:
+        store.shutdown()
+        store.server_close()
+        thread.join()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/away/api/articles/7/rating/",
+        "/away/api/articles/7/rating",
+        "/",
+        "/robots.txt",
+        "/about/",
+    ],
+)
+def test_a_store_that_answers_403_in_xml_gives_the_json_404(
+    forbidding_edge: int, path: str
+) -> None:
+    for method in ("GET", "HEAD"):
+        reply = request(forbidding_edge, method, path)
+        assert (reply.status, reply.header("Content-Type")) == (404, "application/json")
+        assert reply.body == (b'{"detail": "Not found."}\n' if method == "GET" else b"")
+        assert reply.header("Access-Control-Allow-Origin") == "*"
