@@ -1,17 +1,18 @@
 """Corners of serving that the contract suite does not reach: a bounded cache, removed files,
-a port out of range, a site with no article yet."""
+a port out of range, a site with no article yet, an input gone for a moment."""
 
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 from wsgiref.types import WSGIApplication
 from wsgiref.util import setup_testing_defaults
 
 from ratings_api.build import build
-from ratings_api.server import LazyWhiteNoise, api_fallback, create_app
-from tests.contract import READY_SECONDS, hermetic_environ, start, stop, wait_for
+from ratings_api.server import POLL_SECONDS, LazyWhiteNoise, api_fallback, create_app
+from tests.contract import READY_SECONDS, hermetic_environ, make_project, start, stop, wait_for
 from tests.hosts import SERVING, serve_command
 
 BASE_URL = "https://ratings.example.com"
@@ -104,3 +105,22 @@ def test_serve_with_no_article_yet_says_so(tmp_path: Path) -> None:
     lines = log.read_text().splitlines()
     assert lines[0].startswith("built site: 0 articles")
     assert lines[1] == f"Serving site/ at http://127.0.0.1:{port}/ — no articles yet"
+
+
+def test_serve_waits_out_an_input_gone_for_a_moment(tmp_path: Path) -> None:
+    """As while an editor saves by rename: no file at a poll is no change, and no error."""
+    make_project(tmp_path)
+    source = tmp_path / "ratings.yaml"
+    log = tmp_path / "serve.log"
+    process = start(serve_command(), tmp_path, log)
+    try:
+        wait_for(SERVING, log, process)
+        text = source.read_text(encoding="utf-8")
+        source.unlink()
+        time.sleep(POLL_SECONDS * 4)  # several polls find no file
+        source.write_text(text.replace("7: [5, 4", "7: [1, 4"), encoding="utf-8")
+        wait_for(r"^ratings\.yaml changed: built site: 5 articles", log, process)
+    finally:
+        stop(process)
+    lines = log.read_text().splitlines()
+    assert [line.split(":")[0] for line in lines[2:]] == ["ratings.yaml changed"], lines
