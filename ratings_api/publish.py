@@ -278,12 +278,17 @@ def publish(
     progress: Callable[[str, int, int], None] | None = None,
 ) -> Outcome:
     """Make ``target`` hold the files ``paths`` of ``output``; with ``check``, only plan it."""
-    with _failures_explained(target):
-        bucket = Bucket(open_client(workers), target)
-        try:
-            return _publish(bucket, output, paths, check, repair, max_removals, workers, progress)
-        finally:
-            bucket.client.close()
+    client = open_client(workers)
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        bucket = Bucket(client, target)
+        return _publish(bucket, output, paths, check, repair, max_removals, workers, progress)
+    except (BotoCoreError, ClientError) as error:
+        # The SDK's own message may quote the request: ours names no secret.
+        raise InputError(_explain(target, error)) from None
+    finally:
+        client.close()
 
 
 def _publish(
@@ -451,27 +456,8 @@ def open_client(workers: int) -> S3Client:
     return boto3.session.Session().client("s3", config=config)
 
 
-class _failures_explained:
-    """Turn the SDK's permanent failures into one InputError line without secrets."""
-
-    def __init__(self, target: Target) -> None:
-        self.target = target
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, tb: object
-    ) -> bool:
-        if error is None or isinstance(error, InputError):
-            return False
-        message = _explain(self.target, error)
-        if message is None:
-            return False
-        raise InputError(message) from None
-
-
-def _explain(target: Target, error: BaseException) -> str | None:
+def _explain(target: Target, error: Exception) -> str:
+    """One line about a failure the SDK gave up on (after its retries)."""
     from botocore import exceptions
 
     if isinstance(error, exceptions.NoCredentialsError):
@@ -496,9 +482,7 @@ def _explain(target: Target, error: BaseException) -> str | None:
                 "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE) and their permissions"
             )
         return f"{target}: the store refused: {code or _status(error)}"
-    if isinstance(error, exceptions.BotoCoreError):
-        return f"{target}: {type(error).__name__}"
-    return None
+    return f"{target}: {type(error).__name__}"
 
 
 def _endpoint(error: BaseException) -> str:
