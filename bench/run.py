@@ -132,8 +132,12 @@ def write_documents(ratings: Path, target: Path) -> None:
     catalogue = load_catalogue(str(ratings), ratings.read_bytes())
     render = Renderer(BASE_URL)
     with open(target, "wb") as file:
-        for article_id, total, count in zip(catalogue.ids, catalogue.sums, catalogue.counts):
-            file.write(b"%d " % article_id + render(article_id, total, count))
+        file.writelines(
+            b"%d " % article_id + render(article_id, total, count)
+            for article_id, total, count in zip(
+                catalogue.ids, catalogue.sums, catalogue.counts, strict=True
+            )
+        )
 
 
 # --- running and timing ----------------------------------------------------
@@ -242,7 +246,7 @@ def _prepare_peers(
     from bench.peers import PEERS  # only runs with --peers
 
     catalogue = load_catalogue(str(ratings), ratings.read_bytes())
-    articles = list(zip(catalogue.ids, catalogue.sums, catalogue.counts))
+    articles = list(zip(catalogue.ids, catalogue.sums, catalogue.counts, strict=True))
     cache = ROOT / "bench" / "out" / "peers"
     cache.mkdir(parents=True, exist_ok=True)
     prepared = {}
@@ -281,7 +285,7 @@ def _stages(size: int, seed: int, work: Path) -> str:
         lambda: subprocess.run([sys.executable, "-c", PARSE_FLOOR, str(ratings)], check=True),
     )
     render = Renderer(BASE_URL)
-    articles = list(zip(catalogue.ids, catalogue.sums, catalogue.counts))
+    articles = list(zip(catalogue.ids, catalogue.sums, catalogue.counts, strict=True))
     stage(
         "render every document (in the writers)", lambda: [render(*article) for article in articles]
     )
@@ -306,8 +310,10 @@ def peak(runs: list[Run]) -> float:
 
 def _table(rows: list[Row]) -> str:
     lines = [
-        "| articles | parse floor | write floor | floor | full build | × floor | peak MB "
-        "| no-op | ÷ full | one change | ÷ full | --check | ÷ no-op |",
+        (
+            "| articles | parse floor | write floor | floor | full build | × floor | peak MB "
+            "| no-op | ÷ full | one change | ÷ full | --check | ÷ no-op |"
+        ),
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:

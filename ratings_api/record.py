@@ -56,7 +56,7 @@ class Record:
 
 def columns_for(
     ids: list[int], sums: list[int], counts: list[int]
-) -> tuple[array[int], ...] | None:
+) -> tuple[array[int], array[int], array[int]] | None:
     """The catalogue as record columns, or None if a number needs more than 64 bits."""
     try:
         return array("q", ids), array("q", sums), array("q", counts)

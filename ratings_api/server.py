@@ -36,12 +36,12 @@ from whitenoise import WhiteNoise
 from whitenoise.responders import Response, StaticFile
 
 from ratings_api.build import build
-from ratings_api.cli import summary
 from ratings_api.describe import FRONT_PAGE, FRONT_PAGE_CSP
 from ratings_api.errors import InputError
 from ratings_api.rating import ARTICLES_PATH
 
 if TYPE_CHECKING:
+    from wsgiref.types import FileWrapper as FileWrapperType
     from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 ALLOW: Final = "GET, HEAD, OPTIONS"
@@ -109,7 +109,7 @@ def route(url: str) -> Target | None:
 
 class _Entry(NamedTuple):
     identity: tuple[int, int, int, int]
-    static_file: StaticFile
+    static_file: _StaticFile
     path: str
 
 
@@ -233,7 +233,9 @@ class LazyWhiteNoise(WhiteNoise):
     def _respond(self, url: str, method: str, environ: WSGIEnvironment) -> Response | None:
         entry = self._cache.get(url)
         path = entry.path if entry is not None else self._path(url)
-        opened = None if path is None else _open_file(path)
+        if path is None:
+            return None  # no file of the site can be at this URL
+        opened = _open_file(path)
         if opened is None:
             if entry is not None:
                 self._forget(url)  # removed by a rebuild
@@ -279,7 +281,9 @@ class LazyWhiteNoise(WhiteNoise):
         if known is None:
             headers = Headers([])
             self.add_mime_headers(headers, path, url)
-            known = self._content_types[name] = headers["Content-Type"]
+            known = headers["Content-Type"]
+            assert known is not None, path  # add_mime_headers always sets one
+            self._content_types[name] = known
         return known
 
     def _lacks_slash(self, url: str) -> bool:
@@ -298,7 +302,8 @@ class LazyWhiteNoise(WhiteNoise):
         start_response(status, [*response.headers, *COMMON_HEADERS])
         if response.file is None:
             return []
-        return environ.get("wsgi.file_wrapper", FileWrapper)(response.file)
+        wrapper: FileWrapperType = environ.get("wsgi.file_wrapper", FileWrapper)
+        return wrapper(response.file)
 
 
 def api_fallback(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
@@ -462,7 +467,7 @@ def _build(input_path: str, output: str, base_url: str | None, address: str) -> 
     result = build(
         input_path, output, base_url=base_url, environ=os.environ, fallback_base_url=address
     )
-    return summary(output, result, time.perf_counter() - started)
+    return result.summary(output, time.perf_counter() - started)
 
 
 def _serving_line(output: str, address: str) -> str:

@@ -335,7 +335,7 @@ def _article_folders(articles_fd: int) -> set[str]:
         return {entry.name for entry in entries if ID_NAME.fullmatch(entry.name)}
 
 
-def _same_file(dir_fd: int, path: str, body: bytes) -> os.stat_result | None:
+def _same_file(dir_fd: int | None, path: str, body: bytes) -> os.stat_result | None:
     """The file's status if it holds exactly ``body``; None if it differs or is missing."""
     try:
         fd = os.open(path, os.O_RDONLY, dir_fd=dir_fd)

@@ -234,13 +234,13 @@ def _wait_ready(store: Store) -> None:
         try:
             _probe(store)
             return
-        except (OSError, _NotReady) as error:
+        except (OSError, _NotReadyError) as error:
             last = str(error)
         time.sleep(0.3)
     raise AssertionError(f"SeaweedFS not ready after {START_TIMEOUT} s ({last}):\n{_tail(store)}")
 
 
-class _NotReady(Exception):
+class _NotReadyError(Exception):
     pass
 
 
@@ -259,7 +259,7 @@ def _probe(store: Store) -> None:
             client.create_bucket(Bucket=PROBE_BUCKET)
         client.put_object(Bucket=PROBE_BUCKET, Key="probe", Body=b"ready\n")
     except (BotoCoreError, ClientError) as error:
-        raise _NotReady(str(error)) from error
+        raise _NotReadyError(str(error)) from error
     finally:
         client.close()
 
@@ -364,7 +364,8 @@ class _Forward(http.server.BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(data)
 
-    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+    # http.server's names for the methods it dispatches.
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward  # noqa: N815
 
     def log_message(self, format: str, *args: object) -> None:
         pass  # the requests are recorded, not logged

@@ -116,7 +116,7 @@ def random_document(rng: random.Random) -> bytes:
     parts = [
         "articles:" + rng.choice(suffixes) + "\n" + "\n".join(lines),
         rng.choice(scales if odd else scales[:2] + scales[3:]),
-        rng.choice(urls + ["base_url: https://example.com/#top"] if odd else urls),
+        rng.choice([*urls, "base_url: https://example.com/#top"] if odd else urls),
     ]
     rng.shuffle(parts)
     text = "\n".join(part for part in parts if part) + rng.choice(["\n", "", "\n\n", "\n...\n"])
