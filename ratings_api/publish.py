@@ -24,6 +24,7 @@ never partly written.
 
 from __future__ import annotations
 
+import base64
 import gzip
 import hashlib
 import json
@@ -223,11 +224,12 @@ class Bucket:
         state.etag = answer["ETag"]
         return True
 
-    def upload(self, path: str, body: bytes) -> None:
+    def upload(self, path: str, body: bytes, digest: str) -> None:
         self.client.put_object(
             Bucket=self.target.bucket,
             Key=self.target.key(path),
             Body=body,
+            ContentMD5=base64.b64encode(bytes.fromhex(digest)).decode(),
             ContentType=content_type(path),
             CacheControl=CACHE_CONTROL,
         )
@@ -427,7 +429,7 @@ def _upload_one(bucket: Bucket, output: str, path: str, digest: str) -> None:
         body = file.read()
     if hashlib.md5(body, usedforsecurity=False).hexdigest() != digest:
         raise InputError(f"{output}/{path}: changed while publishing; run again")
-    bucket.upload(path, body)
+    bucket.upload(path, body, digest)
 
 
 # The client and its failures
@@ -452,6 +454,10 @@ def open_client(workers: int) -> S3Client:
         max_pool_connections=workers,
         connect_timeout=5,
         read_timeout=30,
+        # Each upload carries its Content-MD5 (the digest the state records), which
+        # the store checks: a CRC32 of every body on top would be CPU for nothing.
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required",
     )
     return boto3.session.Session().client("s3", config=config)
 
