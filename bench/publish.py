@@ -1,7 +1,7 @@
 """Publish to a real object store: --publish beside aws s3 sync and s5cmd sync.
 
     python bench/publish.py [--sizes 10000,100000] [--workers-sweep 4,8,16,32,64]
-                            [--tmp /dev/shm]
+                            [--peers-first-up-to N] [--tmp /dev/shm]
 
 Starts SeaweedFS on 127.0.0.1 (tests/objectstore.py), builds a synthetic
 catalogue of each size, then publishes the same built site with three tools,
@@ -21,7 +21,9 @@ from bench/publish-peers.txt, installed into a venv of their own
 
 --workers-sweep first publishes the smallest size with each --publish-workers
 given, to choose the default. /proc/loadavg is printed beside the figures:
-the machine is shared, so only ratios within one run mean much.
+the machine is shared, so only ratios within one run mean much. Above
+--peers-first-up-to articles, the peers make no first publish of their own:
+they sync to the bucket --publish filled, and each sees one more change.
 """
 
 from __future__ import annotations
@@ -53,10 +55,11 @@ PUBLISHED: Final = re.compile(r"published .*")
 COUNT: Final = re.compile(r'^SeaweedFS_s3_request_seconds_count\{bucket="([^"]*)",[^}]*\} (\d+)$')
 
 
-def ratings(count: int, changed: int = 0) -> str:
-    """``count`` articles; article 1 rated ``changed`` more times than the rest."""
+def ratings(count: int, changed: tuple[int, ...] = ()) -> str:
+    """``count`` articles, one rating each; the ``changed`` ones have a second rating."""
     lines = "".join(
-        f"  {n}: {{sum: {n % 5 + 1 + (changed if n == 1 else 0)}, count: {1 + (changed if n == 1 else 0)}}}\n"
+        f"  {n}: {{sum: {n % 5 + 1 + (5 if n in changed else 0)}, "
+        f"count: {2 if n in changed else 1}}}\n"
         for n in range(1, count + 1)
     )
     return f"base_url: https://ratings.example.com\nscale: [1, 5]\narticles:\n{lines}"
@@ -167,33 +170,45 @@ def loadavg() -> str:
     return Path("/proc/loadavg").read_text().strip()
 
 
-def bench_size(size: int, store: Store, peers: Path, work: Path) -> list[str]:
-    """The table rows of one size."""
+def bench_size(size: int, store: Store, peers: Path, work: Path, shared: bool) -> list[str]:
+    """The table rows of one size.
+
+    ``shared``: the peers do not make a first publish of their own (too long on
+    this machine at this size) but sync to the bucket --publish filled; before
+    each tool's one change, one more article changes, so that each sees one.
+    """
     source, site = work / f"ratings-{size}.yaml", work / f"site-{size}"
     source.write_text(ratings(size))
     build(source, site)
-    buckets = {tool: f"bench-{size}-{index}" for index, tool in enumerate(TOOLS)}
-    for bucket in buckets.values():
+    buckets = {tool: f"bench-{size}-{0 if shared else index}" for index, tool in enumerate(TOOLS)}
+    for bucket in set(buckets.values()):
         store.create_bucket(bucket)
-    figures: dict[str, list[tuple[float, int]]] = {tool: [] for tool in TOOLS}
+    figures: dict[str, list[tuple[float, int] | None]] = {tool: [] for tool in TOOLS}
     for step in STEPS:
-        if step == "one change":
-            source.write_text(ratings(size, changed=3))
+        if step == "one change" and not shared:
+            source.write_text(ratings(size, changed=(1,)))
             build(source, site)
-        for tool in TOOLS:
+        for index, tool in enumerate(TOOLS):
+            if step == "first" and shared and index > 0:
+                figures[tool].append(None)
+                continue
+            if step == "one change" and shared:
+                source.write_text(ratings(size, changed=tuple(range(1, index + 2))))
+                build(source, site)
             argv = command(tool, peers, store, site, source, buckets[tool])
-            figures[tool].append(run_tool(argv, store, buckets[tool]))
+            seconds, made = run_tool(argv, store, buckets[tool])
+            figures[tool].append((seconds, made))
             print(
-                f"  {size:,} {tool} {step}: {figures[tool][-1][0]:.2f} s, "
-                f"{figures[tool][-1][1]:,} requests; load {loadavg()}",
+                f"  {size:,} {tool} {step}: {seconds:.2f} s, {made:,} requests; load {loadavg()}",
                 flush=True,
             )
     return [
-        f"| {size:,} | {tool} | "
-        + " | ".join(f"{seconds:.1f} s, {count:,}" for seconds, count in figures[tool])
-        + " |"
-        for tool in TOOLS
+        f"| {size:,} | {tool} | " + " | ".join(map(cell, figures[tool])) + " |" for tool in TOOLS
     ]
+
+
+def cell(figure: tuple[float, int] | None) -> str:
+    return "not run" if figure is None else f"{figure[0]:.1f} s, {figure[1]:,}"
 
 
 def sweep(workers: list[int], size: int, store: Store, work: Path) -> None:
@@ -218,6 +233,12 @@ def main() -> int:
     options.add_argument("--sizes", default="10000,100000")
     options.add_argument("--workers-sweep", default="")
     options.add_argument("--tmp", default="/dev/shm")
+    options.add_argument(
+        "--peers-first-up-to",
+        type=int,
+        default=10**9,
+        help="above this size, the peers sync to the bucket --publish filled (no first publish)",
+    )
     args = options.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     peers = install_peers()
@@ -230,7 +251,7 @@ def main() -> int:
             return 0
         rows = []
         for size in sizes:
-            rows += bench_size(size, store, peers, work)
+            rows += bench_size(size, store, peers, work, size > args.peers_first_up_to)
         print(f"load after: {loadavg()}")
         print("\n| articles | tool | first publish | no-op | one change |")
         print("|---:|---|---:|---:|---:|")

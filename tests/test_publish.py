@@ -18,6 +18,7 @@ from typing import Final
 import pytest
 
 from ratings_api import publish as publishing
+from ratings_api.build import build
 from ratings_api.cli import main
 from tests.objectstore import CountingProxy, Store, free_port, start_counting_proxy
 
@@ -65,13 +66,12 @@ class Project:
         self.ratings.write_text(RATINGS)
 
     def environ(self, **changes: str) -> dict[str, str]:
-        environ = {
-            **self.store.environ(),
-            "AWS_ENDPOINT_URL": self.proxy.endpoint,
-            "AWS_CONFIG_FILE": str(self.folder / "no-aws-config"),
-            "AWS_SHARED_CREDENTIALS_FILE": str(self.folder / "no-aws-credentials"),
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        }
+        # The test run's own variables (coverage's among them), but none of AWS's.
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        environ.update(self.store.environ())
+        environ["AWS_ENDPOINT_URL"] = self.proxy.endpoint
+        environ["AWS_CONFIG_FILE"] = str(self.folder / "no-aws-config")
+        environ["AWS_SHARED_CREDENTIALS_FILE"] = str(self.folder / "no-aws-credentials")
         environ.update(changes)
         return environ
 
@@ -160,7 +160,7 @@ def project(
 def summary(uploaded: int, removed: int, unchanged: int, requests: int, target: str) -> str:
     return (
         f"published {target}: {uploaded:,} uploaded, {removed:,} removed, "
-        f"{unchanged:,} unchanged; {requests:,} requests in "
+        f"{unchanged:,} unchanged; {requests:,} request{'' if requests == 1 else 's'} in "
     )
 
 
@@ -290,7 +290,9 @@ def test_check_changes_nothing_and_says_what_differs(project: Project) -> None:
     done = project.run("--check", "--publish", target)
     assert (done.returncode, done.stdout) == (1, "")
     lines = done.stderr.splitlines()
-    assert lines[0].startswith(f"checked {target}: 10 to upload, 0 to remove, 0 unchanged; 1 ")
+    assert lines[0].startswith(
+        f"checked {target}: 10 to upload, 0 to remove, 0 unchanged; 1 request in "
+    )
     assert lines[1:] == [
         *(f"  upload {document(n)}" for n in (1, 2, 7, 31)),
         "  upload 404.html",
@@ -546,12 +548,9 @@ def test_two_publishes_at_once_converge(project: Project, monkeypatch: pytest.Mo
                 == 0
             )
 
-    from ratings_api.build import build
-
     result = build(str(first / "ratings.yaml"), str(first / "site"), base_url=None, environ={})
     outcome = publishing.publish(
-        str(first / "site"),
-        publishing.published_paths(result.ids, result.extras),
+        publishing.site_of(result),
         target,
         max_removals=100,
         workers=1,
