@@ -189,7 +189,10 @@ def decode_state(data: bytes, etag: str) -> State:
         files = body["files"]
         current = body["format"] == STATE_FORMAT and body["cache_control"] == CACHE_CONTROL
     except (OSError, ValueError, KeyError, TypeError):
-        raise InputError(f"{STATE_NAME}: not a state this version can read") from None
+        raise InputError(
+            f"{STATE_NAME}: not a state this version can read; --repair lists the bucket "
+            "and writes a new one"
+        ) from None
     if not current:
         files = dict.fromkeys(files, UNKNOWN)
     return State(files, etag)
@@ -216,7 +219,8 @@ class Bucket:
     def requests(self) -> int:
         return self._requests
 
-    def read_state(self) -> State:
+    def read_state(self, *, repair: bool = False) -> State:
+        """The state in the bucket; with ``repair``, one that cannot be read counts as none."""
         from botocore.exceptions import ClientError
 
         key = self.target.key(STATE_NAME)
@@ -226,7 +230,13 @@ class Bucket:
             if error.response.get("Error", {}).get("Code") == "NoSuchKey":
                 return State()
             raise
-        return decode_state(answer["Body"].read(), answer["ETag"])
+        data, etag = answer["Body"].read(), answer["ETag"]
+        try:
+            return decode_state(data, etag)
+        except InputError:
+            if repair:
+                return State({}, etag)
+            raise
 
     def write_state(self, state: State) -> bool:
         """Write ``state`` if the stored one is still the one read; False if not."""
@@ -326,7 +336,7 @@ def _publish(
     workers: int,
     progress: Callable[[str, int, int], None] | None,
 ) -> Outcome:
-    state = bucket.read_state()
+    state = bucket.read_state(repair=repair)
     found = site.digests()
     local = {path: digest for path, (digest, _) in found.items()}
     published = state.files

@@ -564,3 +564,18 @@ def test_two_publishes_at_once_converge(project: Project, monkeypatch: pytest.Mo
         done = project.publish("--max-removals", "100")
         assert done.returncode == 0, done.stderr
         project.assert_published()
+
+
+def test_a_state_it_cannot_read_stops_it_and_repair_replaces_it(project: Project) -> None:
+    assert project.publish().returncode == 0
+    client = project.store.client()
+    client.put_object(Bucket=project.bucket, Key="p/" + STATE_KEY, Body=b"not gzip")
+    done = project.publish()
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"{STATE_KEY}: not a state this version can read; --repair lists the bucket and "
+        "writes a new one\n",
+    )
+    done = project.publish("--repair")
+    assert done.returncode == 0, done.stderr
+    project.assert_published()
