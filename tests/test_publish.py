@@ -573,9 +573,20 @@ def test_a_state_it_cannot_read_stops_it_and_repair_replaces_it(project: Project
     done = project.publish()
     assert (done.returncode, done.stderr) == (
         2,
-        f"{STATE_KEY}: not a state this version can read; --repair lists the bucket and "
-        "writes a new one\n",
+        (
+            f"{STATE_KEY}: not a state this version can read; --repair lists the bucket "
+            "and writes a new one\n"
+        ),
     )
     done = project.publish("--repair")
     assert done.returncode == 0, done.stderr
     project.assert_published()
+
+
+def test_publish_and_serve_do_not_go_together(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--serve", "--publish", "s3://b/p"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        "generate.py: error: --publish and --serve do not go together\n"
+    )
