@@ -172,7 +172,9 @@ def loadavg() -> str:
     return Path("/proc/loadavg").read_text().strip()
 
 
-def bench_size(size: int, store: Store, peers: Path, work: Path, shared: bool) -> list[str]:
+def bench_size(
+    size: int, store: Store, peers: Path, work: Path, shared: bool, tools: tuple[str, ...] = TOOLS
+) -> list[str]:
     """The table rows of one size.
 
     ``shared``: the peers do not make a first publish of their own (too long on
@@ -185,8 +187,8 @@ def bench_size(size: int, store: Store, peers: Path, work: Path, shared: bool) -
     buckets = {tool: f"bench-{size}-{0 if shared else index}" for index, tool in enumerate(TOOLS)}
     for bucket in set(buckets.values()):
         store.create_bucket(bucket)
-    figures: dict[str, list[tuple[float, int] | None]] = {tool: [] for tool in TOOLS}
-    for step, index, tool in _order(shared):
+    figures: dict[str, list[tuple[float, int] | None]] = {tool: [] for tool in tools}
+    for step, index, tool in _order(shared, tools):
         if step == "one change" and (shared or index == 0):
             changed = tuple(range(1, index + 2)) if shared else (1,)
             source.write_text(ratings(size, changed=changed))
@@ -202,19 +204,19 @@ def bench_size(size: int, store: Store, peers: Path, work: Path, shared: bool) -
             flush=True,
         )
     return [
-        f"| {size:,} | {tool} | " + " | ".join(map(cell, figures[tool])) + " |" for tool in TOOLS
+        f"| {size:,} | {tool} | " + " | ".join(map(cell, figures[tool])) + " |" for tool in tools
     ]
 
 
-def _order(shared: bool) -> list[tuple[str, int, str]]:
+def _order(shared: bool, tools: tuple[str, ...]) -> list[tuple[str, int, str]]:
     """Step by step, each tool in turn; with a shared bucket, all of --publish's first.
 
     The peers' --delete removes --publish's state from a shared bucket (their
     --exclude does not spare it), so --publish makes all its publishes before.
     """
     if shared:
-        return [(step, index, tool) for index, tool in enumerate(TOOLS) for step in STEPS]
-    return [(step, index, tool) for step in STEPS for index, tool in enumerate(TOOLS)]
+        return [(step, index, tool) for index, tool in enumerate(tools) for step in STEPS]
+    return [(step, index, tool) for step in STEPS for index, tool in enumerate(tools)]
 
 
 def cell(figure: tuple[float, int] | None) -> str:
@@ -243,6 +245,7 @@ def main() -> int:
     options.add_argument("--sizes", default="10000,100000")
     options.add_argument("--workers-sweep", default="")
     options.add_argument("--tmp", default="/dev/shm")
+    options.add_argument("--only-publish", action="store_true", help="leave the peers out")
     options.add_argument(
         "--peers-first-up-to",
         type=int,
@@ -261,7 +264,8 @@ def main() -> int:
             return 0
         rows = []
         for size in sizes:
-            rows += bench_size(size, store, peers, work, size > args.peers_first_up_to)
+            tools = TOOLS[:1] if args.only_publish else TOOLS
+            rows += bench_size(size, store, peers, work, size > args.peers_first_up_to, tools)
         print(f"load after: {loadavg()}")
         print("\n| articles | tool | first publish | no-op | one change |")
         print("|---:|---|---:|---:|---:|")
