@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from ratings_api.describe import describe_files
@@ -20,9 +20,11 @@ from ratings_api.writer import Changes, sync_site
 class Result:
     articles: int
     changes: Changes
-    # What the build made, for --publish: the articles' ids and the other files' paths.
-    ids: Sequence[int] = ()
-    extras: tuple[str, ...] = ()
+    # What the build wrote, for --publish: the catalogue and the renderer of its
+    # documents, and the other files' bytes by path.
+    catalogue: Catalogue | None = None
+    render: Renderer | None = None
+    extras: Mapping[str, bytes] = field(default_factory=dict)
 
     def summary(self, output: str, seconds: float) -> str:
         """The one line a build prints: articles, files written, removed, unchanged, time."""
@@ -65,10 +67,9 @@ def build(
     extras = {**describe_files(catalogue, url), **hosting_files(catalogue, url)}
     if host_notice is not None:  # a static host's deploy follows: its limits (limits.py)
         check_host_limits(total, extras, environ, host_notice)
-    changes = sync_site(
-        output, catalogue, Renderer(url), extras=extras, dry_run=dry_run, progress=report
-    )
-    return Result(total, changes, catalogue.ids, tuple(extras))
+    render = Renderer(url)
+    changes = sync_site(output, catalogue, render, extras=extras, dry_run=dry_run, progress=report)
+    return Result(total, changes, catalogue, render, extras)
 
 
 def read_input(path: str) -> bytes:

@@ -21,8 +21,8 @@ from ratings_api.publish import (
     examples,
     parse_target,
     publish,
-    published_paths,
     require_client,
+    site_of,
 )
 
 HELP_WIDTH: Final = 80  # fixed, so that --help reads the same everywhere (and in docs/cli.md)
@@ -196,8 +196,7 @@ def _publish(args: argparse.Namespace, target: Target, result: Result, show_prog
     started = time.perf_counter()
     try:
         outcome = publish(
-            args.output,
-            published_paths(result.ids, result.extras),
+            site_of(result),
             target,
             check=args.check,
             repair=args.repair,

@@ -32,9 +32,8 @@ from ratings_api.publish import (
     CACHE_CONTROL,
     STATE_NAME,
     content_type,
-    digests,
     encode_state,
-    published_paths,
+    site_of,
 )
 from tests.contract import (
     FOUND,
@@ -114,9 +113,10 @@ def published_objects(folder: Path, site: Path) -> list[dict[str, str]]:
     from tests.hosts import BASE_URL
 
     result = build(str(folder / "ratings.yaml"), str(site), base_url=BASE_URL, environ={})
-    paths = published_paths(result.ids, result.extras)
+    published = site_of(result).digests()
+    paths = list(published)
     state = folder / "publish-state.json.gz"
-    state.write_bytes(encode_state(digests(str(site), paths)))
+    state.write_bytes(encode_state({path: digest for path, (digest, _) in published.items()}))
     objects = [
         {
             "key": f"{PREFIX}/{path}",

@@ -13,20 +13,27 @@ read objects (GET and HEAD, as a public bucket behind a CDN is read), not list
 or write. ``Store.environ()`` gives the standard AWS variables a client needs;
 ``Store.client()`` the store's boto3 client (closed by ``stop()``); ``Store.create_bucket(name)`` a bucket.
 
+``start_counting_proxy(store.endpoint)`` puts an HTTP proxy in front of it
+that records every request (a client's request count, seen from outside).
+
 The pytest fixture ``object_store`` (one store per test module) is in
 tests/conftest.py.
 """
 
 from __future__ import annotations
 
+import http.client
+import http.server
 import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +46,7 @@ ACCESS_KEY: Final = "ratings-test-access"
 SECRET_KEY: Final = "ratings-test-secret-d41d8cd98f00b204"
 REGION: Final = "us-east-1"
 # Each bucket takes 7 volumes; 8 MB volumes keep the data folder small.
-VOLUME_MAX: Final = 120
+VOLUME_MAX: Final = 300
 VOLUME_SIZE_LIMIT_MB: Final = 8
 START_TIMEOUT: Final = 60.0
 STOP_TIMEOUT: Final = 20.0
@@ -227,13 +234,13 @@ def _wait_ready(store: Store) -> None:
         try:
             _probe(store)
             return
-        except (OSError, _NotReady) as error:
+        except (OSError, _NotReadyError) as error:
             last = str(error)
         time.sleep(0.3)
     raise AssertionError(f"SeaweedFS not ready after {START_TIMEOUT} s ({last}):\n{_tail(store)}")
 
 
-class _NotReady(Exception):
+class _NotReadyError(Exception):
     pass
 
 
@@ -252,7 +259,7 @@ def _probe(store: Store) -> None:
             client.create_bucket(Bucket=PROBE_BUCKET)
         client.put_object(Bucket=PROBE_BUCKET, Key="probe", Body=b"ready\n")
     except (BotoCoreError, ClientError) as error:
-        raise _NotReady(str(error)) from error
+        raise _NotReadyError(str(error)) from error
     finally:
         client.close()
 
@@ -268,3 +275,97 @@ def remove_store(store: Store) -> None:
     """Stop the store and delete its data folder."""
     store.stop()
     shutil.rmtree(store.folder, ignore_errors=True)
+
+
+# A counting proxy: what a client really sends, seen from outside the client.
+
+HOP_BY_HOP: Final = frozenset(
+    {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade"}
+)
+
+
+@dataclass
+class CountingProxy:
+    """An HTTP proxy on 127.0.0.1 that forwards to a store and records each request.
+
+    ``requests`` holds (method, path with query) in arrival order; the Host
+    header is passed through unchanged, so SigV4 signatures made for the
+    proxy's address still verify at the store.
+    """
+
+    endpoint: str
+    requests: list[tuple[str, str]]
+    server: http.server.ThreadingHTTPServer = field(repr=False)
+    thread: threading.Thread = field(repr=False)
+
+    def count(self, method: str | None = None) -> int:
+        return sum(1 for seen, _ in list(self.requests) if method in (None, seen))
+
+    def clear(self) -> None:
+        self.requests.clear()
+
+    def stop(self) -> None:
+        """Stop serving and wait for the serving thread."""
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+def start_counting_proxy(upstream: str) -> CountingProxy:
+    """A CountingProxy in front of ``upstream`` (``http://127.0.0.1:PORT``)."""
+    target = urllib.parse.urlsplit(upstream)
+    seen: list[tuple[str, str]] = []
+    handler = type(
+        "Forward",
+        (_Forward,),
+        {"upstream": (target.hostname, target.port), "seen": seen},
+    )
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    port = server.server_address[1]
+    return CountingProxy(f"http://127.0.0.1:{port}", seen, server, thread)
+
+
+class _Forward(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    upstream: tuple[str, int]
+    seen: list[tuple[str, str]]
+
+    def _forward(self) -> None:
+        self.seen.append((self.command, self.path))
+        length = int(self.headers.get("Content-Length") or 0)
+        if self.headers.get("Transfer-Encoding"):
+            raise AssertionError("the counting proxy does not forward chunked bodies")
+        body = self.rfile.read(length) if length else None
+        connection = http.client.HTTPConnection(*self.upstream, timeout=60)
+        try:
+            connection.putrequest(
+                self.command, self.path, skip_host=True, skip_accept_encoding=True
+            )
+            for name, value in self.headers.items():
+                if name.lower() not in HOP_BY_HOP:
+                    connection.putheader(name, value)
+            connection.endheaders(body)
+            answer = connection.getresponse()
+            data = answer.read()
+        except OSError:
+            self.close_connection = True  # the store went away: so does the answer
+            return
+        finally:
+            connection.close()
+        self.send_response_only(answer.status, answer.reason)
+        for name, value in answer.getheaders():
+            if name.lower() not in HOP_BY_HOP and name.lower() != "content-length":
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    # http.server's names for the methods it dispatches.
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward  # noqa: N815
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass  # the requests are recorded, not logged

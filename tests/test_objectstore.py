@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import urllib.error
-from contextlib import closing
 import urllib.request
+from contextlib import closing
 
 import boto3
 import pytest

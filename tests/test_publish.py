@@ -1,0 +1,592 @@
+"""``generate.py --publish``: against a real SeaweedFS, its requests counted by a proxy."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from ratings_api import publish as publishing
+from ratings_api.build import build
+from ratings_api.cli import main
+from tests.objectstore import CountingProxy, Store, free_port, start_counting_proxy
+
+REPO: Final = Path(__file__).resolve().parent.parent
+CACHE_CONTROL: Final = "public, max-age=0, must-revalidate"
+STATE_KEY: Final = ".ratings-api/state.json.gz"
+RATINGS: Final = """\
+base_url: https://ratings.example.com
+scale: [1, 5]
+articles:
+  1: [4, 5, 3, 4]
+  2: [2, 3, 2]
+  7: [5, 4, 5, 5, 5, 5]
+  31: []
+"""
+TYPES: Final = {
+    "index.html": "text/html; charset=utf-8",
+    "404.html": "application/json",
+    "away/api/openapi.json": "application/json",
+    "assets/front-page.css": "text/css; charset=utf-8",
+    "assets/front-page.js": "text/javascript; charset=utf-8",
+    "assets/star.svg": "image/svg+xml",
+}
+
+
+def document(article_id: int) -> str:
+    return f"away/api/articles/{article_id}/rating/index.json"
+
+
+def many(count: int, first: int = 1) -> str:
+    lines = "".join(f"  {n}: [{n % 5 + 1}]\n" for n in range(first, first + count))
+    return f"base_url: https://ratings.example.com\nscale: [1, 5]\narticles:\n{lines}"
+
+
+class Project:
+    """A ratings file, its output folder, a bucket and the AWS variables pointing at it."""
+
+    def __init__(self, folder: Path, store: Store, proxy: CountingProxy, bucket: str) -> None:
+        self.folder = folder
+        self.store = store
+        self.proxy = proxy
+        self.bucket = bucket
+        self.ratings = folder / "ratings.yaml"
+        self.output = folder / "site"
+        self.ratings.write_text(RATINGS)
+
+    def environ(self, **changes: str) -> dict[str, str]:
+        # The test run's own variables (coverage's among them), but none of AWS's.
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        environ.update(self.store.environ())
+        environ["AWS_ENDPOINT_URL"] = self.proxy.endpoint
+        environ["AWS_CONFIG_FILE"] = str(self.folder / "no-aws-config")
+        environ["AWS_SHARED_CREDENTIALS_FILE"] = str(self.folder / "no-aws-credentials")
+        environ.update(changes)
+        return environ
+
+    def command(self, *options: str) -> list[str]:
+        return [
+            sys.executable,
+            "-W",
+            "error",
+            str(REPO / "generate.py"),
+            "--input",
+            str(self.ratings),
+            "--output",
+            str(self.output),
+            *options,
+        ]
+
+    def run(self, *options: str, **environ: str) -> subprocess.CompletedProcess[str]:
+        """``generate.py`` with ``options`` in a process of its own."""
+        return subprocess.run(
+            self.command(*options),
+            env=self.environ(**environ),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+
+    def publish(
+        self, *options: str, target: str | None = None, **environ: str
+    ) -> subprocess.CompletedProcess[str]:
+        """``generate.py --quiet --publish`` to ``target`` (the bucket, prefix ``p``)."""
+        target = target or f"s3://{self.bucket}/p"
+        return self.run("--quiet", "--publish", target, *options, **environ)
+
+    def objects(self, prefix: str = "") -> dict[str, bytes]:
+        """Every object in the bucket (under ``prefix``), read back over S3."""
+        client = self.store.client()
+        found = {}
+        for page in client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=prefix
+        ):
+            for item in page.get("Contents", []):
+                body = client.get_object(Bucket=self.bucket, Key=item["Key"])["Body"].read()
+                found[item["Key"]] = body
+        return found
+
+    def site(self, prefix: str = "p/") -> dict[str, bytes]:
+        """What the bucket must hold: the built files, but _redirects and the build's record."""
+        return {
+            prefix + path.relative_to(self.output).as_posix(): path.read_bytes()
+            for path in self.output.rglob("*")
+            if path.is_file() and path.name != "_redirects" and not path.name.startswith(".")
+        }
+
+    def state(self, prefix: str = "p/") -> dict[str, str]:
+        body = self.store.client().get_object(Bucket=self.bucket, Key=prefix + STATE_KEY)
+        files: dict[str, str] = json.loads(gzip.decompress(body["Body"].read()))["files"]
+        return files
+
+    def assert_published(self, prefix: str = "p/") -> None:
+        """The bucket under ``prefix`` holds exactly the site and its state."""
+        stored = self.objects(prefix)
+        state = stored.pop(prefix + STATE_KEY)
+        assert stored == self.site(prefix)
+        files = json.loads(gzip.decompress(state))["files"]
+        assert set(files) == {key[len(prefix) :] for key in stored}
+
+
+@pytest.fixture(scope="module")
+def proxy(object_store: Store) -> Iterator[CountingProxy]:
+    counting = start_counting_proxy(object_store.endpoint)
+    yield counting
+    counting.stop()
+
+
+@pytest.fixture
+def project(
+    tmp_path: Path, object_store: Store, proxy: CountingProxy, request: pytest.FixtureRequest
+) -> Project:
+    bucket = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower())[:50].strip("-")
+    object_store.create_bucket(bucket)
+    proxy.clear()
+    return Project(tmp_path, object_store, proxy, bucket)
+
+
+def summary(uploaded: int, removed: int, unchanged: int, requests: int, target: str) -> str:
+    return (
+        f"published {target}: {uploaded:,} uploaded, {removed:,} removed, "
+        f"{unchanged:,} unchanged; {requests:,} request{'' if requests == 1 else 's'} in "
+    )
+
+
+# What a publish stores
+
+
+def test_first_publish_stores_each_file_with_its_bytes_and_headers(project: Project) -> None:
+    done = project.run("--publish", f"s3://{project.bucket}/p")
+    assert done.returncode == 0, done.stderr
+    # state read, state marked, 10 files, state written
+    assert done.stdout.splitlines()[1].startswith(summary(10, 0, 0, 13, f"s3://{project.bucket}/p"))
+    assert project.proxy.count() == 13
+    project.assert_published()
+    expected = {document(n): "application/json" for n in (1, 2, 7, 31)} | TYPES
+    assert {key[2:] for key in project.site()} == set(expected)
+    client = project.store.client()
+    for path, kind in expected.items():
+        head = client.head_object(Bucket=project.bucket, Key=f"p/{path}")
+        assert (head["ContentType"], head["CacheControl"]) == (kind, CACHE_CONTROL)
+        with urllib.request.urlopen(project.store.url(project.bucket, f"p/{path}")) as answer:
+            assert answer.headers["Content-Type"] == kind
+            assert answer.headers["Cache-Control"] == CACHE_CONTROL
+            assert answer.read() == (project.output / path).read_bytes()
+    assert (project.output / "404.html").read_bytes() == b'{"detail": "Not found."}\n'
+
+
+def test_a_bucket_without_prefix(project: Project) -> None:
+    done = project.publish(target=f"s3://{project.bucket}")
+    assert done.returncode == 0, done.stderr
+    project.assert_published(prefix="")
+
+
+def test_a_second_publish_of_the_same_site_makes_one_request(project: Project) -> None:
+    assert project.publish().returncode == 0
+    project.proxy.clear()
+    done = project.run("--publish", f"s3://{project.bucket}/p")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1].startswith(summary(0, 0, 10, 1, f"s3://{project.bucket}/p"))
+    assert project.proxy.requests == [("GET", f"/{project.bucket}/p/{STATE_KEY}")]
+
+
+def test_one_change_uploads_what_changed(project: Project) -> None:
+    assert project.publish().returncode == 0
+    before = project.objects()
+    project.ratings.write_text(RATINGS.replace("2: [2, 3, 2]", "2: [2, 3, 3]"))
+    project.proxy.clear()
+    done = project.run("--publish", f"s3://{project.bucket}/p")
+    assert done.returncode == 0, done.stderr
+    changed = {key for key, body in project.site().items() if before.get(key) != body}
+    # The document, and the front page, whose table shows its average.
+    assert changed == {"p/" + document(2), "p/index.html"}
+    puts = sorted(path for method, path in project.proxy.requests if method == "PUT")
+    state = f"/{project.bucket}/p/{STATE_KEY}"
+    assert puts == sorted([state, state, *(f"/{project.bucket}/{key}" for key in changed)])
+    assert project.proxy.count() == 1 + 2 + len(changed)
+    assert done.stdout.splitlines()[1].startswith(
+        summary(
+            len(changed), 0, 10 - len(changed), 1 + 2 + len(changed), f"s3://{project.bucket}/p"
+        )
+    )
+    project.assert_published()
+
+
+def test_removed_articles_go_and_the_users_objects_stay(project: Project) -> None:
+    client = project.store.client()
+    theirs = {
+        "p/CNAME": b"ratings.example.com\n",
+        "p/away/notes.txt": b"mine\n",
+        "p/away/api/articles/7/rating/draft.json": b"{}\n",
+        "elsewhere/away/api/articles/2/rating/index.json": b"{}\n",
+        "p/.ratings-api-notes": b"not the state\n",
+    }
+    for key, body in theirs.items():
+        client.put_object(Bucket=project.bucket, Key=key, Body=body)
+    (project.folder / "site").mkdir()
+    (project.output / "CNAME").write_text("ratings.example.com\n")  # the user's: not published
+    assert project.publish().returncode == 0
+    project.ratings.write_text(RATINGS.replace("  2: [2, 3, 2]\n", "").replace("  31: []\n", ""))
+    done = project.run("--publish", f"s3://{project.bucket}/p")
+    assert done.returncode == 0, done.stderr
+    assert "2 removed" in done.stdout
+    stored = project.objects()
+    for key, body in theirs.items():
+        assert stored.pop(key) == body
+    assert "p/" + document(2) not in stored
+    site = project.site()
+    site.pop("p/CNAME")
+    state = stored.pop("p/" + STATE_KEY)
+    assert stored == site
+    assert set(json.loads(gzip.decompress(state))["files"]) == {key[2:] for key in stored}
+
+
+# The removal guard and --check
+
+
+def test_the_removal_guard_stops_before_changing_anything(project: Project) -> None:
+    project.ratings.write_text(many(20))
+    assert project.publish().returncode == 0
+    before = project.objects()
+    project.ratings.write_text(many(5))
+    project.proxy.clear()
+    done = project.publish("--max-removals", "14")
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"s3://{project.bucket}/p: this publish would remove 15 files, more than "
+        "--max-removals 14; nothing was changed. If that is meant, run again with "
+        "--max-removals 15\n"
+    )
+    assert project.proxy.count("PUT") == project.proxy.count("POST") == 0
+    assert project.objects() == before
+    assert project.publish("--max-removals", "15").returncode == 0
+    project.assert_published()
+
+
+def test_the_default_guard_is_256(project: Project) -> None:
+    project.ratings.write_text(many(300))
+    assert project.publish().returncode == 0
+    project.ratings.write_text(many(43))
+    done = project.publish()
+    assert done.returncode == 2
+    assert "would remove 257 files, more than --max-removals 256" in done.stderr
+
+
+def test_check_changes_nothing_and_says_what_differs(project: Project) -> None:
+    target = f"s3://{project.bucket}/p"
+    assert project.run("--quiet").returncode == 0  # built, not published
+    done = project.run("--check", "--publish", target)
+    assert (done.returncode, done.stdout) == (1, "")
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith(
+        f"checked {target}: 10 to upload, 0 to remove, 0 unchanged; 1 request in "
+    )
+    assert lines[1:] == [
+        *(f"  upload {document(n)}" for n in (1, 2, 7, 31)),
+        "  upload 404.html",
+        "  upload assets/front-page.css",
+        "  upload assets/front-page.js",
+        "  upload assets/star.svg",
+        "  upload away/api/openapi.json",
+        "  upload index.html",
+    ]
+    assert project.objects() == {}
+    assert project.publish().returncode == 0
+    project.ratings.write_text(RATINGS.replace("  31: []\n", ""))
+    assert project.run("--quiet").returncode == 0
+    project.proxy.clear()
+    done = project.run("--check", "--publish", target)
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[1:] == [
+        "  upload away/api/openapi.json",
+        "  upload index.html",
+        f"  remove {document(31)}",
+    ]
+    assert [method for method, _ in project.proxy.requests] == ["GET"]
+    project.publish()
+    done = project.run("--check", "--publish", target)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"checked {target}: 0 to upload, 0 to remove, 9 unchanged; ")
+
+
+def test_check_of_an_output_not_built_says_so(project: Project) -> None:
+    done = project.run("--check", "--publish", f"s3://{project.bucket}/p")
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"{project.output} is out of date: 11 to write, 0 to remove")
+    assert project.proxy.count() == 0
+
+
+# --repair: a bucket changed by hand
+
+
+def test_repair_lists_the_bucket_and_puts_back_what_was_changed_by_hand(
+    project: Project,
+) -> None:
+    assert project.publish().returncode == 0
+    client = project.store.client()
+    client.delete_object(Bucket=project.bucket, Key="p/" + document(7))
+    client.put_object(Bucket=project.bucket, Key="p/index.html", Body=b"defaced\n")
+    client.put_object(Bucket=project.bucket, Key="p/" + document(99), Body=b"{}\n")
+    client.put_object(Bucket=project.bucket, Key="p/away/mine.json", Body=b"{}\n")
+    done = project.publish()
+    assert done.returncode == 0
+    assert project.objects()["p/index.html"] == b"defaced\n"  # the state was trusted
+    done = project.run("--publish", f"s3://{project.bucket}/p", "--repair")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1].startswith(
+        summary(2, 1, 8, 7, f"s3://{project.bucket}/p")  # get, list, mark, 2 puts, delete, state
+    )
+    stored = project.objects()
+    assert stored.pop("p/away/mine.json") == b"{}\n"
+    stored.pop("p/" + STATE_KEY)
+    assert stored == project.site()
+
+
+# Failures: one line, exit 2, no secret
+
+
+def test_wrong_credentials(project: Project) -> None:
+    secret = "wrong-secret-2f7c1a"
+    done = project.publish(AWS_SECRET_ACCESS_KEY=secret)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"s3://{project.bucket}/p: access denied (SignatureDoesNotMatch): check the "
+        "credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE) and their "
+        "permissions\n"
+    )
+    assert secret not in done.stderr + done.stdout
+    done = project.publish(AWS_ACCESS_KEY_ID="nobody")
+    assert done.returncode == 2
+    assert project.store.secret_key not in done.stderr + done.stdout
+    assert project.objects() == {}
+
+
+def test_no_credentials(project: Project) -> None:
+    done = project.publish(AWS_ACCESS_KEY_ID="", AWS_SECRET_ACCESS_KEY="")
+    assert (done.returncode, done.stderr) == (
+        2,
+        (
+            f"s3://{project.bucket}/p: no credentials: set AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE\n"
+        ),
+    )
+
+
+def test_a_missing_bucket(project: Project) -> None:
+    done = project.publish(target="s3://no-such-bucket/p")
+    assert (done.returncode, done.stderr) == (2, "s3://no-such-bucket/p: no such bucket\n")
+
+
+def test_an_unreachable_endpoint(project: Project) -> None:
+    port = free_port()
+    done = project.publish(AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}")
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"s3://{project.bucket}/p: cannot reach http://127.0.0.1:{port} (AWS_ENDPOINT_URL)\n",
+    )
+
+
+@pytest.mark.parametrize(
+    ("url", "error"),
+    [
+        ("https://bucket/p", "--publish: expected s3://BUCKET[/PREFIX], found 'https://bucket/p'"),
+        ("s3:///p", "--publish: expected s3://BUCKET[/PREFIX], found 's3:///p'"),
+        (
+            "s3://b/a/../c",
+            "--publish: the prefix must not have empty, . or .. parts: 's3://b/a/../c'",
+        ),
+    ],
+)
+def test_a_bad_target_is_refused_before_building(project: Project, url: str, error: str) -> None:
+    done = project.run("--publish", url)
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", error + "\n")
+    assert not project.output.exists()
+
+
+def test_without_boto3_the_error_names_the_requirements(project: Project) -> None:
+    code = (
+        "import sys; sys.modules['boto3'] = None; from ratings_api.cli import main; "
+        "raise SystemExit(main(sys.argv[1:]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, *project.command("--publish", "s3://b/p")[4:]],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (
+        2,
+        "",
+        "--publish needs boto3: pip install -r requirements-publish.txt\n",
+    )
+    assert not project.output.exists()
+
+
+# Interruptions and races converge
+
+
+def test_a_publish_killed_midway_converges_when_run_again(project: Project) -> None:
+    project.ratings.write_text(many(600))
+    assert project.publish().returncode == 0
+    project.ratings.write_text(many(600, first=301))  # 300 removed, 300 new, 300 changed?
+    assert project.run("--quiet").returncode == 0
+    project.proxy.clear()
+    process = subprocess.Popen(
+        project.command(
+            "--quiet",
+            "--publish",
+            f"s3://{project.bucket}/p",
+            "--max-removals",
+            "300",
+            "--publish-workers",
+            "2",
+        ),
+        env=project.environ(),
+    )
+    deadline = time.monotonic() + 60
+    while project.proxy.count("PUT") < 100 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert 100 <= project.proxy.count("PUT") < 302, "killed too late to test anything"
+    state = project.state()
+    assert sum(1 for digest in state.values() if digest == "") == 300 + 300 + 2
+    # The next publish, even of another catalogue, ends with exactly its site.
+    project.ratings.write_text(many(500, first=250))
+    done = project.publish("--max-removals", "1000")
+    assert done.returncode == 0, done.stderr
+    project.assert_published()
+
+
+def test_a_store_going_away_midway_exits_2_and_the_next_publish_converges(
+    project: Project,
+) -> None:
+    project.ratings.write_text(many(800))
+    assert project.run("--quiet").returncode == 0
+    process = subprocess.Popen(
+        project.command(
+            "--quiet", "--publish", f"s3://{project.bucket}/p", "--publish-workers", "2"
+        ),
+        env=project.environ(AWS_ENDPOINT_URL=project.store.endpoint),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    client = project.store.client()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        listed = client.list_objects_v2(Bucket=project.bucket, Prefix="p/away/")
+        if listed.get("KeyCount", 0) >= 50:
+            break
+        time.sleep(0.05)
+    project.store.stop()
+    _, errors = process.communicate(timeout=120)
+    assert process.returncode == 2
+    assert errors == (
+        f"s3://{project.bucket}/p: cannot reach {project.store.endpoint} (AWS_ENDPOINT_URL)\n"
+    )
+    project.store.restart()
+    done = project.publish()
+    assert done.returncode == 0, done.stderr
+    project.assert_published()
+
+
+def test_two_publishes_at_once_converge(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One publish runs whole while another is between its uploads and its state."""
+    for name, value in project.environ().items():
+        monkeypatch.setenv(name, value)
+    first, second = project.folder / "first", project.folder / "second"
+    first.mkdir()
+    second.mkdir()
+    (first / "ratings.yaml").write_text(many(30))
+    (second / "ratings.yaml").write_text(many(30, first=11))
+    target = publishing.Target(project.bucket, "p")
+    for folder in (first, second):
+        assert (
+            main(
+                [
+                    "--quiet",
+                    "--input",
+                    str(folder / "ratings.yaml"),
+                    "--output",
+                    str(folder / "site"),
+                ]
+            )
+            == 0
+        )
+    ran: list[str] = []
+
+    def run_second(stage: str, done: int, total: int) -> None:
+        if not ran:
+            ran.append(stage)
+            assert (
+                main(
+                    [
+                        "--quiet",
+                        "--input",
+                        str(second / "ratings.yaml"),
+                        "--output",
+                        str(second / "site"),
+                        "--publish",
+                        "s3://" + project.bucket + "/p",
+                        "--max-removals",
+                        "100",
+                    ]
+                )
+                == 0
+            )
+
+    result = build(str(first / "ratings.yaml"), str(first / "site"), base_url=None, environ={})
+    outcome = publishing.publish(
+        publishing.site_of(result),
+        target,
+        max_removals=100,
+        workers=1,
+        progress=run_second,
+    )
+    assert ran
+    assert outcome.raced
+    for folder in (first, second, first):
+        project.output = folder / "site"
+        project.ratings = folder / "ratings.yaml"
+        done = project.publish("--max-removals", "100")
+        assert done.returncode == 0, done.stderr
+        project.assert_published()
+
+
+def test_a_state_it_cannot_read_stops_it_and_repair_replaces_it(project: Project) -> None:
+    assert project.publish().returncode == 0
+    client = project.store.client()
+    client.put_object(Bucket=project.bucket, Key="p/" + STATE_KEY, Body=b"not gzip")
+    done = project.publish()
+    assert (done.returncode, done.stderr) == (
+        2,
+        (
+            f"{STATE_KEY}: not a state this version can read; --repair lists the bucket "
+            "and writes a new one\n"
+        ),
+    )
+    done = project.publish("--repair")
+    assert done.returncode == 0, done.stderr
+    project.assert_published()
+
+
+def test_publish_and_serve_do_not_go_together(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--serve", "--publish", "s3://b/p"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        "generate.py: error: --publish and --serve do not go together\n"
+    )
