@@ -51,7 +51,7 @@ def _whole_suite(config: pytest.Config) -> bool:
         config.args_source == pytest.Config.ArgsSource.TESTPATHS
         and not config.option.keyword
         and not config.option.markexpr
-        and not config.option.lf
+        and not getattr(config.option, "lf", False)  # absent under -p no:cacheprovider
     )
 
 
