@@ -12,6 +12,7 @@ from ratings_api.fastpath import load_fast
 from ratings_api.hosting import hosting_files
 from ratings_api.loader import Catalogue, load
 from ratings_api.rating import Renderer
+from ratings_api.state import Waiting
 from ratings_api.writer import Changes, sync_site
 
 
@@ -30,12 +31,16 @@ def build(
     dry_run: bool = False,
     fallback_base_url: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    jobs: int | None = None,
+    waiting: Waiting | None = None,
 ) -> Result:
     """Build ``output`` from ``input_path``; with ``dry_run``, only say what would change.
 
     ``fallback_base_url`` is used when no base URL is configured anywhere
     (``--serve`` passes the address it serves at). ``progress`` is called
     now and then with the articles handed to the writers so far, and all.
+    ``jobs`` caps the writer processes; ``waiting`` is told the process id of
+    another build that holds ``output``, before this one waits for it.
     """
     catalogue = load_catalogue(input_path, read_input(input_path))
     url = resolve_base_url(input_path, base_url, environ, catalogue, fallback_base_url)
@@ -43,7 +48,14 @@ def build(
     report = None if progress is None else lambda done: progress(done, total)
     extras = {**describe_files(catalogue, url), **hosting_files(catalogue, url)}
     changes = sync_site(
-        output, catalogue, Renderer(url), extras=extras, dry_run=dry_run, progress=report
+        output,
+        catalogue,
+        Renderer(url),
+        extras=extras,
+        dry_run=dry_run,
+        progress=report,
+        jobs=jobs,
+        waiting=waiting,
     )
     return Result(total, changes)
 

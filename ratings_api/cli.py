@@ -4,15 +4,28 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from types import FrameType
 from typing import Final
 
 from ratings_api.build import Result, build
 from ratings_api.errors import InputError
 
 HELP_WIDTH: Final = 80  # fixed, so that --help reads the same everywhere (and in the README)
+STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(BaseException):
+    """Ctrl-C or SIGTERM: a BaseException, so that no ``except Exception`` swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 def parser() -> argparse.ArgumentParser:
@@ -45,6 +58,12 @@ def parser() -> argparse.ArgumentParser:
         help="write nothing; exit 1 if the output is not what a build would make",
     )
     command.add_argument(
+        "--jobs",
+        type=_jobs,
+        metavar="N",
+        help="write with at most N processes (default: the CPUs this process may use)",
+    )
+    command.add_argument(
         "--quiet",
         action="store_true",
         help="print nothing but errors: no progress, no summary (with --serve: "
@@ -70,6 +89,16 @@ def parser() -> argparse.ArgumentParser:
     return command
 
 
+def _jobs(text: str) -> int:
+    try:
+        jobs = int(text)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        raise argparse.ArgumentTypeError(f"a number of processes, 1 or more, not '{text}'")
+    return jobs
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     command = parser()
     args = command.parse_args(argv)
@@ -89,17 +118,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     show_progress = not args.quiet and sys.stderr.isatty()
     try:
-        result = build(
-            args.input,
-            args.output,
-            base_url=args.base_url,
-            environ=os.environ,
-            dry_run=args.check,
-            progress=_show_progress if show_progress else None,
-        )
+        with _interruptible():
+            result = build(
+                args.input,
+                args.output,
+                base_url=args.base_url,
+                environ=os.environ,
+                dry_run=args.check,
+                progress=_show_progress if show_progress else None,
+                jobs=args.jobs,
+                waiting=None if args.quiet else _waiting(args.output),
+            )
     except InputError as error:
         print(error, file=sys.stderr)
         return 2
+    except Interrupted as stop:
+        print(_interrupted(args.output, stop.signum, args.check), file=sys.stderr)
+        return 128 + stop.signum
     finally:
         if show_progress:
             print("\r\x1b[K", end="", file=sys.stderr, flush=True)  # leave a clean line
@@ -109,6 +144,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.quiet:
         print(summary(args.output, result, seconds))
     return 0
+
+
+@contextmanager
+def _interruptible() -> Iterator[None]:
+    """Ctrl-C and SIGTERM stop the build at once, as an Interrupted the caller reports."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set handlers
+        return
+    previous = {number: signal.signal(number, _interrupt) for number in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    del frame
+    raise Interrupted(signum)
+
+
+def _interrupted(output: str, signum: int, check: bool) -> str:
+    name = signal.Signals(signum).name
+    if check:
+        return f"{output}: --check interrupted by {name}"
+    return (
+        f"{output}: build interrupted by {name}; each file is whole, old or new: "
+        "build again to finish"
+    )
+
+
+def _waiting(output: str) -> Callable[[int | None], None]:
+    def say(pid: int | None) -> None:
+        other = "another build" if pid is None else f"the build in process {pid}"
+        print(f"{output}: waiting for {other} to finish", file=sys.stderr, flush=True)
+
+    return say
 
 
 def _show_progress(done: int, total: int) -> None:
