@@ -100,6 +100,12 @@ def _parser() -> argparse.ArgumentParser:
     command.add_argument(
         "--compare", default="", help="another checkout whose generate.py runs side by side"
     )
+    command.add_argument(
+        "--skip",
+        default="",
+        help="comma-separated: one-cpu, floor-n (each costs a tree made and deleted: on a disk, "
+        "minutes at 1M)",
+    )
     command.add_argument("--peers", default="", help="comma-separated: frozen-flask,hugo")
     command.add_argument(
         "--peer-max", type=int, default=100_000, help="largest size peers are run at"
@@ -313,18 +319,19 @@ def _measure_size(
     compare = Path(args.compare).resolve() if args.compare else None
     row = Row(size, [], [], [], Builds(), compare and Builds(), {name: [] for name in prepared})
     site, floor = work / "site", work / "floor"
+    skip = set(args.skip.split(","))
     for repetition in range(args.repeat):
         print(f"# {size:,} articles, run {repetition + 1} of {args.repeat}", file=sys.stderr)
         # A disk creates files slower for a while after a mass deletion: the
         # floor and the builds take turns at coming first, right after one.
         sides = [
-            lambda: _floor_side(row, ratings, documents, parts, writer, floor),
-            lambda: _build_side(row.builds, ratings, changed, site, ROOT),
+            lambda: _floor_side(row, ratings, documents, parts, writer, floor, skip),
+            lambda: _build_side(row.builds, ratings, changed, site, ROOT, skip),
         ]
         if compare is not None and row.compared is not None:
             sides.append(
                 lambda builds=row.compared, checkout=compare: _build_side(
-                    builds, ratings, changed, site, checkout
+                    builds, ratings, changed, site, checkout, skip
                 )
             )
         for side in sides if repetition % 2 == 0 else reversed(sides):
@@ -336,24 +343,37 @@ def _measure_size(
 
 
 def _floor_side(
-    row: Row, ratings: Path, documents: Path, parts: list[Path], writer: Path, floor: Path
+    row: Row,
+    ratings: Path,
+    documents: Path,
+    parts: list[Path],
+    writer: Path,
+    floor: Path,
+    skip: set[str],
 ) -> None:
     row.parse.append(timed([sys.executable, "-c", PARSE_FLOOR, str(ratings)]))
     (floor / ARTICLES_PATH).mkdir(parents=True)
     row.write.append(timed([str(writer), str(floor / ARTICLES_PATH)], stdin=documents))
     remove_tree(floor)
+    if "floor-n" in skip:
+        row.write_all.append(Run(float("nan"), 0))
+        return
     (floor / ARTICLES_PATH).mkdir(parents=True)
     commands = [[str(writer), str(floor / ARTICLES_PATH)] for _ in parts]
     row.write_all.append(timed_together(commands, parts))
     remove_tree(floor)
 
 
-def _build_side(builds: Builds, ratings: Path, changed: Path, site: Path, checkout: Path) -> None:
+def _build_side(
+    builds: Builds, ratings: Path, changed: Path, site: Path, checkout: Path, skip: set[str]
+) -> None:
     """A fresh build, one on one CPU, a no-op, one change and --check, with ``checkout``."""
-    builds.one_cpu.append(
-        timed(["taskset", "-c", "0", *generate(ratings, site, checkout=checkout)])
-    )
-    _remove_site(site)
+    if "one-cpu" in skip:
+        builds.one_cpu.append(Run(float("nan"), 0))
+    else:
+        command = ["taskset", "-c", "0", *generate(ratings, site, checkout=checkout)]
+        builds.one_cpu.append(timed(command))
+        _remove_site(site)
     builds.full.append(timed(generate(ratings, site, checkout=checkout)))
     builds.noop.append(timed(generate(ratings, site, checkout=checkout)))
     builds.change.append(timed(generate(changed, site, checkout=checkout)))

@@ -34,6 +34,7 @@ from ratings_api.errors import InputError
 STATE_SUFFIX: Final = ".generate"
 LOCK_NAME: Final = "lock"
 TMP_NAME: Final = re.compile(r"write-[0-9]+\.tmp|record\.tmp")  # a killed build's leftovers
+WRITER_FOLDER: Final = re.compile(r"writer-[0-9]+")
 FOLDER_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 Waiting = Callable[[int | None], None]  # told the other build's process id, if known
@@ -137,11 +138,30 @@ def _holder(fd: int) -> int | None:
 
 
 def remove_leftovers(state_fd: int) -> None:
-    """Temporary files a killed build left: a finished build leaves none."""
+    """Temporary files and writers' folders a killed build left; never through a link."""
     with os.scandir(state_fd) as entries:
-        names = [entry.name for entry in entries if TMP_NAME.fullmatch(entry.name)]
-    for name in names:
-        os.unlink(name, dir_fd=state_fd)
+        found = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries]
+    for name, folder in found:
+        if WRITER_FOLDER.fullmatch(name) and folder:
+            inside = os.open(name, FOLDER_FLAGS, dir_fd=state_fd)
+            try:
+                remove_leftovers(inside)
+            finally:
+                os.close(inside)
+            os.rmdir(name, dir_fd=state_fd)
+        elif TMP_NAME.fullmatch(name) or WRITER_FOLDER.fullmatch(name):
+            os.unlink(name, dir_fd=state_fd)
+
+
+def writer_folder(state_fd: int, number: int) -> int:
+    """A folder of one writer's own for its temporary file.
+
+    Each writer process creates and renames its files in a folder no other
+    writer touches, so they do not queue for the same folder's lock.
+    """
+    name = f"writer-{number}"
+    os.mkdir(name, dir_fd=state_fd)  # the build removed any leftover first
+    return os.open(name, FOLDER_FLAGS, dir_fd=state_fd)
 
 
 def symlink_error(path: str) -> InputError:

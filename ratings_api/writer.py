@@ -28,6 +28,7 @@ an unchanged article cost one ``lstat`` is the record (``record.py``).
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import gc
 import mmap
@@ -61,6 +62,7 @@ from ratings_api.state import (
     locked_state,
     remove_leftovers,
     symlink_error,
+    writer_folder,
 )
 from ratings_api.workers import PIPE_TOKENS, available_cpus, run_processes
 
@@ -148,6 +150,8 @@ class _Previous:
             self.folders = _article_folders(site_path, articles_fd)  # new entries: strays?
         if record is not None and not _same_ids(record.ids, ids):
             self.places = {article_id: n for n, article_id in enumerate(record.ids)}
+        # Nothing there: every article's folder is made, no question asked.
+        self.fresh = record is None and not self.folders
 
     def place(self, index: int, article_id: int) -> int | None:
         """Where the record has this article, if it has it."""
@@ -249,6 +253,8 @@ def _sync_locked(
             ids, sums, counts, render, previous, shared,
         )  # fmt: skip
         changes.add(_write_all(site, workers, progress))
+        if state is not None and not dry_run:
+            remove_leftovers(state.fd)  # the writers' folders, empty now
         _remove_stale(site, changes)
         if not ids and not dry_run:
             _prune_empty(root_fd)
@@ -295,9 +301,14 @@ def _write_all(site: _Site, workers: int, progress: Callable[[int], None] | None
         gc.disable()  # a collection would touch, and so copy, every shared object
         changes = Changes()
         tmp = f"write-{number}.tmp"
+        mine = (
+            site
+            if site.dry_run
+            else dataclasses.replace(site, state_fd=_writer_folder(site, number))
+        )
         while (start := next_batch()) is not None:
             indexes = range(start * batch, min(size, (start + 1) * batch))
-            _write_range(site, indexes, tmp, changes)
+            _write_range(mine, indexes, tmp, changes)
             site.shared.done[number] += len(indexes)
         return changes
 
@@ -313,6 +324,13 @@ def _write_all(site: _Site, workers: int, progress: Callable[[int], None] | None
     return changes
 
 
+def _writer_folder(site: _Site, number: int) -> int:
+    try:
+        return writer_folder(site.state_fd, number)
+    except OSError as error:
+        raise _write_error(site.root, error) from None
+
+
 def _write_here(site: _Site, batch: int, progress: Callable[[int], None] | None) -> Changes:
     """The single writer: in this process, no fork."""
     changes = Changes()
@@ -326,12 +344,57 @@ def _write_here(site: _Site, batch: int, progress: Callable[[int], None] | None)
 
 
 def _write_range(site: _Site, indexes: range, tmp: str, changes: Changes) -> None:
+    if site.previous.fresh and not site.dry_run:
+        indexes = _write_fresh(site, indexes, tmp, changes)
     for index in indexes:
         if _unchanged_by_record(site, index) or not _sync_document(site, tmp, index):
             changes.unchanged += 1
         else:
             changes.written += 1
-            changes.note((0, index), site.path(f"{site.ids[index]}/{DOCUMENT}"))
+            if len(changes.noted) < EXAMPLES:
+                changes.note((0, index), site.path(f"{site.ids[index]}/{DOCUMENT}"))
+
+
+def _write_fresh(site: _Site, indexes: range, tmp: str, changes: Changes) -> range:
+    """Into an empty articles folder: the general steps, without their questions.
+
+    Most of a first build's time is here, so it is one loop with no calls but
+    the system calls and rendering. Returns the indexes it left undone: from
+    the first that failed, which the general path then takes, and reports.
+    """
+    ids, sums, counts, render = site.ids, site.sums, site.counts, site.render
+    articles_fd, state_fd = site.articles_fd, site.state_fd
+    inodes, times, sizes = site.shared.inodes, site.shared.times, site.shared.sizes
+    mkdir, open_, write, fstat, close, replace = (
+        os.mkdir, os.open, os.write, os.fstat, os.close, os.replace
+    )  # fmt: skip
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    done = indexes.start
+    try:
+        for index in indexes:
+            article_id = ids[index]
+            body = render(article_id, sums[index], counts[index])
+            folder = f"{article_id}/rating"
+            mkdir(str(article_id), dir_fd=articles_fd)
+            mkdir(folder, dir_fd=articles_fd)
+            fd = open_(tmp, flags, 0o644, dir_fd=state_fd)
+            try:
+                if write(fd, body) != len(body):
+                    raise OSError(errno.EIO, "short write")  # the general path retries
+                status = fstat(fd)
+            finally:
+                close(fd)
+            replace(tmp, f"{folder}/index.json", src_dir_fd=state_fd, dst_dir_fd=articles_fd)
+            inodes[index], times[index] = status.st_ino, status.st_mtime_ns
+            sizes[index] = status.st_size
+            done = index + 1
+    except OSError:
+        pass  # the general path knows what to do, or what to say
+    finished = range(indexes.start, done)
+    changes.written += len(finished)
+    for index in finished[: max(0, EXAMPLES - len(changes.noted))]:
+        changes.note((0, index), site.path(f"{ids[index]}/{DOCUMENT}"))
+    return range(done, indexes.stop)
 
 
 def _unchanged_by_record(site: _Site, index: int) -> bool:
@@ -379,8 +442,12 @@ def _sync_document(site: _Site, tmp: str, index: int) -> bool:
             if not site.dry_run:
                 site.shared.keep(index, _replace_in(site, tmp, name, body))
         elif not site.dry_run:
-            os.mkdir(name, dir_fd=site.articles_fd)
-            os.mkdir(f"{name}/rating", dir_fd=site.articles_fd)
+            try:
+                os.mkdir(name, dir_fd=site.articles_fd)
+                os.mkdir(f"{name}/rating", dir_fd=site.articles_fd)
+            except FileExistsError:  # made since the listing: a fresh write cut short
+                site.shared.keep(index, _replace_in(site, tmp, name, body))
+                return True
             status = _write_tmp(site.state_fd, tmp, body)
             os.replace(tmp, path, src_dir_fd=site.state_fd, dst_dir_fd=site.articles_fd)
             site.shared.keep(index, status)  # the rename keeps the inode, size and time
