@@ -21,6 +21,21 @@ class Result:
     articles: int
     changes: Changes
 
+    def summary(self, output: str, seconds: float) -> str:
+        """The one line a build prints: articles, files written, removed, unchanged, time."""
+        changes = self.changes
+        rate = f"{self.articles / seconds:,.0f}" if seconds > 0 else "-"
+        return (
+            f"built {output}: {count_articles(self.articles)}; files: {changes.written} written, "
+            f"{changes.removed} removed, {changes.unchanged} unchanged "
+            f"in {seconds:.2f} s ({rate} articles/s)"
+        )
+
+
+def count_articles(count: int) -> str:
+    """``1 article``, ``12 articles``, ``1,000,000 articles``."""
+    return f"{count:,} article{'' if count == 1 else 's'}"
+
 
 def build(
     input_path: str,

@@ -13,10 +13,10 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Final
 
-from ratings_api.build import Result, build
+from ratings_api.build import Result, build, count_articles
 from ratings_api.errors import InputError
 
-HELP_WIDTH: Final = 80  # fixed, so that --help reads the same everywhere (and in the README)
+HELP_WIDTH: Final = 80  # fixed, so that --help reads the same everywhere (and in docs/cli.md)
 STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -142,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.check:
         return _report_check(args.output, result, args.quiet)
     if not args.quiet:
-        print(summary(args.output, result, seconds))
+        print(result.summary(args.output, seconds))
     return 0
 
 
@@ -193,26 +193,11 @@ def _show_progress(done: int, total: int) -> None:
     )
 
 
-def summary(output: str, result: Result, seconds: float) -> str:
-    """The one line a build prints: articles, files written, removed, unchanged, time."""
-    changes = result.changes
-    rate = f"{result.articles / seconds:,.0f}" if seconds > 0 else "-"
-    return (
-        f"built {output}: {_articles(result.articles)}; files: {changes.written} written, "
-        f"{changes.removed} removed, {changes.unchanged} unchanged "
-        f"in {seconds:.2f} s ({rate} articles/s)"
-    )
-
-
-def _articles(count: int) -> str:
-    return f"{count:,} article{'' if count == 1 else 's'}"
-
-
 def _report_check(output: str, result: Result, quiet: bool) -> int:
     changes = result.changes
     if not changes.written and not changes.removed:
         if not quiet:
-            print(f"{output} is up to date: {_articles(result.articles)}")
+            print(f"{output} is up to date: {count_articles(result.articles)}")
         return 0
     listed = "".join(f"\n  {path}" for path in changes.examples)
     more = changes.written + changes.removed - len(changes.examples)

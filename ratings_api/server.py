@@ -36,7 +36,6 @@ from whitenoise import WhiteNoise
 from whitenoise.responders import Response, StaticFile
 
 from ratings_api.build import build
-from ratings_api.cli import summary
 from ratings_api.describe import FRONT_PAGE, FRONT_PAGE_CSP
 from ratings_api.errors import InputError
 from ratings_api.rating import ARTICLES_PATH
@@ -462,7 +461,7 @@ def _build(input_path: str, output: str, base_url: str | None, address: str) -> 
     result = build(
         input_path, output, base_url=base_url, environ=os.environ, fallback_base_url=address
     )
-    return summary(output, result, time.perf_counter() - started)
+    return result.summary(output, time.perf_counter() - started)
 
 
 def _serving_line(output: str, address: str) -> str:

@@ -35,7 +35,7 @@ FLAGS: Final = (
     "--disable-component-update",
     "--disable-sync",
     "--disable-dev-shm-usage",
-    # The same pixels on every machine: for the screenshot the README shows.
+    # The same pixels on every machine: for the screenshot docs/api-description.md shows.
     "--force-device-scale-factor=1",
     "--hide-scrollbars",
     "--lang=en-US",

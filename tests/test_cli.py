@@ -11,10 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from ratings_api.build import Result
 from ratings_api.cli import main, parser
+from ratings_api.writer import Changes
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
+CLI_PAGE = (ROOT / "docs" / "cli.md").read_text()
+INPUT_PAGE = (ROOT / "docs" / "input.md").read_text()
 CASES = ROOT / "tests" / "cases" / "errors"
 
 
@@ -225,19 +229,26 @@ def test_the_committed_site_is_up_to_date(
     assert main(["--check"]) == 0, capsys.readouterr().err
 
 
-def test_readme_shows_the_help_as_it_is() -> None:
-    assert f"```text\n{parser().format_help()}```" in README
+def test_the_cli_page_shows_the_help_as_it_is() -> None:
+    assert f"```text\n{parser().format_help()}```" in CLI_PAGE
 
 
-def test_readme_error_samples_are_real_messages() -> None:
-    block = README.split("## Error messages", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
-    samples = block.splitlines()
-    case_messages = {path.read_text() for path in CASES.glob("*/error")}
-    assert len(samples) >= 10
-    for sample in samples:
-        if sample.startswith("--base-url:"):
-            continue  # asserted in test_a_bad_base_url_names_where_it_came_from
-        assert sample + "\n" in case_messages, sample
+def error_table() -> str:
+    """docs/input.md's table of every input error: each case's input and its exact message."""
+    rows = [
+        f"| [`{case.name}`](../tests/cases/errors/{case.name}/ratings.yaml) "
+        f"| `{(case / 'error').read_text().removesuffix(chr(10))}` |\n"
+        for case in sorted(CASES.iterdir())
+    ]
+    assert len(rows) >= 60, "no error cases found"
+    return "| input | message |\n|---|---|\n" + "".join(rows)
+
+
+def test_the_input_page_lists_every_error_message_of_the_cases() -> None:
+    section = INPUT_PAGE.split("\n## Error messages\n", 1)[1]
+    assert f"\n\n{error_table()}\n" in section
+    # The one sample that is not a case: asserted in test_a_bad_base_url_names_where_it_came_from.
+    assert "```text\n--base-url: the base URL has no host, found 'https://'\n```" in section
 
 
 def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_one() -> None:
@@ -332,3 +343,22 @@ def test_no_progress_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
 
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout.startswith(f"built {tmp_path / 'site'}: 1 article; files: 8 written, ")
+
+
+def test_the_summary_line_belongs_to_the_build_result() -> None:
+    result = Result(1_000_000, Changes(written=3, removed=1, unchanged=999_998))
+
+    assert result.summary("site", 2.0) == (
+        "built site: 1,000,000 articles; files: 3 written, 1 removed, 999998 unchanged "
+        "in 2.00 s (500,000 articles/s)"
+    )
+    assert Result(1, Changes()).summary("public", 0.0) == (
+        "built public: 1 article; files: 0 written, 0 removed, 0 unchanged in 0.00 s (- articles/s)"
+    )
+
+
+def test_the_server_does_not_import_the_command_line() -> None:
+    """The command line starts the server; the server must not need the command line."""
+    server = (ROOT / "ratings_api" / "server.py").read_text()
+
+    assert "ratings_api.cli" not in server

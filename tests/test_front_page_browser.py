@@ -3,7 +3,7 @@
 What a person sees is read as Selenium reads it: visible text only. The
 browser's console is kept, so a request the page should not make, a script
 error or anything the Content-Security-Policy refuses shows up as a failure.
-A test saves the screenshot the README shows, docs/front-page.png,
+A test saves the screenshot docs/api-description.md shows, docs/front-page.png,
 rewriting it only when the pixels changed.
 """
 

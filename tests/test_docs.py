@@ -1,0 +1,134 @@
+"""The documentation as a reader meets it on GitHub: short README, a map, links that resolve."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+FENCE = re.compile(r"^ {0,3}(```|~~~)")
+HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.*?)[ \t#]*$")
+CODE_SPAN = re.compile(r"(`+).*?\1")
+LINK = re.compile(r"!?\[((?:[^\[\]]|\[[^\]]*\])*)\]\(([^()\s]*)\)")
+EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.IGNORECASE)  # http:, https:, mailto:
+
+
+def prose_lines(text: str) -> Iterator[tuple[int, str]]:
+    """The lines outside fenced code blocks, with their numbers: a `# comment` is no heading."""
+    fenced = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        if FENCE.match(line):
+            fenced = not fenced
+        elif not fenced:
+            yield number, line
+
+
+def anchors(text: str) -> set[str]:
+    """The #anchors GitHub makes from a page's headings.
+
+    As github-slugger does: the heading's text as rendered (link text kept,
+    backticks gone), lowercased, every character but letters, digits, `_`,
+    `-` and spaces removed, spaces made hyphens; a repeated slug gets -1, -2...
+    """
+    seen: dict[str, int] = {}
+    for _, line in prose_lines(text):
+        heading = HEADING.match(line)
+        if heading is None:
+            continue
+        rendered = LINK.sub(r"\1", heading.group(1)).replace("`", "")
+        slug = re.sub(r"[^\w\- ]", "", rendered.lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        if count:
+            seen.setdefault(f"{slug}-{count}", 1)
+    return set(seen)
+
+
+def links(text: str) -> Iterator[tuple[int, str]]:
+    """Every link and image target in prose, with its line: not in code blocks or code spans."""
+    for number, line in prose_lines(text):
+        for link in LINK.finditer(CODE_SPAN.sub("", line)):
+            yield number, link.group(2)
+
+
+def broken_links(page: Path) -> list[str]:
+    """``page:line: target: why`` for each relative link or anchor that leads nowhere."""
+    problems = []
+    for number, target in links(page.read_text(encoding="utf-8")):
+        if EXTERNAL.match(target):
+            continue
+        path, _, anchor = target.partition("#")
+        goal = (page.parent / path).resolve() if path else page
+        if not goal.exists():
+            problems.append(f"{page.name}:{number}: {target}: no such file")
+        elif (
+            anchor
+            and goal.suffix == ".md"
+            and anchor not in anchors(goal.read_text(encoding="utf-8"))
+        ):
+            problems.append(f"{page.name}:{number}: {target}: no such heading")
+    return problems
+
+
+def test_every_relative_link_and_anchor_resolves() -> None:
+    assert len(PAGES) >= 14, PAGES
+    count = sum(1 for page in PAGES for _ in links(page.read_text(encoding="utf-8")))
+    assert count >= 100, "no links found"
+
+    assert [problem for page in PAGES for problem in broken_links(page)] == []
+
+
+def test_a_broken_link_or_anchor_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "other.md").write_text("# Other page\n\n## A `code` heading, with: punctuation\n")
+    page = tmp_path / "page.md"
+    page.write_text(
+        "# Title\n\n## Twice\n\n## Twice\n\n"
+        "```sh\n# not a heading\n[not a link](nowhere.md)\n```\n\n"
+        "[fine](other.md#a-code-heading-with-punctuation) [fine](#twice-1) [fine](#title)\n"
+        "[missing file](gone.md) `[in code](gone.md)`\n"
+        "[missing anchor](other.md#a-code-heading) [missing anchor](#twice-2)\n"
+        "![missing image](gone.png) [external](https://example.com/gone.md)\n"
+        "[missing here](#not-a-heading)\n"
+    )
+
+    assert broken_links(page) == [
+        "page.md:13: gone.md: no such file",
+        "page.md:14: other.md#a-code-heading: no such heading",
+        "page.md:14: #twice-2: no such heading",
+        "page.md:15: gone.png: no such file",
+        "page.md:16: #not-a-heading: no such heading",
+    ]
+
+
+def test_github_anchors_of_headings() -> None:
+    text = (
+        "# ratings-api: article ratings as a static JSON API\n"
+        "## The input: `ratings.yaml`\n"
+        "## Deploying to object storage: Amazon S3 (website hosting)\n"
+        "## Serving: stock WhiteNoise against `create_app`\n"
+        "## Size\n## Size\n## Size\n"
+        "## [Linked](other.md) heading ##\n"
+    )
+
+    assert anchors(text) == {
+        "ratings-api-article-ratings-as-a-static-json-api",
+        "the-input-ratingsyaml",
+        "deploying-to-object-storage-amazon-s3-website-hosting",
+        "serving-stock-whitenoise-against-create_app",
+        "size",
+        "size-1",
+        "size-2",
+        "linked-heading",
+    }
+
+
+def test_the_readme_is_a_front_door_with_a_map_of_every_page() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+
+    assert len(readme) <= 10_000
+    mapped = {target for _, target in links(readme) if target.startswith("docs/")}
+    pages = {f"docs/{page.name}" for page in PAGES[1:]}
+    assert pages - mapped == set()
