@@ -291,7 +291,6 @@ NOT_FOUND_PATHS: Final = {
     "/nothing": GENERIC_404,
     "/about": "a folder without its slash (`/about`)",
     "/.hidden": "a dotfile of yours (`/.hidden`)",
-    "/.generate-state": "the build's record (`/.generate-state`)",
 }
 
 
