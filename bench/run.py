@@ -29,6 +29,7 @@ a tmpfs has few inodes (this machine's /dev/shm has 3.1M; 1M articles take
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import random
 import statistics
@@ -317,22 +318,21 @@ def _measure_size(
     parts = write_documents(ratings, documents, available_cpus())
     prepared = _prepare_peers(peers, ratings, work, size) if peers and size <= args.peer_max else {}
     compare = Path(args.compare).resolve() if args.compare else None
-    row = Row(size, [], [], [], Builds(), compare and Builds(), {name: [] for name in prepared})
+    compared = None if compare is None else Builds()
+    row = Row(size, [], [], [], Builds(), compared, {name: [] for name in prepared})
     site, floor = work / "site", work / "floor"
     skip = set(args.skip.split(","))
     for repetition in range(args.repeat):
         print(f"# {size:,} articles, run {repetition + 1} of {args.repeat}", file=sys.stderr)
         # A disk creates files slower for a while after a mass deletion: the
         # floor and the builds take turns at coming first, right after one.
-        sides = [
-            lambda: _floor_side(row, ratings, documents, parts, writer, floor, skip),
-            lambda: _build_side(row.builds, ratings, changed, site, ROOT, skip),
+        sides: list[Callable[[], None]] = [
+            functools.partial(_floor_side, row, ratings, documents, parts, writer, floor, skip),
+            functools.partial(_build_side, row.builds, ratings, changed, site, ROOT, skip),
         ]
-        if compare is not None and row.compared is not None:
+        if compare is not None and compared is not None:
             sides.append(
-                lambda builds=row.compared, checkout=compare: _build_side(
-                    builds, ratings, changed, site, checkout, skip
-                )
+                functools.partial(_build_side, compared, ratings, changed, site, compare, skip)
             )
         for side in sides if repetition % 2 == 0 else reversed(sides):
             side()
@@ -535,7 +535,7 @@ def _peer_table(rows: list[Row]) -> str:
         "|---:|---:|---:|---|---:|---:|---:|",
     ]
     for row in rows:
-        ours = median(row.full)
+        ours = median(row.builds.full)
         for name, runs in row.peers.items():
             theirs = median(runs)
             lines.append(

@@ -517,11 +517,12 @@ def _open_folders(dir_fd: int, shown: str, path: str, *, create: bool) -> int | 
             child = _open_folder(fd, part, shown, create)
             if fd != dir_fd:
                 os.close(fd)
-            fd = child
-            if fd is None:
+            fd = dir_fd  # closed: nothing to close on the way out
+            if child is None:
                 return None
+            fd = child
     except BaseException:
-        if fd is not None and fd != dir_fd:
+        if fd != dir_fd:
             os.close(fd)
         raise
     return fd

@@ -40,13 +40,16 @@ def build(ratings: Path, site: Path, *extra: str) -> int:
     return main(["--input", str(ratings), "--output", str(site), "--quiet", *extra])
 
 
-def generate(*args: str, **options: object) -> subprocess.Popen[bytes]:
+def generate(
+    *args: str, cwd: Path | None = None, start_new_session: bool = False
+) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, str(ROOT / "generate.py"), *args],
         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        **options,
+        cwd=cwd,
+        start_new_session=start_new_session,
     )
 
 
@@ -381,6 +384,22 @@ def test_the_root_of_the_file_system_is_refused(
         "/: the root of the file system cannot be the output folder\n"
     )
     assert not Path("/away").exists()
+
+
+def test_a_mount_point_is_refused_as_the_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """/dev/shm is a mount point: beside it is another file system (--check writes nothing)."""
+    ratings = ratings_file(tmp_path / "ratings.yaml", [7])
+    assert os.stat("/dev/shm").st_dev != os.stat("/dev").st_dev
+
+    assert build(ratings, Path("/dev/shm"), "--check") == 2
+
+    assert capsys.readouterr().err == (
+        "/dev/shm: a mount point: the build keeps its state beside the output folder, in "
+        "/dev/.shm.generate, on the same file system; build into a folder inside the mount "
+        "instead\n"
+    )
 
 
 def test_a_stray_document_is_found_by_check_and_removed_by_the_build(
