@@ -132,13 +132,16 @@ def run_processes(
     try:
         for number in range(workers):
             read_fd, write_fd = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                for fd in (read_fd, *children):
-                    os.close(fd)
-                _child(number, tokens_read, write_fd, work)
+            # Held across the fork: a Ctrl-C now reaches neither a child that still
+            # has the parent's handler nor a parent that has not yet noted the child.
+            with _signals_held() as mask:
+                pid = os.fork()
+                if pid == 0:
+                    for fd in (read_fd, *children):
+                        os.close(fd)
+                    _child(number, tokens_read, write_fd, work, mask)
+                children[read_fd] = (pid, number)
             os.close(write_fd)
-            children[read_fd] = (pid, number)
         os.close(tokens_read)
         tokens_read = -1
         return _collect(children, tick, every, name)
@@ -148,7 +151,9 @@ def run_processes(
         _stop(children)
 
 
-def _child(number: int, tokens: int, result_fd: int, work: Work) -> NoReturn:
+def _child(
+    number: int, tokens: int, result_fd: int, work: Work, mask: set[int | signal.Signals]
+) -> NoReturn:
     """A writer process: never returns, never raises into the parent's frames."""
     code = 1
     message = b""
@@ -156,6 +161,7 @@ def _child(number: int, tokens: int, result_fd: int, work: Work) -> NoReturn:
         # Ctrl-C reaches the whole process group: a writer just stops, the parent speaks.
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         parent = os.getppid()
 
         def next_batch() -> int | None:
@@ -232,10 +238,11 @@ def _stop(children: dict[int, tuple[int, int]]) -> None:
 
 
 @contextmanager
-def _signals_held() -> Iterator[None]:
+def _signals_held() -> Iterator[set[int | signal.Signals]]:
+    """SIGINT and SIGTERM wait while inside; the signal mask as it was before."""
     held = {signal.SIGINT, signal.SIGTERM}
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
-        yield
+        yield previous
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
