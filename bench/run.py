@@ -81,7 +81,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(_stages(size, args.seed, work))
         return 0
     writer = _compile_floor_writer(work)
-    rows = [_measure_size(size, args, work, writer, peers) for size in sizes]
+    rows = []
+    for size in sizes:
+        rows.append(_measure_size(size, args, work, writer, peers))
+        print(_table(rows[-1:]), f"# load average: {load_average()}", sep="\n", file=sys.stderr)
     print(_table(rows))
     print(_goals_table(rows))
     peer_rows = [row for row in rows if row.peers]
