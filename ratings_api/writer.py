@@ -150,8 +150,9 @@ class _Previous:
             self.folders = _article_folders(site_path, articles_fd)  # new entries: strays?
         if record is not None and not _same_ids(record.ids, ids):
             self.places = {article_id: n for n, article_id in enumerate(record.ids)}
-        # Nothing there: every article's folder is made, no question asked.
-        self.fresh = record is None and not self.folders
+        # No article folder there (a first build, or site/ deleted): every article's
+        # folder is made, no question asked, whatever the record says.
+        self.fresh = self.folders is not None and not self.folders
 
     def place(self, index: int, article_id: int) -> int | None:
         """Where the record has this article, if it has it."""

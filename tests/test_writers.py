@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -360,6 +361,18 @@ def test_the_same_input_gives_the_same_tree_byte_for_byte(tmp_path: Path) -> Non
         "fresh",
         "site",
     ]
+
+
+def test_a_deleted_output_is_built_again_whole_despite_its_record(tmp_path: Path) -> None:
+    site, ratings = tmp_path / "site", ratings_file(tmp_path / "ratings.yaml", range(1, 600))
+    assert build(ratings, site) == 0
+    expected = read_tree(site)
+    shutil.rmtree(site)
+
+    assert build(ratings, site) == 0
+
+    assert read_tree(site) == expected
+    assert build(ratings, site, "--check") == 0
 
 
 def test_the_state_of_dot_is_beside_it(tmp_path: Path) -> None:
