@@ -195,6 +195,7 @@ def test_check_reports_a_missing_site(tmp_path: Path, capsys: pytest.CaptureFixt
         f"  and 4 more\n"
     )
     assert not site.exists()
+    assert not state_of(site).exists()  # not even the build's state folder
 
 
 def test_check_passes_on_a_fresh_build(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

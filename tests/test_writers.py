@@ -415,6 +415,17 @@ def test_a_mount_point_is_refused_as_the_output(
     )
 
 
+def test_check_writes_nothing_in_the_state_folder_either(tmp_path: Path) -> None:
+    site, ratings = tmp_path / "site", ratings_file(tmp_path / "ratings.yaml", range(1, 600))
+    assert build(ratings, site) == 0
+    ratings_file(ratings, range(1, 600), NEW)
+    before = (snapshot(site), snapshot(state_of(site)))
+
+    assert build(ratings, site, "--check") == 1
+
+    assert (snapshot(site), snapshot(state_of(site))) == before
+
+
 def test_a_stray_document_is_found_by_check_and_removed_by_the_build(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
