@@ -125,7 +125,8 @@ def wrk_slice(host: Host, paths: Path, script: Path, seconds: int, seed: int) ->
         text=True,
         check=True,
     )
-    assert "Non-2xx" not in done.stdout and "Socket errors" not in done.stdout, done.stdout
+    assert "Non-2xx" not in done.stdout, done.stdout
+    assert "Socket errors" not in done.stdout, done.stdout
     return float(re.search(r"Requests/sec:\s+([\d.]+)", done.stdout)[1])  # type: ignore[index]
 
 

@@ -189,7 +189,7 @@ def install_hugo(cache_dir: Path) -> None:
     if shutil.which("hugo"):
         return
     install = ["apt-get", "install", "-y", "hugo"]
-    if subprocess.run(install).returncode != 0:
+    if subprocess.run(install, check=False).returncode != 0:
         # A fresh container has no package lists yet.
         subprocess.run(["apt-get", "update"], check=True)
         subprocess.run(install, check=True)

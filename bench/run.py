@@ -171,7 +171,7 @@ def write_documents(ratings: Path, target: Path, parts: int) -> list[Path]:
     with ExitStack() as stack:
         files = [stack.enter_context(open(name, "wb")) for name in names]
         whole = stack.enter_context(open(target, "wb"))
-        articles = zip(catalogue.ids, catalogue.sums, catalogue.counts)
+        articles = zip(catalogue.ids, catalogue.sums, catalogue.counts, strict=True)
         for index, (article_id, total, count) in enumerate(articles):
             line = b"%d " % article_id + render(article_id, total, count)
             whole.write(line)
@@ -209,7 +209,7 @@ def timed_together(commands: list[list[str]], stdins: list[Path]) -> Run:
         started = time.perf_counter()
         processes = [
             subprocess.Popen(command, stdin=source, stdout=subprocess.DEVNULL)
-            for command, source in zip(commands, sources)
+            for command, source in zip(commands, sources, strict=True)
         ]
         peak = 0
         for process in processes:
@@ -396,7 +396,7 @@ def _prepare_peers(
     from bench.peers import PEERS  # only runs with --peers
 
     catalogue = load_catalogue(str(ratings), ratings.read_bytes())
-    articles = list(zip(catalogue.ids, catalogue.sums, catalogue.counts))
+    articles = list(zip(catalogue.ids, catalogue.sums, catalogue.counts, strict=True))
     cache = ROOT / "bench" / "out" / "peers"
     cache.mkdir(parents=True, exist_ok=True)
     prepared = {}
@@ -436,7 +436,7 @@ def _stages(size: int, seed: int, work: Path) -> str:
         lambda: subprocess.run([sys.executable, "-c", PARSE_FLOOR, str(ratings)], check=True),
     )
     render = Renderer(BASE_URL)
-    articles = list(zip(catalogue.ids, catalogue.sums, catalogue.counts))
+    articles = list(zip(catalogue.ids, catalogue.sums, catalogue.counts, strict=True))
     stage(
         "render every document (in the writers)", lambda: [render(*article) for article in articles]
     )
@@ -517,7 +517,7 @@ def _goals_table(rows: list[Row]) -> str:
             f"{median(builds.one_cpu) / single:.2f}",
             f"{peak(builds.full + builds.noop + builds.one_cpu):.0f}",
         )
-        for (goal, wanted), figure in zip(GOALS, measured):
+        for (goal, wanted), figure in zip(GOALS, measured, strict=True):
             lines.append(f"| {row.size:,} | {goal} | {wanted} | {figure} |")
         if row.compared is not None:
             for label, this, other in (

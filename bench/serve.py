@@ -223,7 +223,9 @@ class Gunicorn:
                 ],
                 stdout=output,
                 stderr=subprocess.STDOUT,
-                preexec_fn=lambda: os.sched_setaffinity(0, {0}),
+                # Pinned before gunicorn forks its workers, which inherit it; this process
+                # has no other threads at this point, so the fork-then-call is safe.
+                preexec_fn=lambda: os.sched_setaffinity(0, {0}),  # noqa: PLW1509
             )
         self.port = self._port()
 

@@ -107,7 +107,7 @@ def best_rated(catalogue: Catalogue, size: int = BEST_RATED) -> list[Article]:
     """
     rated = (
         ((20 * t + c) // (2 * c) if t >= 0 else -((c - 20 * t) // (2 * c)), c, -i, t)
-        for i, t, c in zip(catalogue.ids, catalogue.sums, catalogue.counts)
+        for i, t, c in zip(catalogue.ids, catalogue.sums, catalogue.counts, strict=True)
         if c
     )
     return [Article(-i, t, c) for _, c, i, t in heapq.nlargest(size, rated)]
@@ -115,7 +115,9 @@ def best_rated(catalogue: Catalogue, size: int = BEST_RATED) -> list[Article]:
 
 def first_unrated(catalogue: Catalogue) -> Article | None:
     """The article with the smallest id among those not rated yet, if any."""
-    smallest = min((i for i, c in zip(catalogue.ids, catalogue.counts) if not c), default=None)
+    smallest = min(
+        (i for i, c in zip(catalogue.ids, catalogue.counts, strict=True) if not c), default=None
+    )
     return None if smallest is None else Article(smallest, 0, 0)
 
 

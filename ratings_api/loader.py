@@ -10,8 +10,9 @@ articles), and stops at the first alias, tag or unexpected nesting.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final, NoReturn
+from typing import TYPE_CHECKING, Final, NoReturn, cast
 
 import yaml
 from yaml.events import (
@@ -25,10 +26,12 @@ from yaml.events import (
     SequenceEndEvent,
     SequenceStartEvent,
     StreamEndEvent,
-    StreamStartEvent,
 )
 
 from ratings_api.errors import InputError
+
+if TYPE_CHECKING:
+    from yaml._yaml import Mark as CMark  # libyaml's marks: the same fields, another class
 
 TOP_KEYS: Final = ("articles", "scale", "base_url")
 TOTALS_FIELDS: Final = ("sum", "count")
@@ -87,8 +90,17 @@ def _syntax(error: yaml.MarkedYAMLError) -> str:
     return f"YAML syntax error: {error.problem}{context}"
 
 
-def _where(path: str, mark: yaml.Mark) -> str:
+def _where(path: str, mark: yaml.Mark | CMark | None) -> str:
+    # The parsers give every event and every syntax error a mark; the stubs allow
+    # None for objects made by hand, which this module never sees.
+    assert mark is not None
     return f"{path}:{mark.line + 1}:{mark.column + 1}"
+
+
+def _line(event: Event) -> int:
+    """The line where ``event`` starts, counted from 0."""
+    assert event.start_mark is not None  # as in _where
+    return event.start_mark.line
 
 
 def _offset_where(path: str, data: bytes, offset: int) -> str:
@@ -121,7 +133,9 @@ class Walker:
 
     def __init__(self, path: str, data: bytes, scale: tuple[int, int] | None) -> None:
         self.path = path
-        self.next_event = Parser(data).get_event
+        # get_event returns None only once the stream has ended, and the walk stops
+        # at StreamEndEvent; a cast, not a check, as this is called for every event.
+        self.next_event = cast("Callable[[], Event]", Parser(data).get_event)
         self.catalogue = Catalogue(scale=scale)
         self.scale_came_late = False
         self.articles_line = -1  # where the key 'articles' is, counted from 0
@@ -181,7 +195,7 @@ class Walker:
                 break
             name = self.top_key(key, seen)
             if name == "articles":
-                self.articles_line = key.start_mark.line
+                self.articles_line = _line(key)
                 self.articles()
             elif name == "scale":
                 self.scale()
@@ -201,7 +215,7 @@ class Walker:
         if key.value in seen:
             first = seen[key.value] + 1
             self.fail(key, f"the key '{key.value}' appears twice (first at line {first})")
-        seen[key.value] = key.start_mark.line
+        seen[key.value] = _line(key)
         return key.value
 
     def scale(self) -> None:
@@ -209,7 +223,7 @@ class Walker:
         shape = "scale must be a list of two integers [low, high]"
         if not isinstance(start, SequenceStartEvent):
             self.fail(start, f"{shape}, found {_describe(start)}")
-        bounds = []
+        bounds: list[int] = []
         while not isinstance(event := self.node(), SequenceEndEvent):
             if len(bounds) == 2:
                 self.fail(event, f"{shape}, found more than two values")
@@ -242,7 +256,7 @@ class Walker:
         lines: dict[int, int] = {}
         while not isinstance(key := self.node(), MappingEndEvent):
             article_id = self.article_id(key, lines)
-            lines[article_id] = key.start_mark.line
+            lines[article_id] = _line(key)
             self.article(article_id)
 
     def article_id(self, key: Event, lines: dict[int, int]) -> int:

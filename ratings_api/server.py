@@ -41,6 +41,7 @@ from ratings_api.errors import InputError
 from ratings_api.rating import ARTICLES_PATH
 
 if TYPE_CHECKING:
+    from wsgiref.types import FileWrapper as FileWrapperType
     from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 ALLOW: Final = "GET, HEAD, OPTIONS"
@@ -108,7 +109,7 @@ def route(url: str) -> Target | None:
 
 class _Entry(NamedTuple):
     identity: tuple[int, int, int, int]
-    static_file: StaticFile
+    static_file: _StaticFile
     path: str
 
 
@@ -232,7 +233,9 @@ class LazyWhiteNoise(WhiteNoise):
     def _respond(self, url: str, method: str, environ: WSGIEnvironment) -> Response | None:
         entry = self._cache.get(url)
         path = entry.path if entry is not None else self._path(url)
-        opened = None if path is None else _open_file(path)
+        if path is None:
+            return None  # no file of the site can be at this URL
+        opened = _open_file(path)
         if opened is None:
             if entry is not None:
                 self._forget(url)  # removed by a rebuild
@@ -278,7 +281,9 @@ class LazyWhiteNoise(WhiteNoise):
         if known is None:
             headers = Headers([])
             self.add_mime_headers(headers, path, url)
-            known = self._content_types[name] = headers["Content-Type"]
+            known = headers["Content-Type"]
+            assert known is not None, path  # add_mime_headers always sets one
+            self._content_types[name] = known
         return known
 
     def _lacks_slash(self, url: str) -> bool:
@@ -297,7 +302,8 @@ class LazyWhiteNoise(WhiteNoise):
         start_response(status, [*response.headers, *COMMON_HEADERS])
         if response.file is None:
             return []
-        return environ.get("wsgi.file_wrapper", FileWrapper)(response.file)
+        wrapper: FileWrapperType = environ.get("wsgi.file_wrapper", FileWrapper)
+        return wrapper(response.file)
 
 
 def api_fallback(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:

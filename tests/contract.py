@@ -200,7 +200,9 @@ def start(
             env={**hermetic_environ(), **(environ or {})},
             # As in a terminal, SIGINT is Ctrl-C, even when the tests run in a
             # background job, which starts its children with SIGINT ignored.
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            # No other way resets one signal in the child (restore_signals does not cover
+            # SIGINT); the call takes no lock that another thread could hold at the fork.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
         )
 
 

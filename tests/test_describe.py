@@ -177,7 +177,8 @@ def test_the_404_and_the_headers(sample: Path) -> None:
 def test_the_document_is_indented_utf8_json_with_one_trailing_newline(tmp_path: Path) -> None:
     site = build_site(tmp_path, SAMPLE, "--base-url", "https://bücher.example/neu")
     data = (site / OPENAPI).read_bytes()
-    assert data.endswith(b"}\n") and not data.endswith(b"\n\n")
+    assert data.endswith(b"}\n")
+    assert not data.endswith(b"\n\n")
     assert data.startswith(b'{\n  "openapi": "3.1.0",\n')
     assert "https://bücher.example/neu".encode() in data  # not \u-escaped
     schema = openapi(site)["components"]["schemas"]["Rating"]
@@ -340,7 +341,8 @@ class PageParser(HTMLParser):
             self.open.append(element)
 
     def handle_endtag(self, tag: str) -> None:
-        assert self.open and self.open[-1].tag == tag, f"</{tag}> closes <{self.open[-1].tag}>"
+        assert self.open, f"</{tag}> closes nothing"
+        assert self.open[-1].tag == tag, f"</{tag}> closes <{self.open[-1].tag}>"
         self.open.pop()
 
     def handle_data(self, data: str) -> None:
@@ -448,7 +450,8 @@ def test_the_front_page_passes_its_own_policy(sample: Path) -> None:
             url = element.attributes.get(name, "")
             assert not re.match(r"[a-z]+:|//", url), url  # relative: this site only
     css = (sample / "assets/front-page.css").read_text()
-    assert "@import" not in css and "url(" not in css
+    assert "@import" not in css
+    assert "url(" not in css
     script = (sample / "assets/front-page.js").read_text()
     for unsafe in (
         "innerHTML",
@@ -467,7 +470,7 @@ def test_the_policy() -> None:
         "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
     )
     # A <meta> policy cannot hold frame-ancestors: browsers ignore it there, with a warning.
-    assert META_CSP == FRONT_PAGE_CSP.removesuffix("; frame-ancestors 'none'")
+    assert FRONT_PAGE_CSP.removesuffix("; frame-ancestors 'none'") == META_CSP
 
 
 def test_a_hostile_base_url_is_escaped_on_the_front_page(tmp_path: Path) -> None:

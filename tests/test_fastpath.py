@@ -60,6 +60,10 @@ def test_the_canonical_layout_is_read_fast() -> None:
         pytest.param(b"articles:\n  7: [5]\n  8:\n  - 4\n", id="block-list-after"),
         pytest.param(b"base_url: 'https://x.example\narticles:\n  7: [5]\n'\n", id="key-in-string"),
         pytest.param(b"articles:\n  7: [5]\narticles:\n  8: [4]\n", id="articles-twice"),
+        pytest.param(
+            b'base_url: "https://x.example\narticles:\n  7: [5]\n"\narticles:\n  8: [4]\n',
+            id="key-in-string-then-the-key",  # the walker reads article 8 only
+        ),
         pytest.param(b"articles:\n  7: [5]\n---\narticles:\n  8: [4]\n", id="two-documents"),
     ],
 )
@@ -116,7 +120,7 @@ def random_document(rng: random.Random) -> bytes:
     parts = [
         "articles:" + rng.choice(suffixes) + "\n" + "\n".join(lines),
         rng.choice(scales if odd else scales[:2] + scales[3:]),
-        rng.choice(urls + ["base_url: https://example.com/#top"] if odd else urls),
+        rng.choice([*urls, "base_url: https://example.com/#top"] if odd else urls),
     ]
     rng.shuffle(parts)
     text = "\n".join(part for part in parts if part) + rng.choice(["\n", "", "\n\n", "\n...\n"])

@@ -108,8 +108,10 @@ def not_found_in_console(browser: Browser, article_id: int) -> tuple[str, str, s
     return (
         "SEVERE",
         "network",
-        f"{browser.address}/away/api/articles/{article_id}/rating/ - Failed to load resource: "
-        "the server responded with a status of 404 (Not Found)",
+        (
+            f"{browser.address}/away/api/articles/{article_id}/rating/ - Failed to load resource: "
+            "the server responded with a status of 404 (Not Found)"
+        ),
     )
 
 
@@ -292,7 +294,7 @@ def get(address: str, path: str) -> tuple[int, dict[str, str], bytes]:
 
 
 @pytest.mark.parametrize(
-    "path, content_type",
+    ("path", "content_type"),
     [
         ("/assets/front-page.js", 'text/javascript; charset="utf-8"'),
         ("/assets/front-page.css", 'text/css; charset="utf-8"'),

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from ratings_api.cli import main
-from ratings_api.record import RECORD_NAME, read_record
+from ratings_api.record import RECORD_NAME, Record, read_record
 from tests.trees import read_tree, state_of
 
 DOCUMENT = "away/api/articles/{}/rating/index.json"
@@ -24,7 +25,7 @@ def build(ratings: Path, site: Path, *extra: str) -> int:
     return main(["--input", str(ratings), "--output", str(site), "--quiet", *extra])
 
 
-def record_of(site: Path):  # noqa: ANN201 - a Record or None
+def record_of(site: Path) -> Record | None:
     fd = os.open(state_of(site), os.O_RDONLY)
     try:
         return read_record(fd)
@@ -121,7 +122,7 @@ def test_with_a_record_dropped_articles_are_removed(tmp_path: Path) -> None:
         pytest.param(lambda data: data.replace(b"\n2\n", b"\nx\n", 1), id="bad-count"),
     ],
 )
-def test_a_damaged_record_is_ignored(tmp_path: Path, damage) -> None:  # noqa: ANN001
+def test_a_damaged_record_is_ignored(tmp_path: Path, damage: Callable[[bytes], bytes]) -> None:
     site = tmp_path / "site"
     ratings = ratings_file(tmp_path, "  1: [5]\n  2: [4]\n")
     assert build(ratings, site) == 0

@@ -96,7 +96,8 @@ def test_two_processes_write_the_documents(tmp_path: Path) -> None:
     sync_site(str(tmp_path / "alone"), catalogue(ids), Renderer(OLD), jobs=1)
 
     writers = {int(path.name): path.read_text().split() for path in pids.iterdir()}
-    assert len(writers) == 2 and os.getpid() not in writers
+    assert len(writers) == 2
+    assert os.getpid() not in writers
     assert sorted(int(n) for rendered in writers.values() for n in rendered) == list(ids)
     assert changes.written == 1000
     assert documents(tmp_path / "site") == documents(tmp_path / "alone")
@@ -225,7 +226,7 @@ def test_a_second_build_waits_for_the_first(tmp_path: Path, check: bool) -> None
         assert snapshot(site) == before
     finally:
         os.close(lock)
-    stdout, stderr = process.communicate(timeout=60)
+    _, stderr = process.communicate(timeout=60)
 
     assert (process.returncode, stderr) == ((1, stderr) if check else (0, b""))
     if not check:
