@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -68,6 +69,8 @@ class PidRenderer(Renderer):
     def __call__(self, article_id: int, total: int, count: int) -> bytes:
         with open(self.folder / str(os.getpid()), "a") as file:
             file.write(f"{article_id}\n")
+        # Slow enough that no writer can take every batch before the other has started.
+        time.sleep(0.001)
         return super().__call__(article_id, total, count)
 
 
@@ -88,19 +91,83 @@ class KillingRenderer(Renderer):
 
 
 def test_two_processes_write_the_documents(tmp_path: Path) -> None:
+    """In a fresh interpreter: this one may run other tests' server threads (see below)."""
     pids = tmp_path / "pids"
     pids.mkdir()
-    ids = range(1, 1001)  # four batches
+    script = (
+        "import sys\n"
+        "from ratings_api.rating import Renderer\n"
+        "from ratings_api.writer import sync_site\n"
+        "from tests.test_writers import PidRenderer, catalogue\n"
+        "from pathlib import Path\n"
+        "ids = range(1, 1001)\n"
+        "print(sync_site(sys.argv[1], catalogue(ids), PidRenderer(sys.argv[3], Path(sys.argv[2])),"
+        " jobs=2).written)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "site"), str(pids), OLD],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    sync_site(str(tmp_path / "alone"), catalogue(range(1, 1001)), Renderer(OLD), jobs=1)
 
-    changes = sync_site(str(tmp_path / "site"), catalogue(ids), PidRenderer(OLD, pids), jobs=2)
-    sync_site(str(tmp_path / "alone"), catalogue(ids), Renderer(OLD), jobs=1)
-
+    assert (done.returncode, done.stdout, done.stderr) == (0, "1000\n", "")
     writers = {int(path.name): path.read_text().split() for path in pids.iterdir()}
     assert len(writers) == 2
-    assert os.getpid() not in writers
-    assert sorted(int(n) for rendered in writers.values() for n in rendered) == list(ids)
-    assert changes.written == 1000
+    assert sorted(int(n) for rendered in writers.values() for n in rendered) == list(range(1, 1001))
     assert documents(tmp_path / "site") == documents(tmp_path / "alone")
+
+
+def test_with_other_threads_running_the_build_does_not_fork(tmp_path: Path) -> None:
+    """Forking a process that runs threads (--serve's) would copy their locks as they are."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        sync_site(str(tmp_path / "site"), catalogue(range(1, 1001)), PidRenderer(OLD, pids), jobs=2)
+    finally:
+        stop.set()
+        other.join()
+
+    assert [path.name for path in pids.iterdir()] == [str(os.getpid())]
+
+
+class FailingRenderer(Renderer):
+    def __call__(self, article_id: int, total: int, count: int) -> bytes:
+        if article_id == 600:
+            raise ValueError("a bug")
+        return super().__call__(article_id, total, count)
+
+
+def test_a_bug_in_a_writer_is_raised_with_its_traceback(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError) as error:
+        sync_site(str(tmp_path / "site"), catalogue(range(1, 1001)), FailingRenderer(OLD), jobs=2)
+
+    assert str(error.value).startswith("a writer process failed:\nTraceback (most recent call")
+    assert str(error.value).endswith("ValueError: a bug\n")
+
+
+def test_check_of_a_site_without_its_articles_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    site, ratings = tmp_path / "site", ratings_file(tmp_path / "ratings.yaml", [7])
+    assert build(ratings, site) == 0
+    shutil.rmtree(site / "away")
+    capsys.readouterr()
+
+    assert build(ratings, site, "--check") == 1
+
+    assert capsys.readouterr().err.startswith(
+        f"{site} is out of date: 2 to write, 0 to remove:\n  {site / document(7)}\n"
+    )
+
+
+def test_no_cgroup_file_means_no_quota(tmp_path: Path) -> None:
+    assert cgroup_cpus(str(tmp_path / "missing"), str(tmp_path)) is None
 
 
 def test_one_job_writes_in_this_process(tmp_path: Path) -> None:
