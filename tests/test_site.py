@@ -336,17 +336,17 @@ def test_a_write_cut_short_leaves_whole_documents(tmp_path: Path) -> None:
 
 def test_a_build_killed_midway_leaves_whole_documents(tmp_path: Path) -> None:
     site = tmp_path / "site"
-    articles = "".join(f"  {n}: [{n % 5 + 1}]\n" for n in range(1, 2001))
+    articles = "".join(f"  {n}: [{n % 5 + 1}]\n" for n in range(1, 10001))
     ratings = ratings_file(tmp_path, articles, base_url="https://old.example")
     assert build(ratings, site) == 0
     old = documents(site)
     ratings_file(tmp_path, articles, base_url="https://new.example")
-    process = run_generate("--input", str(ratings), "--output", str(site))
+    process = run_generate("--input", str(ratings), "--output", str(site), start_new_session=True)
     probe = site / document(1)
     try:
         while b"old.example" in probe.read_bytes() and process.poll() is None:
             pass  # until the rewrite has begun
-        process.kill()
+        os.killpg(process.pid, signal.SIGKILL)  # the build and its writer processes
     finally:
         process.communicate(timeout=60)
     assert process.returncode == -signal.SIGKILL, "the build finished before it could be killed"
