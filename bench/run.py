@@ -8,10 +8,17 @@ mood of the moment:
 
 - the floor: libyaml's C parser walking the file's events (``yaml.parse``),
   plus a C program that only does mkdir, mkdir, open, write, close per
-  document (bench/floor_writer.c), writing the very bytes the build writes;
-- the build: a fresh one, a no-op rebuild, a rebuild after one rating more,
-  and ``--check`` on the result, each as ``python generate.py`` in a process
-  of its own, with its wall time and peak memory (ru_maxrss);
+  document (bench/floor_writer.c), writing the very bytes the build writes:
+  once as one process (the single-process floor), and once as as many
+  processes as the build forks writers, each given every Nth batch of 256
+  articles as the build hands them out (the multi-process floor);
+- the build: a fresh one, the same pinned to one CPU (``taskset -c 0``), a
+  no-op rebuild, a rebuild after one rating more, and ``--check`` on the
+  result, each as ``python generate.py`` in a process of its own, with its
+  wall time and the peak resident memory of all its processes together (a
+  sampler adds up the RSS of the build and its writer processes every 20 ms);
+- with ``--compare DIR``, the same builds with another checkout's
+  ``generate.py`` (such as the main branch's), for an A/B in the same run;
 - peers, if asked for (at sizes up to --peer-max): bench/peers.py.
 
 It prints medians and ratios. Trees are deleted as soon as they are measured:
@@ -22,14 +29,17 @@ a tmpfs has few inodes (this machine's /dev/shm has 3.1M; 1M articles take
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import random
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
@@ -38,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 from ratings_api.build import load_catalogue  # noqa: E402
 from ratings_api.rating import ARTICLES_PATH, Renderer  # noqa: E402
+from ratings_api.workers import available_cpus  # noqa: E402
 
 BASE_URL: Final = "https://ratings.example.com"
 PARSE_FLOOR: Final = (
@@ -48,10 +59,14 @@ PARSE_FLOOR: Final = (
 )
 
 
+BATCH: Final = 256  # as ratings_api/writer.py hands articles out
+SAMPLE_EVERY: Final = 0.02  # seconds between two memory samples
+
+
 @dataclass(frozen=True)
 class Run:
     seconds: float
-    peak_mb: float
+    peak_mb: float  # the sum over the build's processes, at its highest
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -66,8 +81,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(_stages(size, args.seed, work))
         return 0
     writer = _compile_floor_writer(work)
-    rows = [_measure_size(size, args, work, writer, peers) for size in sizes]
+    rows = []
+    for size in sizes:
+        rows.append(_measure_size(size, args, work, writer, peers))
+        print(_table(rows[-1:]), f"# load average: {load_average()}", sep="\n", file=sys.stderr)
     print(_table(rows))
+    print(_goals_table(rows))
     peer_rows = [row for row in rows if row.peers]
     if peer_rows:
         print(_peer_table(peer_rows))
@@ -82,6 +101,15 @@ def _parser() -> argparse.ArgumentParser:
         "--dir", default="/dev/shm/ratings-bench", help="where to build (default: tmpfs)"
     )
     command.add_argument("--seed", type=int, default=20261122)
+    command.add_argument(
+        "--compare", default="", help="another checkout whose generate.py runs side by side"
+    )
+    command.add_argument(
+        "--skip",
+        default="",
+        help="comma-separated: one-cpu, floor-n (each costs a tree made and deleted: on a disk, "
+        "minutes at 1M)",
+    )
     command.add_argument("--peers", default="", help="comma-separated: frozen-flask,hugo")
     command.add_argument(
         "--peer-max", type=int, default=100_000, help="largest size peers are run at"
@@ -102,9 +130,13 @@ def _machine(work: Path) -> str:
     )
     return (
         f"# {work} on {best[2]} ({best[1]}); {os.cpu_count()} cores; "
-        f"Python {sys.version.split()[0]}; generate.py's writers: "
-        f"{min(4, os.cpu_count() or 1)}"
+        f"Python {sys.version.split()[0]}; generate.py's writer processes: {available_cpus()}; "
+        f"load average: {load_average()}"
     )
+
+
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 # --- the catalogue ---------------------------------------------------------
@@ -127,33 +159,107 @@ def one_rating_more(source: Path, target: Path, article_id: int) -> None:
     target.write_text(text[:at] + "5, " + text[at:])
 
 
-def write_documents(ratings: Path, target: Path) -> None:
-    """'<id> <document>' lines: what the floor writer writes."""
+def write_documents(ratings: Path, target: Path, parts: int) -> list[Path]:
+    """'<id> <document>' lines: what the floor writer writes, whole and in ``parts``.
+
+    Part k holds batches k, k + parts, ... of 256 articles: about how the
+    build's writer processes share them out.
+    """
     catalogue = load_catalogue(str(ratings), ratings.read_bytes())
     render = Renderer(BASE_URL)
-    with open(target, "wb") as file:
-        file.writelines(
-            b"%d " % article_id + render(article_id, total, count)
-            for article_id, total, count in zip(
-                catalogue.ids, catalogue.sums, catalogue.counts, strict=True
-            )
-        )
+    names = [target.with_suffix(f".part{k}") for k in range(parts)]
+    with ExitStack() as stack:
+        files = [stack.enter_context(open(name, "wb")) for name in names]
+        whole = stack.enter_context(open(target, "wb"))
+        articles = zip(catalogue.ids, catalogue.sums, catalogue.counts, strict=True)
+        for index, (article_id, total, count) in enumerate(articles):
+            line = b"%d " % article_id + render(article_id, total, count)
+            whole.write(line)
+            files[index // BATCH % parts].write(line)
+    return names
 
 
 # --- running and timing ----------------------------------------------------
 
 
 def timed(command: list[str], stdin: Path | None = None) -> Run:
-    """Run ``command``, which must succeed; its wall time and peak resident memory."""
+    """Run ``command``, which must succeed; its wall time and peak resident memory.
+
+    The memory is that of the process and all its descendants together,
+    sampled (ru_maxrss is one process's peak, and a forked writer's counts
+    apart), and at least the peak of the largest single process.
+    """
     with open(stdin or os.devnull, "rb") as source:
         started = time.perf_counter()
         process = subprocess.Popen(command, stdin=source, stdout=subprocess.DEVNULL)
+        sampler = MemorySampler(process.pid)
         _, status, usage = os.wait4(process.pid, 0)
         seconds = time.perf_counter() - started
+        sampler.stop()
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed with {process.returncode}")
-    return Run(seconds, usage.ru_maxrss / 1024)
+    return Run(seconds, max(sampler.peak_kb, usage.ru_maxrss) / 1024)
+
+
+def timed_together(commands: list[list[str]], stdins: list[Path]) -> Run:
+    """Run ``commands`` at once, each with its stdin; the time until the last is done."""
+    with ExitStack() as stack:
+        sources = [stack.enter_context(open(name, "rb")) for name in stdins]
+        started = time.perf_counter()
+        processes = [
+            subprocess.Popen(command, stdin=source, stdout=subprocess.DEVNULL)
+            for command, source in zip(commands, sources, strict=True)
+        ]
+        peak = 0
+        for process in processes:
+            _, status, usage = os.wait4(process.pid, 0)
+            if os.waitstatus_to_exitcode(status) != 0:
+                raise SystemExit(f"{' '.join(process.args)} failed")  # type: ignore[arg-type]
+            peak += usage.ru_maxrss
+        return Run(time.perf_counter() - started, peak / 1024)
+
+
+class MemorySampler:
+    """The largest sum of resident memory over a process and its descendants, every 20 ms."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak_kb = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._done.wait(SAMPLE_EVERY):
+            self.peak_kb = max(self.peak_kb, sum(map(_rss_kb, _descendants(self.pid))))
+
+
+def _descendants(pid: int) -> list[int]:
+    pids = [pid]
+    for parent in pids:  # grows as it goes
+        try:
+            for task in os.listdir(f"/proc/{parent}/task"):
+                with open(f"/proc/{parent}/task/{task}/children") as file:
+                    pids += [int(child) for child in file.read().split()]
+        except OSError:
+            continue  # gone meanwhile
+    return pids
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as file:
+            for line in file:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def remove_tree(path: Path) -> None:
@@ -169,10 +275,10 @@ def _compile_floor_writer(work: Path) -> Path:
     return binary
 
 
-def generate(ratings: Path, output: Path, *extra: str) -> list[str]:
+def generate(ratings: Path, output: Path, *extra: str, checkout: Path = ROOT) -> list[str]:
     return [
         sys.executable,
-        str(ROOT / "generate.py"),
+        str(checkout / "generate.py"),
         "--input",
         str(ratings),
         "--output",
@@ -185,14 +291,22 @@ def generate(ratings: Path, output: Path, *extra: str) -> list[str]:
 
 
 @dataclass
+class Builds:
+    full: list[Run] = field(default_factory=list)
+    one_cpu: list[Run] = field(default_factory=list)
+    noop: list[Run] = field(default_factory=list)
+    change: list[Run] = field(default_factory=list)
+    check: list[Run] = field(default_factory=list)
+
+
+@dataclass
 class Row:
     size: int
     parse: list[Run]
     write: list[Run]
-    full: list[Run]
-    noop: list[Run]
-    change: list[Run]
-    check: list[Run]
+    write_all: list[Run]  # the floor writer as as many processes as the build's writers
+    builds: Builds
+    compared: Builds | None
     peers: dict[str, list[Run]]
 
 
@@ -204,17 +318,27 @@ def _measure_size(
     documents = work / f"documents-{size}.txt"
     make_catalogue(size, args.seed, ratings)
     one_rating_more(ratings, changed, size // 2 + 1)
-    write_documents(ratings, documents)
+    parts = write_documents(ratings, documents, available_cpus())
     prepared = _prepare_peers(peers, ratings, work, size) if peers and size <= args.peer_max else {}
-    row = Row(size, [], [], [], [], [], [], {name: [] for name in prepared})
+    compare = Path(args.compare).resolve() if args.compare else None
+    compared = None if compare is None else Builds()
+    row = Row(size, [], [], [], Builds(), compared, {name: [] for name in prepared})
     site, floor = work / "site", work / "floor"
+    skip = set(args.skip.split(","))
     for repetition in range(args.repeat):
         print(f"# {size:,} articles, run {repetition + 1} of {args.repeat}", file=sys.stderr)
         # A disk creates files slower for a while after a mass deletion: the
-        # floor and the build take turns at coming first, right after one.
-        sides = [_floor_side, _build_side]
+        # floor and the builds take turns at coming first, right after one.
+        sides: list[Callable[[], None]] = [
+            functools.partial(_floor_side, row, ratings, documents, parts, writer, floor, skip),
+            functools.partial(_build_side, row.builds, ratings, changed, site, ROOT, skip),
+        ]
+        if compare is not None and compared is not None:
+            sides.append(
+                functools.partial(_build_side, compared, ratings, changed, site, compare, skip)
+            )
         for side in sides if repetition % 2 == 0 else reversed(sides):
-            side(row, ratings, changed, documents, writer, floor, site)
+            side()
         for name, (command, output) in prepared.items():
             row.peers[name].append(timed(command))
             remove_tree(output)
@@ -222,22 +346,48 @@ def _measure_size(
 
 
 def _floor_side(
-    row: Row, ratings: Path, changed: Path, documents: Path, writer: Path, floor: Path, site: Path
+    row: Row,
+    ratings: Path,
+    documents: Path,
+    parts: list[Path],
+    writer: Path,
+    floor: Path,
+    skip: set[str],
 ) -> None:
     row.parse.append(timed([sys.executable, "-c", PARSE_FLOOR, str(ratings)]))
     (floor / ARTICLES_PATH).mkdir(parents=True)
     row.write.append(timed([str(writer), str(floor / ARTICLES_PATH)], stdin=documents))
     remove_tree(floor)
+    if "floor-n" in skip:
+        row.write_all.append(Run(float("nan"), 0))
+        return
+    (floor / ARTICLES_PATH).mkdir(parents=True)
+    commands = [[str(writer), str(floor / ARTICLES_PATH)] for _ in parts]
+    row.write_all.append(timed_together(commands, parts))
+    remove_tree(floor)
 
 
 def _build_side(
-    row: Row, ratings: Path, changed: Path, documents: Path, writer: Path, floor: Path, site: Path
+    builds: Builds, ratings: Path, changed: Path, site: Path, checkout: Path, skip: set[str]
 ) -> None:
-    row.full.append(timed(generate(ratings, site)))
-    row.noop.append(timed(generate(ratings, site)))
-    row.change.append(timed(generate(changed, site)))
-    row.check.append(timed(generate(changed, site, "--check")))
+    """A fresh build, one on one CPU, a no-op, one change and --check, with ``checkout``."""
+    if "one-cpu" in skip:
+        builds.one_cpu.append(Run(float("nan"), 0))
+    else:
+        command = ["taskset", "-c", "0", *generate(ratings, site, checkout=checkout)]
+        builds.one_cpu.append(timed(command))
+        _remove_site(site)
+    builds.full.append(timed(generate(ratings, site, checkout=checkout)))
+    builds.noop.append(timed(generate(ratings, site, checkout=checkout)))
+    builds.change.append(timed(generate(changed, site, checkout=checkout)))
+    builds.check.append(timed(generate(changed, site, "--check", checkout=checkout)))
+    _remove_site(site)
+
+
+def _remove_site(site: Path) -> None:
+    """The output folder and the build's state beside it."""
     remove_tree(site)
+    remove_tree(site.with_name(f".{site.name}.generate"))
 
 
 def _prepare_peers(
@@ -266,6 +416,7 @@ def _prepare_peers(
 def _stages(size: int, seed: int, work: Path) -> str:
     """Each stage of a fresh build and of a no-op, timed on its own."""
     from ratings_api.record import RECORD_NAME
+    from ratings_api.state import state_path
     from ratings_api.writer import sync_site
 
     ratings, site = work / f"ratings-{size}.yaml", work / "site"
@@ -291,9 +442,9 @@ def _stages(size: int, seed: int, work: Path) -> str:
     )
     stage("write a fresh tree", lambda: sync_site(str(site), catalogue, render))
     stage("no-op: one stat an article (record)", lambda: sync_site(str(site), catalogue, render))
-    (site / RECORD_NAME).unlink()
+    (Path(state_path(str(site))) / RECORD_NAME).unlink()
     stage("no-op without the record: read all", lambda: sync_site(str(site), catalogue, render))
-    remove_tree(site)
+    _remove_site(site)
     return "\n".join(lines)
 
 
@@ -308,24 +459,76 @@ def peak(runs: list[Run]) -> float:
     return max(run.peak_mb for run in runs)
 
 
+def _floors(row: Row) -> tuple[float, float]:
+    """The single-process and the multi-process floor: parse, then write."""
+    parse = median(row.parse)
+    return parse + median(row.write), parse + median(row.write_all)
+
+
 def _table(rows: list[Row]) -> str:
     lines = [
         (
-            "| articles | parse floor | write floor | floor | full build | × floor | peak MB "
-            "| no-op | ÷ full | one change | ÷ full | --check | ÷ no-op |"
+            "| articles | build | parse floor | write floor ×1 | write floor ×N | floor ×1 "
+            "| floor ×N | full build | ÷ floor ×1 | ÷ floor ×N | one CPU | ÷ floor ×1 "
+            "| peak MB | no-op | one change | --check |"
         ),
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
-        floor = median(row.parse) + median(row.write)
-        full, noop = median(row.full), median(row.noop)
-        change, check = median(row.change), median(row.check)
-        lines.append(
-            f"| {row.size:,} | {median(row.parse):.2f} s | {median(row.write):.2f} s "
-            f"| {floor:.2f} s | {full:.2f} s | {full / floor:.2f} | {peak(row.full + row.noop):.0f} "
-            f"| {noop:.2f} s | {noop / full:.0%} | {change:.2f} s | {change / full:.0%} "
-            f"| {check:.2f} s | {check / noop:.2f} |"
+        single, multi = _floors(row)
+        for name, builds in _labelled(row):
+            full, one_cpu = median(builds.full), median(builds.one_cpu)
+            lines.append(
+                f"| {row.size:,} | {name} | {median(row.parse):.2f} s | {median(row.write):.2f} s "
+                f"| {median(row.write_all):.2f} s | {single:.2f} s | {multi:.2f} s "
+                f"| {full:.2f} s | {full / single:.2f} | {full / multi:.2f} "
+                f"| {one_cpu:.2f} s | {one_cpu / single:.2f} "
+                f"| {peak(builds.full + builds.noop + builds.one_cpu):.0f} "
+                f"| {median(builds.noop):.2f} s | {median(builds.change):.2f} s "
+                f"| {median(builds.check):.2f} s |"
+            )
+    return "\n".join(lines)
+
+
+def _labelled(row: Row) -> list[tuple[str, Builds]]:
+    named = [("this", row.builds)]
+    if row.compared is not None:
+        named.append(("compared", row.compared))
+    return named
+
+
+GOALS: Final = (
+    ("full build ÷ single-process floor", "≤ 0.8"),
+    ("full build ÷ multi-process floor", "≤ 1.3"),
+    ("one CPU (taskset -c 0) ÷ single-process floor", "≤ 1.25"),
+    ("peak MB, all processes together", "< 400 at 1M"),
+)
+
+
+def _goals_table(rows: list[Row]) -> str:
+    lines = ["| articles | goal | wanted | measured |", "|---:|---|---|---:|"]
+    for row in rows:
+        single, multi = _floors(row)
+        builds = row.builds
+        full = median(builds.full)
+        measured = (
+            f"{full / single:.2f}",
+            f"{full / multi:.2f}",
+            f"{median(builds.one_cpu) / single:.2f}",
+            f"{peak(builds.full + builds.noop + builds.one_cpu):.0f}",
         )
+        for (goal, wanted), figure in zip(GOALS, measured, strict=True):
+            lines.append(f"| {row.size:,} | {goal} | {wanted} | {figure} |")
+        if row.compared is not None:
+            for label, this, other in (
+                ("no-op", builds.noop, row.compared.noop),
+                ("one change", builds.change, row.compared.change),
+                ("full build", builds.full, row.compared.full),
+            ):
+                lines.append(
+                    f"| {row.size:,} | {label} ÷ the compared checkout's | ≤ 1 "
+                    f"| {median(this) / median(other):.2f} |"
+                )
     return "\n".join(lines)
 
 
@@ -335,7 +538,7 @@ def _peer_table(rows: list[Row]) -> str:
         "|---:|---:|---:|---|---:|---:|---:|",
     ]
     for row in rows:
-        ours = median(row.full)
+        ours = median(row.builds.full)
         for name, runs in row.peers.items():
             theirs = median(runs)
             lines.append(

@@ -13,6 +13,7 @@ from ratings_api.hosting import hosting_files
 from ratings_api.limits import check as check_host_limits
 from ratings_api.loader import Catalogue, load
 from ratings_api.rating import Renderer
+from ratings_api.state import Waiting
 from ratings_api.writer import Changes, sync_site
 
 
@@ -52,6 +53,8 @@ def build(
     fallback_base_url: str | None = None,
     progress: Callable[[int, int], None] | None = None,
     host_notice: Callable[[str], None] | None = None,
+    jobs: int | None = None,
+    waiting: Waiting | None = None,
 ) -> Result:
     """Build ``output`` from ``input_path``; with ``dry_run``, only say what would change.
 
@@ -59,6 +62,8 @@ def build(
     (``--serve`` passes the address it serves at). ``progress`` is called
     now and then with the articles handed to the writers so far, and all.
     ``host_notice``, where a static host's deploy follows, checks its limits first.
+    ``jobs`` caps the writer processes; ``waiting`` is told the process id of
+    another build that holds ``output``, before this one waits for it.
     """
     catalogue = load_catalogue(input_path, read_input(input_path))
     url = resolve_base_url(input_path, base_url, environ, catalogue, fallback_base_url)
@@ -68,7 +73,16 @@ def build(
     if host_notice is not None:  # a static host's deploy follows: its limits (limits.py)
         check_host_limits(total, extras, environ, host_notice)
     render = Renderer(url)
-    changes = sync_site(output, catalogue, render, extras=extras, dry_run=dry_run, progress=report)
+    changes = sync_site(
+        output,
+        catalogue,
+        render,
+        extras=extras,
+        dry_run=dry_run,
+        progress=report,
+        jobs=jobs,
+        waiting=waiting,
+    )
     return Result(total, changes, catalogue, render, extras)
 
 

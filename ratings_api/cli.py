@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from types import FrameType
 from typing import Final
 
 from ratings_api.build import Result, build, count_articles
@@ -26,6 +30,15 @@ from ratings_api.publish import (
 )
 
 HELP_WIDTH: Final = 80  # fixed, so that --help reads the same everywhere (and in docs/cli.md)
+STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(BaseException):
+    """Ctrl-C or SIGTERM: a BaseException, so that no ``except Exception`` swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 def parser() -> argparse.ArgumentParser:
@@ -56,6 +69,12 @@ def parser() -> argparse.ArgumentParser:
         "--check",
         action="store_true",
         help="write nothing; exit 1 if the output is not what a build would make",
+    )
+    command.add_argument(
+        "--jobs",
+        type=_positive,
+        metavar="N",
+        help="write with at most N processes (default: the CPUs this process may use)",
     )
     command.add_argument(
         "--quiet",
@@ -151,19 +170,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     show_progress = not args.quiet and sys.stderr.isatty()
     try:
         target = _publish_target(args.publish)
-        result = build(
-            args.input,
-            args.output,
-            base_url=args.base_url,
-            environ=os.environ,
-            dry_run=args.check,
-            progress=_show_progress if show_progress else None,
-            # Not when publishing to object storage: no static host's limit applies.
-            host_notice=_print_notice if target is None else None,
-        )
+        with _interruptible():
+            result = build(
+                args.input,
+                args.output,
+                base_url=args.base_url,
+                environ=os.environ,
+                dry_run=args.check,
+                progress=_show_progress if show_progress else None,
+                # Not when publishing to object storage: no static host's limit applies.
+                host_notice=_print_notice if target is None else None,
+                jobs=args.jobs,
+                waiting=None if args.quiet else _waiting(args.output),
+            )
     except InputError as error:
         print(error, file=sys.stderr)
         return 2
+    except Interrupted as stop:
+        print(_interrupted(args.output, stop.signum, args.check), file=sys.stderr)
+        return 128 + stop.signum
     finally:
         if show_progress:
             print("\r\x1b[K", end="", file=sys.stderr, flush=True)  # leave a clean line
@@ -195,18 +220,29 @@ def _publish_target(url: str | None) -> Target | None:
 def _publish(args: argparse.Namespace, target: Target, result: Result, show_progress: bool) -> int:
     started = time.perf_counter()
     try:
-        outcome = publish(
-            site_of(result),
-            target,
-            check=args.check,
-            repair=args.repair,
-            max_removals=args.max_removals,
-            workers=args.publish_workers,
-            progress=_show_publishing if show_progress else None,
-        )
+        with _interruptible():
+            outcome = publish(
+                site_of(result),
+                target,
+                check=args.check,
+                repair=args.repair,
+                max_removals=args.max_removals,
+                workers=args.publish_workers,
+                progress=_show_publishing if show_progress else None,
+            )
     except InputError as error:
         print(error, file=sys.stderr)
         return 2
+    except Interrupted as stop:
+        # The state marked every file to touch before the first upload: the next publish
+        # finds them, whatever this one had done.
+        name = signal.Signals(stop.signum).name
+        print(
+            f"{target}: publish interrupted by {name}; each object is whole, old or new: "
+            "publish again to finish",
+            file=sys.stderr,
+        )
+        return 128 + stop.signum
     finally:
         if show_progress:
             print("\r\x1b[K", end="", file=sys.stderr, flush=True)
@@ -241,6 +277,43 @@ def _report_publish_check(line: str, outcome: Outcome, quiet: bool) -> int:
 
 def _show_publishing(stage: str, done: int, total: int) -> None:
     print(f"\r{stage}: {done:,} of {total:,}", end="", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def _interruptible() -> Iterator[None]:
+    """Ctrl-C and SIGTERM stop the build at once, as an Interrupted the caller reports."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set handlers
+        return
+    previous = {number: signal.signal(number, _interrupt) for number in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    del frame
+    raise Interrupted(signum)
+
+
+def _interrupted(output: str, signum: int, check: bool) -> str:
+    name = signal.Signals(signum).name
+    if check:
+        return f"{output}: --check interrupted by {name}"
+    return (
+        f"{output}: build interrupted by {name}; each file is whole, old or new: "
+        "build again to finish"
+    )
+
+
+def _waiting(output: str) -> Callable[[int | None], None]:
+    def say(pid: int | None) -> None:
+        other = "another build" if pid is None else f"the build in process {pid}"
+        print(f"{output}: waiting for {other} to finish", file=sys.stderr, flush=True)
+
+    return say
 
 
 def _show_progress(done: int, total: int) -> None:

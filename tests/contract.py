@@ -105,7 +105,6 @@ POINTS: Final[dict[str, object]] = {
     "the document's own path (`7/rating/index.json`)": 404,
     "a folder without its slash (`/about`)": 404,
     "a dotfile of yours (`/.hidden`)": 404,
-    "the build's record (`/.generate-state`)": 404,
     # Methods
     "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating": NOT_ALLOWED,
     "the same on an unknown id and on `/`": NOT_ALLOWED,

@@ -356,7 +356,6 @@ CLOUDFRONT_FUNCTION_POINTS: Final = (
     "an id of 300 digits",
     "the document's own path (`7/rating/index.json`)",
     "a dotfile of yours (`/.hidden`)",
-    "the build's record (`/.generate-state`)",
     "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating",
     "the same on an unknown id and on `/`",
     "OPTIONS, with or without CORS, on a rating",

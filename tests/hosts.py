@@ -456,7 +456,6 @@ DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
             "that start with a dot (netlify-cli's getDeployFilesFilter, said to match Netlify's "
             "builds)",
         ),
-        "the build's record (`/.generate-state`)": Difference(200, "the same"),
         "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating": Difference(
             "200, no `Allow`, `text/plain` “Method Not Allowed”",
             "after the 200 rewrite, "
@@ -584,7 +583,7 @@ DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
             200,
             "wrangler pages dev serves dotfiles, and `wrangler pages deploy` uploads them "
             "(its IGNORE_LIST holds only `.DS_Store`, `.git`, `.wrangler`, `node_modules` and "
-            "the config files): deploy/cloudflare-pages/build removes the build's record",
+            "the config files): the build keeps its record beside site/, not in it",
         ),
         "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating": Difference(
             "405, no `Allow`, an empty body",

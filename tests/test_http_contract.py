@@ -297,7 +297,6 @@ NOT_FOUND_PATHS: Final = {
     "/nothing.txt": GENERIC_404,  # a name whose type is not JSON: the 404 still is
     "/about": "a folder without its slash (`/about`)",
     "/.hidden": "a dotfile of yours (`/.hidden`)",
-    "/.generate-state": "the build's record (`/.generate-state`)",
     # The publisher's state: an object in the bucket behind the edges, missing elsewhere.
     "/.ratings-api/state.json.gz": GENERIC_404,
 }

@@ -10,7 +10,7 @@ import pytest
 
 from ratings_api.cli import main
 from ratings_api.record import RECORD_NAME, Record, read_record
-from tests.trees import read_tree
+from tests.trees import read_tree, state_of
 
 DOCUMENT = "away/api/articles/{}/rating/index.json"
 
@@ -26,7 +26,7 @@ def build(ratings: Path, site: Path, *extra: str) -> int:
 
 
 def record_of(site: Path) -> Record | None:
-    fd = os.open(site, os.O_RDONLY)
+    fd = os.open(state_of(site), os.O_RDONLY)
     try:
         return read_record(fd)
     finally:
@@ -79,7 +79,7 @@ def test_with_a_record_unchanged_documents_are_not_even_read(tmp_path: Path) -> 
     assert build(ratings, site, "--check") == 0
 
     assert path.read_bytes() == tampered  # the record vouched for it: proof it was not read
-    (site / RECORD_NAME).unlink()
+    (state_of(site) / RECORD_NAME).unlink()
     assert build(ratings, site, "--check") == 1  # without the record, every document is read
     assert build(ratings, site) == 0
     assert b'"4.5"' in path.read_bytes()
@@ -128,7 +128,7 @@ def test_a_damaged_record_is_ignored(tmp_path: Path, damage: Callable[[bytes], b
     assert build(ratings, site) == 0
     expected = read_tree(site)
     (site / DOCUMENT.format(1)).write_bytes(b"edited\n")
-    record = site / RECORD_NAME
+    record = state_of(site) / RECORD_NAME
     record.write_bytes(damage(record.read_bytes()))
 
     assert record_of(site) is None
@@ -162,7 +162,7 @@ def test_a_build_that_fails_leaves_no_record(tmp_path: Path) -> None:
 
     assert build(ratings, site) == 2
 
-    assert not (site / RECORD_NAME).exists()
+    assert not (state_of(site) / RECORD_NAME).exists()
 
 
 def test_numbers_past_64_bits_build_without_a_record(tmp_path: Path) -> None:
@@ -175,5 +175,5 @@ def test_numbers_past_64_bits_build_without_a_record(tmp_path: Path) -> None:
     assert build(ratings, site) == 0
     assert build(ratings, site) == 0
 
-    assert not (site / RECORD_NAME).exists()
+    assert not (state_of(site) / RECORD_NAME).exists()
     assert b'"rating_value": "3.3"' in (site / DOCUMENT.format(1)).read_bytes()

@@ -14,14 +14,15 @@ import pytest
 from ratings_api.cli import main
 from ratings_api.loader import Catalogue
 from ratings_api.rating import Renderer
-from ratings_api.record import RECORD_NAME
-from ratings_api.writer import TMP_NAME, sync_site
-from tests.trees import documents, read_tree, snapshot
+from ratings_api.state import TMP_NAME
+from ratings_api.writer import OLD_STATE_NAME, sync_site
+from tests.trees import documents, read_tree, snapshot, state_of
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD_TIME = 1_000_000_000_000_000_000  # 2001, in nanoseconds: far from any build's clock
 ARTICLES = Path("away/api/articles")
-LEFTOVER = ".generate-1.tmp"  # as a killed build's second writer leaves it
+LEFTOVER = "write-1.tmp"  # as a killed build's second writer leaves it, in its state folder
+OLD_LEFTOVER = ".generate-1.tmp"  # as earlier versions left it, in the output folder
 ONE_ARTICLE = Catalogue(ids=[7], sums=[5], counts=[1])
 RENDER = Renderer("https://example.com")
 
@@ -85,8 +86,6 @@ def test_rebuild_with_nothing_changed_writes_nothing(
     assert build(ratings, site) == 0
 
     after = snapshot(site)
-    # The build's own record is saved anew each time; every published file stays.
-    assert after.pop(RECORD_NAME) != before.pop(RECORD_NAME)
     assert after == before
     assert "; files: 0 written, 0 removed, 9 unchanged in " in capsys.readouterr().out
 
@@ -156,7 +155,6 @@ def test_an_empty_catalogue_removes_the_article_folders_but_not_the_users_files(
     assert build(ratings, site) == 0
 
     assert sorted(os.listdir(site)) == [
-        RECORD_NAME,
         "404.html",
         "CNAME",
         "_redirects",
@@ -197,6 +195,7 @@ def test_check_reports_a_missing_site(tmp_path: Path, capsys: pytest.CaptureFixt
         f"  and 4 more\n"
     )
     assert not site.exists()
+    assert not state_of(site).exists()  # not even the build's state folder
 
 
 def test_check_passes_on_a_fresh_build(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -218,7 +217,7 @@ def test_check_names_edited_stale_and_leftover_files_and_writes_nothing(
     assert build(ratings, site) == 0
     (site / document(2)).write_text('{"edited": true}\n')
     ratings_file(tmp_path, "  1: [5]\n  2: [4]\n")
-    (site / LEFTOVER).write_bytes(b'{"article_url": "ht')
+    (site / OLD_LEFTOVER).write_bytes(b'{"article_url": "ht')
     before = snapshot(site)
     capsys.readouterr()
 
@@ -232,7 +231,7 @@ def test_check_names_edited_stale_and_leftover_files_and_writes_nothing(
         f"  {site / 'away/api/openapi.json'}\n"
         f"  {site / 'index.html'}\n"
         f"  {site / document(3)}\n"
-        f"  {site / LEFTOVER}\n"
+        f"  {site / OLD_LEFTOVER}\n"
     )
     assert snapshot(site) == before
 
@@ -252,12 +251,26 @@ def test_a_build_consumes_the_leftover_of_a_killed_build(tmp_path: Path) -> None
     site = tmp_path / "site"
     ratings = ratings_file(tmp_path, "  1: [5]\n")
     assert build(ratings, site) == 0
-    (site / LEFTOVER).write_bytes(b'{"article_url": "ht')
+    (state_of(site) / LEFTOVER).write_bytes(b'{"article_url": "ht')
 
     assert build(ratings, site) == 0
 
     assert sorted(documents(site)) == [str(document(1))]
-    assert not [name for name in os.listdir(site) if TMP_NAME.fullmatch(name)]
+    assert sorted(os.listdir(state_of(site))) == ["lock", "record"]
+
+
+def test_a_build_removes_the_state_earlier_versions_kept_in_the_output(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    ratings = ratings_file(tmp_path, "  1: [5]\n")
+    assert build(ratings, site) == 0
+    expected = read_tree(site)
+    for name in (".generate-state", ".generate-state.tmp", OLD_LEFTOVER):
+        (site / name).write_bytes(b"ratings-api build record 1\n")
+
+    assert build(ratings, site) == 0
+
+    assert read_tree(site) == expected
+    assert not [name for name in os.listdir(site) if OLD_STATE_NAME.fullmatch(name)]
 
 
 def limit_file_size(size: int) -> None:
@@ -306,7 +319,8 @@ def test_a_write_cut_short_leaves_whole_documents(tmp_path: Path) -> None:
         b'"rating_sum": 10, "rating_count": 2, "rating_value": "5.0"}\n'
     )
     assert tree[str(document(2))] == old[str(document(2))]
-    leftovers = [path for path in site.iterdir() if TMP_NAME.fullmatch(path.name)]
+    assert not [path for path in site.iterdir() if path.name.startswith(".")]
+    leftovers = [path for path in state_of(site).iterdir() if TMP_NAME.fullmatch(path.name)]
     assert len(leftovers) == 1
     assert (
         len(leftovers[0].read_bytes()) == limit
@@ -322,17 +336,17 @@ def test_a_write_cut_short_leaves_whole_documents(tmp_path: Path) -> None:
 
 def test_a_build_killed_midway_leaves_whole_documents(tmp_path: Path) -> None:
     site = tmp_path / "site"
-    articles = "".join(f"  {n}: [{n % 5 + 1}]\n" for n in range(1, 2001))
+    articles = "".join(f"  {n}: [{n % 5 + 1}]\n" for n in range(1, 10001))
     ratings = ratings_file(tmp_path, articles, base_url="https://old.example")
     assert build(ratings, site) == 0
     old = documents(site)
     ratings_file(tmp_path, articles, base_url="https://new.example")
-    process = run_generate("--input", str(ratings), "--output", str(site))
+    process = run_generate("--input", str(ratings), "--output", str(site), start_new_session=True)
     probe = site / document(1)
     try:
         while b"old.example" in probe.read_bytes() and process.poll() is None:
             pass  # until the rewrite has begun
-        process.kill()
+        os.killpg(process.pid, signal.SIGKILL)  # the build and its writer processes
     finally:
         process.communicate(timeout=60)
     assert process.returncode == -signal.SIGKILL, "the build finished before it could be killed"
@@ -387,7 +401,7 @@ def test_other_generated_files_are_written_only_when_they_change(tmp_path: Path)
     assert (second.written, second.unchanged) == (1, 2)
     assert (site / "_redirects").read_bytes() == b"changed\n"
     assert (site / "away/api/openapi.json").stat().st_mtime_ns == OLD_TIME
-    assert not [name for name in os.listdir(site) if TMP_NAME.fullmatch(name)]
+    assert sorted(os.listdir(state_of(site))) == ["lock", "record"]
 
 
 def test_check_names_missing_generated_files(tmp_path: Path) -> None:

@@ -7,21 +7,25 @@ import os
 from pathlib import Path
 
 from ratings_api.rating import ARTICLES_PATH
-from ratings_api.record import RECORD_NAME
+from ratings_api.state import state_path
 
 
 def read_tree(root: Path, under: str = "") -> dict[str, bytes]:
     """Every file below ``root`` (or ``root / under``) by its path from ``root``.
 
-    All but the build's own record, which holds inode numbers and times,
-    different at every build by nature; the tests of the record look at it
-    by name.
+    All of them: the build keeps its record and temporary files outside
+    the output folder (``state_of``).
     """
     return {
         str(path.relative_to(root)): path.read_bytes()
         for path in sorted((root / under).rglob("*"))
-        if path.is_file() and path.name != RECORD_NAME
+        if path.is_file()
     }
+
+
+def state_of(root: Path) -> Path:
+    """The build's state folder for the output folder ``root``: beside it."""
+    return Path(state_path(str(root)))
 
 
 def documents(root: Path) -> dict[str, bytes]:
