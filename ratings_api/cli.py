@@ -140,7 +140,7 @@ def _count(text: str) -> int:
 def _positive(text: str) -> int:
     number = _count(text)
     if number == 0:
-        raise argparse.ArgumentTypeError("expected at least 1")
+        raise argparse.ArgumentTypeError(f"expected a whole number, 1 or more, found '{text}'")
     return number
 
 

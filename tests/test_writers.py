@@ -247,14 +247,23 @@ def test_cgroup_cpu_quotas_are_read(
     assert cgroup_cpus(str(tmp_path / "self-cgroup"), str(root)) == cpus
 
 
-def test_jobs_must_be_a_positive_number(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("0", "expected a whole number, 1 or more, found '0'"),
+        ("two", "expected a whole number, found 'two'"),
+        ("-1", "expected a whole number, found '-1'"),
+    ],
+)
+@pytest.mark.parametrize("option", ["--jobs", "--publish-workers"])
+def test_jobs_must_be_a_positive_number(
+    capsys: pytest.CaptureFixture[str], option: str, value: str, expected: str
+) -> None:
     with pytest.raises(SystemExit) as exit:
-        main(["--jobs", "0"])
+        main([option, value])
 
     assert exit.value.code == 2
-    assert capsys.readouterr().err.endswith(
-        "generate.py: error: argument --jobs: a number of processes, 1 or more, not '0'\n"
-    )
+    assert capsys.readouterr().err.endswith(f"generate.py: error: argument {option}: {expected}\n")
 
 
 # --- one build at a time ---------------------------------------------------
