@@ -204,6 +204,8 @@ def sync_site(
         elif not os.path.isdir(root):
             return _all_missing(root, catalogue, extras or {})
         root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileExistsError:  # makedirs' word for a file where the folder should be
+        raise _write_error(root, NotADirectoryError(errno.ENOTDIR, "Not a directory")) from None
     except OSError as error:
         raise _write_error(root, error) from None
     try:

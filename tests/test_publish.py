@@ -471,6 +471,38 @@ def test_a_publish_killed_midway_converges_when_run_again(project: Project) -> N
     project.assert_published()
 
 
+@pytest.mark.parametrize(("stop", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_interrupted_publish_converges(project: Project, stop: signal.Signals, code: int) -> None:
+    project.ratings.write_text(many(600))
+    assert project.run("--quiet").returncode == 0
+    process = subprocess.Popen(
+        project.command(
+            "--quiet", "--publish", f"s3://{project.bucket}/p", "--publish-workers", "2"
+        ),
+        env=project.environ(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while project.proxy.count("PUT") < 100 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    process.send_signal(stop)
+    stopped = time.monotonic()
+    stdout, stderr = process.communicate(timeout=30)
+    assert time.monotonic() - stopped < 5, "the publish went on after the signal"
+    assert project.proxy.count("PUT") < 600, "interrupted too late to test anything"
+    assert (process.returncode, stdout, stderr) == (
+        code,
+        "",
+        f"s3://{project.bucket}/p: publish interrupted by {stop.name}; each object is whole, "
+        "old or new: publish again to finish\n",
+    )
+    done = project.publish()
+    assert done.returncode == 0, done.stderr
+    project.assert_published()
+
+
 def test_a_store_going_away_midway_exits_2_and_the_next_publish_converges(
     project: Project,
 ) -> None:
