@@ -495,8 +495,10 @@ def test_interrupted_publish_converges(project: Project, stop: signal.Signals, c
     assert (process.returncode, stdout, stderr) == (
         code,
         "",
-        f"s3://{project.bucket}/p: publish interrupted by {stop.name}; each object is whole, "
-        "old or new: publish again to finish\n",
+        (
+            f"s3://{project.bucket}/p: publish interrupted by {stop.name}; each object is whole, "
+            "old or new: publish again to finish\n"
+        ),
     )
     done = project.publish()
     assert done.returncode == 0, done.stderr
