@@ -16,9 +16,7 @@ The third, CloudFront, cannot run here: its function is tested in node
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -263,30 +261,10 @@ def nginx_edge_conf(port: int, store_port: int, folder: Path) -> str:
 
 def start_edge_nginx(folder: Path, store_port: int) -> tuple[subprocess.Popen[bytes], int, Path]:
     """nginx with deploy/nginx-object-storage.conf, its files in ``folder``: process, port, log."""
-    from tests.hosts import NGINX_MAIN, free_port, started
+    from tests.hosts import free_port, run_nginx
 
     port = free_port()
-    (folder / "ratings.conf").write_text(
-        nginx_edge_conf(port, store_port, folder), encoding="utf-8"
-    )
-    # As root, nginx's workers would run as nobody, who cannot enter pytest's 0700 folders.
-    user = "user root;\n" if os.geteuid() == 0 else ""
-    main = folder / "nginx.conf"
-    main.write_text(NGINX_MAIN.format(user=user, folder=folder), encoding="utf-8")
-    log = folder / "nginx-error.log"
-    log.touch()
-    command = [
-        shutil.which("nginx") or "/usr/sbin/nginx",
-        "-p",
-        str(folder),
-        "-c",
-        str(main),
-        "-e",
-        str(log),
-        "-g",
-        "daemon off;",
-    ]
-    process, _ = started(command, folder, log, r"start worker process", port=port)
+    process, log = run_nginx(folder, port, nginx_edge_conf(port, store_port, folder))
     return process, port, log
 
 

@@ -218,7 +218,13 @@ def start_nginx(folder: Path, ratings: str = RATINGS) -> Host:
     install_host_tools()
     site = build_project(folder, ratings)
     port = free_port()
-    (folder / "ratings.conf").write_text(nginx_site_conf(port, site), encoding="utf-8")
+    process, log = run_nginx(folder, port, nginx_site_conf(port, site))
+    return Host("nginx", port, site, BASE_URL, process, log, DIFFERENCES["nginx"])
+
+
+def run_nginx(folder: Path, port: int, server: str) -> tuple[subprocess.Popen[bytes], Path]:
+    """Debian's nginx in the foreground with the server block ``server``, its files in ``folder``."""
+    (folder / "ratings.conf").write_text(server, encoding="utf-8")
     # As root, nginx's workers would run as nobody, who cannot enter pytest's 0700 folders.
     user = "user root;\n" if os.geteuid() == 0 else ""
     main = folder / "nginx.conf"
@@ -237,7 +243,7 @@ def start_nginx(folder: Path, ratings: str = RATINGS) -> Host:
         "daemon off;",
     ]
     process, _ = started(command, folder, log, r"start worker process", port=port)
-    return Host("nginx", port, site, BASE_URL, process, log, DIFFERENCES["nginx"])
+    return process, log
 
 
 # netlify dev
