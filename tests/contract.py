@@ -411,3 +411,23 @@ def reasons_list(differences: Mapping[str, Mapping[str, Difference]]) -> str:
             if difference.value != NOT_RUN
         ]
     return "\n".join(lines) + "\n"
+
+
+# nginx's own reading of the request line, before any configuration applies: the
+# same for nginx serving a folder and nginx in front of a bucket (tests/edges.py).
+NGINX_REQUEST_LINE: Final[dict[str, Difference]] = {
+    "above the root (`../`, `%2e%2e`, `..%2f`, 1,300 × `../`)": Difference(
+        400,
+        "nginx resolves `..` segments, decoded, before any location applies, and "
+        "refuses a path that climbs above the root",
+    ),
+    "an absolute-form target (`http://127.0.0.1/../secret.txt`)": Difference(
+        400,
+        "the same: its path climbs above the root",
+    ),
+    "`%00` in the path": Difference(400, "nginx refuses a path that decodes to a NUL byte"),
+    "a NUL byte in the request line": Difference(
+        400,
+        "nginx refuses a request line holding a NUL byte",
+    ),
+}

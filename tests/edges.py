@@ -35,6 +35,7 @@ from ratings_api.publish import (
 )
 from tests.contract import (
     FOUND,
+    NGINX_REQUEST_LINE,
     NOT_RUN,
     POINTS,
     RATINGS,
@@ -390,20 +391,7 @@ DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
             "162 bytes of `text/html`",
             "nginx's `return 301` always sends its own HTML page",
         ),
-        "above the root (`../`, `%2e%2e`, `..%2f`, 1,300 × `../`)": Difference(
-            400,
-            "nginx resolves `..` segments, decoded, before any location applies, and "
-            "refuses a path that climbs above the root",
-        ),
-        "an absolute-form target (`http://127.0.0.1/../secret.txt`)": Difference(
-            400,
-            "the same: its path climbs above the root",
-        ),
-        "`%00` in the path": Difference(400, "nginx refuses a path that decodes to a NUL byte"),
-        "a NUL byte in the request line": Difference(
-            400,
-            "nginx refuses a request line holding a NUL byte",
-        ),
+        **NGINX_REQUEST_LINE,
     },
     "Worker → R2": {
         "the `charset` of HTML and text files": Difference(

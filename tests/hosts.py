@@ -37,6 +37,7 @@ from typing import Final
 from ratings_api.build import build
 from tests.contract import (
     FOUND,
+    NGINX_REQUEST_LINE,
     NO_ANSWER,
     RATINGS,
     REPO,
@@ -398,20 +399,7 @@ DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
             "nginx's `charset utf-8` writes the parameter unquoted, as "
             "most servers do; quoted or not, it is the same value (RFC 9110, 5.6.6)",
         ),
-        "above the root (`../`, `%2e%2e`, `..%2f`, 1,300 × `../`)": Difference(
-            400,
-            "nginx resolves `..` segments, decoded, before any location applies, and "
-            "refuses a path that climbs above the root",
-        ),
-        "an absolute-form target (`http://127.0.0.1/../secret.txt`)": Difference(
-            400,
-            "the same: its path climbs above the root",
-        ),
-        "`%00` in the path": Difference(400, "nginx refuses a path that decodes to a NUL byte"),
-        "a NUL byte in the request line": Difference(
-            400,
-            "nginx refuses a request line holding a NUL byte",
-        ),
+        **NGINX_REQUEST_LINE,
     },
     "netlify dev": {
         "`Content-Type` of a JSON file": Difference(
