@@ -13,6 +13,7 @@ from ratings_api.hosting import hosting_files
 from ratings_api.limits import check as check_host_limits
 from ratings_api.loader import Catalogue, load
 from ratings_api.rating import Renderer
+from ratings_api.record import shared_columns
 from ratings_api.state import Waiting
 from ratings_api.writer import Changes, sync_site
 
@@ -95,9 +96,19 @@ def read_input(path: str) -> bytes:
 
 
 def load_catalogue(path: str, data: bytes) -> Catalogue:
-    """The fast reading where it applies, else the event walker, which also reports errors."""
+    """The fast reading where it applies, else the event walker, which also reports errors.
+
+    The columns come back in shared memory where every number fits in 64 bits
+    (``record.shared_columns``), so that forked writers do not each count the
+    lists in their resident memory; else as the lists read.
+    """
     catalogue = load_fast(path, data)
-    return load(path, data) if catalogue is None else catalogue
+    if catalogue is None:
+        catalogue = load(path, data)
+    columns = shared_columns(catalogue.ids, catalogue.sums, catalogue.counts)
+    if columns is not None:
+        catalogue.ids, catalogue.sums, catalogue.counts = columns
+    return catalogue
 
 
 def resolve_base_url(

@@ -16,6 +16,7 @@ import heapq
 import json
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import count as counting
 from pathlib import Path
@@ -122,7 +123,7 @@ def first_unrated(catalogue: Catalogue) -> Article | None:
     return None if smallest is None else Article(smallest, 0, 0)
 
 
-def missing_id(ids: list[int]) -> int:
+def missing_id(ids: Sequence[int]) -> int:
     """An id that no article has, for the examples of a 404: one past the largest, usually."""
     largest = max(ids, default=0)
     if largest < MAX_ID:

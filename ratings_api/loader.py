@@ -10,7 +10,7 @@ articles), and stops at the first alias, tag or unexpected nesting.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, NoReturn, cast
 
@@ -48,11 +48,14 @@ Parser = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
 
 @dataclass
 class Catalogue:
-    """What ratings.yaml says, validated: parallel lists, one entry an article."""
+    """What ratings.yaml says, validated: parallel columns, one entry an article.
 
-    ids: list[int] = field(default_factory=list)
-    sums: list[int] = field(default_factory=list)
-    counts: list[int] = field(default_factory=list)
+    Read as lists; ``build`` moves them into shared memory for the writers.
+    """
+
+    ids: Sequence[int] = field(default_factory=list)
+    sums: Sequence[int] = field(default_factory=list)
+    counts: Sequence[int] = field(default_factory=list)
     scale: tuple[int, int] | None = None
     base_url: str | None = None
     base_url_at: str = ""  # "FILE:LINE:COL" of base_url, for messages about it
@@ -143,6 +146,9 @@ class Walker:
         # at StreamEndEvent; a cast, not a check, as this is called for every event.
         self.next_event = cast("Callable[[], Event]", Parser(data).get_event)
         self.catalogue = Catalogue(scale=scale)
+        self.ids: list[int] = []
+        self.sums: list[int] = []
+        self.counts: list[int] = []
         self.scale_came_late = False
         self.articles_line = -1  # where the key 'articles' is, counted from 0
         self.articles_column = -1
@@ -186,6 +192,9 @@ class Walker:
         after = self.next_event()
         if not isinstance(after, StreamEndEvent):
             self.fail(after, "only one YAML document is allowed")
+        self.catalogue.ids, self.catalogue.sums, self.catalogue.counts = (
+            self.ids, self.sums, self.counts
+        )  # fmt: skip
         return self.catalogue
 
     def top_mapping(self) -> None:
@@ -296,9 +305,9 @@ class Walker:
                 f"article {article_id}: expected a list of ratings or "
                 f"{{sum: ..., count: ...}}, found {_describe(value)}",
             )
-        self.catalogue.ids.append(article_id)
-        self.catalogue.sums.append(total)
-        self.catalogue.counts.append(count)
+        self.ids.append(article_id)
+        self.sums.append(total)
+        self.counts.append(count)
 
     def ratings(self, article_id: int) -> tuple[int, int]:
         scale = self.catalogue.scale

@@ -20,32 +20,59 @@ leaves none and the next one checks every document.
 
 It lives in the build's state folder beside the output folder (see
 ``state.py``), never in what is published.
+
+Its columns, and the catalogue's, are held in memory mapped shared and
+anonymous (``shared_columns``), not in the heap: a forked writer process gets
+no copy of the page table entries of such a mapping, and its resident memory
+grows only by the pages of the batches it reads. Heap memory would count whole
+in every writer's resident size: at a million articles, three processes
+summed 469 MB that way, against the issue's 400.
 """
 
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, cast
 
 RECORD_NAME: Final = "record"
 RECORD_TMP: Final = "record.tmp"
 MAGIC: Final = b"ratings-api build record 2\n"
 COLUMNS: Final = 6  # ids, sums, counts, inodes, times, sizes
+HEAD_MAX: Final = 65536  # bytes read for the lines before the columns (the stamp holds a URL)
 FolderIdentity = tuple[int, int, int, int, int]  # device, inode, ctime, links, size
+Column = memoryview  # of signed 64-bit numbers ("q"), in shared memory
 
 
-def empty(size: int) -> array[int]:
-    """A column of ``size`` zeros."""
-    return from_bytes(bytes(8 * size))
+def shared_memory(size: int) -> memoryview:
+    """``size`` bytes of zeros, mapped shared and anonymous: see the module's text."""
+    return memoryview(mmap.mmap(-1, max(1, size)))[:size]
 
 
-def from_bytes(data: bytes | memoryview) -> array[int]:
-    column = array("q")  # array("q", data) would take each byte for an item
-    column.frombytes(data)
-    return column
+def shared_columns(
+    ids: Sequence[int], sums: Sequence[int], counts: Sequence[int]
+) -> tuple[Column, Column, Column] | None:
+    """A catalogue's columns in shared memory, or None if a number needs more than 64 bits.
+
+    Columns that are all in shared memory already (this function's result)
+    are taken as they are.
+    """
+    shared = (ids, sums, counts)
+    if all(isinstance(column, memoryview) for column in shared):
+        return cast("tuple[Column, Column, Column]", shared)
+    size = len(ids)
+    memory = shared_memory(3 * 8 * size)
+    ids_, sums_, counts_ = (memory[n * 8 * size : (n + 1) * 8 * size].cast("q") for n in range(3))
+    try:
+        for target, column in ((ids_, ids), (sums_, sums), (counts_, counts)):
+            target[:] = array("q", column)
+    except OverflowError:
+        return None
+    return ids_, sums_, counts_
 
 
 def folder_identity(status: os.stat_result) -> FolderIdentity:
@@ -59,25 +86,15 @@ class Record:
 
     stamp: str  # what else every document depends on: the format and the base URL
     folder: FolderIdentity  # the articles folder, as the build left it
-    ids: array[int]
-    sums: array[int]
-    counts: array[int]
-    inodes: array[int]
-    times: array[int]
-    sizes: array[int]
+    ids: Column
+    sums: Column
+    counts: Column
+    inodes: Column
+    times: Column
+    sizes: Column
 
-    def columns(self) -> tuple[array[int], ...]:
+    def columns(self) -> tuple[Column, ...]:
         return self.ids, self.sums, self.counts, self.inodes, self.times, self.sizes
-
-
-def columns_for(
-    ids: list[int], sums: list[int], counts: list[int]
-) -> tuple[array[int], array[int], array[int]] | None:
-    """The catalogue as record columns, or None if a number needs more than 64 bits."""
-    try:
-        return array("q", ids), array("q", sums), array("q", counts)
-    except OverflowError:
-        return None
 
 
 def read_record(state_fd: int) -> Record | None:
@@ -89,22 +106,25 @@ def read_record(state_fd: int) -> Record | None:
             return None  # none, or a link put there: not ours to follow
         raise
     with os.fdopen(fd, "rb") as file:
-        data = file.read()
-    if not data.startswith(MAGIC):
+        data = shared_memory(os.fstat(file.fileno()).st_size)
+        if file.readinto(data) != len(data) or file.read(1):
+            return None  # changed while read: not ours, or not whole
+    if bytes(data[: len(MAGIC)]) != MAGIC:
         return None
-    lines = data[len(MAGIC) :].split(b"\n", 3)
-    if len(lines) < 4:
+    head = bytes(data[len(MAGIC) : len(MAGIC) + HEAD_MAX]).split(b"\n", 3)
+    if len(head) < 4:
         return None
     try:
-        stamp = lines[0].decode()
-        numbers = tuple(int(number) for number in lines[1].split())
-        size = int(lines[2])
+        stamp = head[0].decode()
+        numbers = tuple(int(number) for number in head[1].split())
+        size = int(head[2])
     except ValueError:
         return None
-    body = memoryview(lines[3])
-    if len(numbers) != 5 or len(body) != COLUMNS * 8 * size:
+    start = len(MAGIC) + sum(len(line) + 1 for line in head[:3])
+    if len(numbers) != 5 or len(data) - start != COLUMNS * 8 * size:
         return None
-    columns = [from_bytes(body[n * 8 * size : (n + 1) * 8 * size]) for n in range(COLUMNS)]
+    body = data[start:]
+    columns = [body[n * 8 * size : (n + 1) * 8 * size].cast("q") for n in range(COLUMNS)]
     folder = (numbers[0], numbers[1], numbers[2], numbers[3], numbers[4])
     return Record(stamp, folder, *columns)
 
@@ -116,7 +136,7 @@ def write_record(state_fd: int, record: Record) -> None:
         folder = b" ".join(b"%d" % number for number in record.folder)
         file.write(MAGIC + record.stamp.encode() + b"\n" + folder + b"\n%d\n" % len(record.ids))
         for column in record.columns():
-            column.tofile(file)
+            file.write(column)
     os.replace(RECORD_TMP, RECORD_NAME, src_dir_fd=state_fd, dst_dir_fd=state_fd)
 
 

@@ -31,13 +31,11 @@ from __future__ import annotations
 import dataclasses
 import errno
 import gc
-import mmap
 import os
 import re
 import stat
 import threading
 import time
-from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -46,13 +44,14 @@ from ratings_api.errors import InputError
 from ratings_api.loader import Catalogue
 from ratings_api.rating import ARTICLES_PATH, Renderer
 from ratings_api.record import (
+    Column,
     Record,
-    columns_for,
     create_exclusive,
     folder_identity,
-    from_bytes,
     read_record,
     remove_record,
+    shared_columns,
+    shared_memory,
     write_record,
 )
 from ratings_api.state import (
@@ -106,12 +105,12 @@ class _Shared:
     """Numbers the writers fill in, one slot each, in memory shared across fork()."""
 
     def __init__(self, size: int, workers: int) -> None:
-        self._memory = mmap.mmap(-1, max(1, 8 * (3 * size + workers)))
         column = 8 * size
-        view = memoryview(self._memory)
-        self.columns = [view[n * column : (n + 1) * column] for n in range(3)]
-        self.inodes, self.times, self.sizes = (part.cast("q") for part in self.columns)
-        self.done = view[3 * column : 3 * column + 8 * workers].cast("q")  # articles, per writer
+        view = shared_memory(8 * (3 * size + workers))
+        self.inodes, self.times, self.sizes = (
+            view[n * column : (n + 1) * column].cast("q") for n in range(3)
+        )
+        self.done = view[3 * column :].cast("q")  # articles, per writer
 
     def keep(self, index: int, status: os.stat_result) -> None:
         self.inodes[index] = status.st_ino
@@ -172,8 +171,8 @@ class _Previous:
         return sorted(set(self.record.ids).difference(listed))
 
 
-def _same_ids(recorded: array[int], ids: Sequence[int]) -> bool:
-    if isinstance(ids, array):
+def _same_ids(recorded: Column, ids: Sequence[int]) -> bool:
+    if isinstance(ids, memoryview):
         return recorded == ids
     return len(recorded) == len(ids) and recorded.tolist() == list(ids)
 
@@ -246,7 +245,7 @@ def _sync_locked(
         _sync_extras(root, root_fd, -1, extras, changes, dry_run)
         return changes
     try:
-        columns = columns_for(catalogue.ids, catalogue.sums, catalogue.counts)
+        columns = shared_columns(catalogue.ids, catalogue.sums, catalogue.counts)
         ids, sums, counts = columns or (catalogue.ids, catalogue.sums, catalogue.counts)
         previous = _Previous(root, articles_fd, record, ids)
         workers = _workers(jobs, len(ids))
@@ -263,9 +262,11 @@ def _sync_locked(
             _prune_empty(root_fd)
         _sync_extras(root, root_fd, site.state_fd, extras, changes, dry_run)
         if not dry_run and columns is not None and state is not None:
-            inodes, times, sizes = (from_bytes(part) for part in shared.columns)
             folder = folder_identity(os.fstat(articles_fd))
-            write_record(state.fd, Record(render.stamp, folder, *columns, inodes, times, sizes))
+            write_record(
+                state.fd,
+                Record(render.stamp, folder, *columns, shared.inodes, shared.times, shared.sizes),
+            )
     finally:
         os.close(articles_fd)
     return changes

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ratings_api.cli import main
-from ratings_api.record import RECORD_NAME, Record, read_record
+from ratings_api.record import MAGIC, RECORD_NAME, Record, read_record
 from tests.trees import read_tree, state_of
 
 DOCUMENT = "away/api/articles/{}/rating/index.json"
@@ -120,6 +120,9 @@ def test_with_a_record_dropped_articles_are_removed(tmp_path: Path) -> None:
         pytest.param(lambda data: data[:-1], id="truncated"),
         pytest.param(lambda data: b"something else\n" + data, id="foreign"),
         pytest.param(lambda data: data.replace(b"\n2\n", b"\nx\n", 1), id="bad-count"),
+        pytest.param(lambda data: data.replace(b"\n2\n", b"\n-1\n", 1), id="negative-count"),
+        pytest.param(lambda data: data + bytes(8), id="longer"),
+        pytest.param(lambda data: data[: data.index(b"\n", len(MAGIC)) + 1], id="head-cut"),
     ],
 )
 def test_a_damaged_record_is_ignored(tmp_path: Path, damage: Callable[[bytes], bytes]) -> None:
