@@ -112,10 +112,10 @@ def published_objects(folder: Path, site: Path) -> list[dict[str, str]]:
     from tests.hosts import BASE_URL
 
     result = build(str(folder / "ratings.yaml"), str(site), base_url=BASE_URL, environ={})
-    published = site_of(result).digests()
-    paths = list(published)
-    state = folder / "publish-state.json.gz"
-    state.write_bytes(encode_state({path: digest for path, (digest, _) in published.items()}))
+    published = site_of(result)
+    paths = [path for path, _ in published.paths()]
+    state = folder / "publish-state.gz"
+    state.write_bytes(encode_state(published.state()[0]))
     objects = [
         {
             "key": f"{PREFIX}/{path}",

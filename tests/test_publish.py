@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gzip
-import json
+import hashlib
 import os
 import re
 import signal
@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Final
 
@@ -20,11 +20,16 @@ import pytest
 from ratings_api import publish as publishing
 from ratings_api.build import build
 from ratings_api.cli import main
+from ratings_api.errors import InputError
+from ratings_api.loader import Catalogue
+from ratings_api.rating import Renderer
+from ratings_api.record import shared_columns
 from tests.objectstore import CountingProxy, Store, free_port, start_counting_proxy
 
 REPO: Final = Path(__file__).resolve().parent.parent
 CACHE_CONTROL: Final = "public, max-age=0, must-revalidate"
-STATE_KEY: Final = ".ratings-api/state.json.gz"
+STATE_KEY: Final = ".ratings-api/state.gz"
+BASE: Final = "https://ratings.example.com"
 RATINGS: Final = """\
 base_url: https://ratings.example.com
 scale: [1, 5]
@@ -126,18 +131,17 @@ class Project:
             if path.is_file() and path.name != "_redirects" and not path.name.startswith(".")
         }
 
-    def state(self, prefix: str = "p/") -> dict[str, str]:
+    def state(self, prefix: str = "p/") -> dict[str, bool]:
+        """Each file the state records, and whether it knows its bytes."""
         body = self.store.client().get_object(Bucket=self.bucket, Key=prefix + STATE_KEY)
-        files: dict[str, str] = json.loads(gzip.decompress(body["Body"].read()))["files"]
-        return files
+        return recorded(body["Body"].read())
 
     def assert_published(self, prefix: str = "p/") -> None:
         """The bucket under ``prefix`` holds exactly the site and its state."""
         stored = self.objects(prefix)
-        state = stored.pop(prefix + STATE_KEY)
+        state = recorded(stored.pop(prefix + STATE_KEY))
         assert stored == self.site(prefix)
-        files = json.loads(gzip.decompress(state))["files"]
-        assert set(files) == {key[len(prefix) :] for key in stored}
+        assert state == dict.fromkeys((key[len(prefix) :] for key in stored), True)
 
 
 @pytest.fixture(scope="module")
@@ -155,6 +159,11 @@ def project(
     object_store.create_bucket(bucket)
     proxy.clear()
     return Project(tmp_path, object_store, proxy, bucket)
+
+
+def recorded(state: bytes) -> dict[str, bool]:
+    """The files a state object records, and whether it knows each one's bytes."""
+    return dict(publishing.decode_state(state, "").entries())
 
 
 def summary(uploaded: int, removed: int, unchanged: int, requests: int, target: str) -> str:
@@ -248,9 +257,9 @@ def test_removed_articles_go_and_the_users_objects_stay(project: Project) -> Non
     assert "p/" + document(2) not in stored
     site = project.site()
     site.pop("p/CNAME")
-    state = stored.pop("p/" + STATE_KEY)
+    state = recorded(stored.pop("p/" + STATE_KEY))
     assert stored == site
-    assert set(json.loads(gzip.decompress(state))["files"]) == {key[2:] for key in stored}
+    assert state == dict.fromkeys((key[2:] for key in stored), True)
 
 
 # The removal guard and --check
@@ -463,7 +472,7 @@ def test_a_publish_killed_midway_converges_when_run_again(project: Project) -> N
     process.wait()
     assert 100 <= project.proxy.count("PUT") < 302, "killed too late to test anything"
     state = project.state()
-    assert sum(1 for digest in state.values() if digest == "") == 300 + 300 + 2
+    assert sum(1 for known in state.values() if not known) == 300 + 300 + 2
     # The next publish, even of another catalogue, ends with exactly its site.
     project.ratings.write_text(many(500, first=250))
     done = project.publish("--max-removals", "1000")
@@ -623,4 +632,162 @@ def test_publish_and_serve_do_not_go_together(capsys: pytest.CaptureFixture[str]
     assert exit_.value.code == 2
     assert capsys.readouterr().err.endswith(
         "generate.py: error: --publish and --serve do not go together\n"
+    )
+
+
+# The state and the plan, without a store
+
+
+def site_of_numbers(numbers: dict[int, tuple[int, int]], base_url: str = BASE) -> publishing.Site:
+    catalogue = Catalogue(
+        ids=list(numbers),
+        sums=[total for total, _ in numbers.values()],
+        counts=[count for _, count in numbers.values()],
+    )
+    columns = shared_columns(catalogue.ids, catalogue.sums, catalogue.counts)
+    if columns is not None:
+        catalogue.ids, catalogue.sums, catalogue.counts = columns
+    return publishing.Site(catalogue, Renderer(base_url), {"index.html": b"<!doctype html>\n"})
+
+
+def published(site: publishing.Site) -> publishing.State:
+    """The state of ``site``, once written to the bucket and read back."""
+    return publishing.decode_state(publishing.encode_state(site.state()[0]), '"etag"')
+
+
+def uploads(todo: publishing.Plan) -> list[str]:
+    return [path for path, _ in todo.uploads]
+
+
+def test_a_state_read_back_is_the_state_written() -> None:
+    site = site_of_numbers({7: (29, 6), 2**62: (0, 0), 3: (-5, 1)})
+    state = published(site)
+
+    assert (state.stamp, list(state.ids), list(state.sums), list(state.counts)) == (
+        Renderer(BASE).stamp,
+        [7, 2**62, 3],
+        [29, 0, -5],
+        [6, 0, 1],
+    )
+    assert state.files == {"index.html": hashlib.md5(b"<!doctype html>\n").hexdigest()}
+    assert dict(state.entries()) == {
+        document(7): True,
+        document(2**62): True,
+        document(3): True,
+        "index.html": True,
+    }
+    assert publishing.encode_state(state) == publishing.encode_state(site.state()[0])
+
+
+def test_the_same_site_plans_nothing() -> None:
+    site = site_of_numbers({n: (n % 7, n % 3) for n in range(1, 10_001)})
+
+    todo, final = publishing.plan(site, published(site))
+
+    assert (todo.uploads, todo.removals, todo.unchanged) == ([], [], 10_001)
+    assert publishing.encode_state(final) == publishing.encode_state(site.state()[0])
+
+
+@pytest.mark.parametrize("place", [0, 4095, 4096, 9999])
+def test_one_number_changed_anywhere_uploads_that_document(place: int) -> None:
+    numbers = {n: (n % 7, n % 3) for n in range(1, 10_001)}
+    before = published(site_of_numbers(numbers))
+    article = place + 1
+    numbers[article] = (numbers[article][0] + 1, numbers[article][1])
+
+    todo, _ = publishing.plan(site_of_numbers(numbers), before)
+
+    assert (uploads(todo), todo.removals, todo.unchanged) == ([document(article)], [], 10_000)
+    assert todo.uploads == [(document(article), place)]
+
+
+def test_articles_added_moved_and_removed() -> None:
+    before = published(site_of_numbers({1: (5, 1), 2: (4, 1), 3: (3, 1), 4: (2, 1)}))
+
+    todo, _ = publishing.plan(site_of_numbers({4: (2, 1), 9: (1, 1), 1: (5, 1), 3: (3, 2)}), before)
+
+    assert uploads(todo) == [document(9), document(3)]
+    assert todo.removals == [document(2)]
+    assert todo.unchanged == 3  # 4, 1 and index.html
+
+
+def test_another_base_url_uploads_every_document() -> None:
+    numbers = {1: (5, 1), 2: (4, 1)}
+    before = published(site_of_numbers(numbers))
+
+    todo, _ = publishing.plan(site_of_numbers(numbers, "https://other.example.com"), before)
+
+    assert (uploads(todo), todo.removals, todo.unchanged) == ([document(1), document(2)], [], 1)
+
+
+def test_numbers_past_64_bits_are_recorded_by_digest_and_back() -> None:
+    small = {1: (5, 1), 2: (4, 1)}
+    large = {1: (5, 1), 2: (2**70, 2**64)}
+    first = published(site_of_numbers(small))
+
+    todo, final = publishing.plan(site_of_numbers(large), first)
+
+    assert (uploads(todo), todo.removals) == ([document(1), document(2)], [])
+    assert (list(final.ids), sorted(final.files)) == (
+        [],
+        sorted([*map(document, (1, 2)), "index.html"]),
+    )
+    state = publishing.decode_state(publishing.encode_state(final), "")
+    assert publishing.plan(site_of_numbers(large), state)[0].uploads == []
+    todo, _ = publishing.plan(site_of_numbers({1: (5, 1)}), state)
+    assert (uploads(todo), todo.removals) == ([document(1)], [document(2)])
+
+
+def test_marking_records_each_touched_file_as_unknown() -> None:
+    state = published(site_of_numbers({1: (5, 1), 2: (4, 1)}))
+
+    marks = publishing.marked(state, [document(2), document(8), "index.html", "new.css"])
+
+    assert dict(marks.entries()) == {
+        document(1): True,
+        document(2): False,
+        document(8): False,
+        "index.html": False,
+        "new.css": False,
+    }
+    assert marks.etag == '"etag"'
+    assert dict(state.entries())[document(2)]  # the state read is left as it was
+
+
+def test_a_state_written_with_other_headers_knows_no_file() -> None:
+    state = site_of_numbers({1: (5, 1)}).state()[0]
+    data = gzip.decompress(publishing.encode_state(state))
+    other = data.replace(CACHE_CONTROL.encode(), b"public, max-age=60", 1)
+
+    read = publishing.decode_state(gzip.compress(other), "")
+
+    assert dict(read.entries()) == {document(1): False, "index.html": False}
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda data: data[:-9], id="truncated-gzip"),
+        pytest.param(lambda data: gzip.compress(gzip.decompress(data)[:-8]), id="short-column"),
+        pytest.param(
+            lambda data: gzip.compress(b'{"files": {}, "format": 1}\n'), id="first-format"
+        ),
+        pytest.param(lambda data: gzip.compress(b"[]\n"), id="not-an-object"),
+        pytest.param(
+            lambda data: gzip.compress(
+                gzip.decompress(data).replace(b'"files":{', b'"files":{"a":1,', 1)
+            ),
+            id="digest-not-text",
+        ),
+    ],
+)
+def test_a_damaged_state_is_refused_with_one_line(damage: Callable[[bytes], bytes]) -> None:
+    data = publishing.encode_state(site_of_numbers({1: (5, 1)}).state()[0])
+
+    with pytest.raises(InputError) as error:
+        publishing.decode_state(damage(data), "")
+
+    assert str(error.value) == (
+        f"{STATE_KEY}: not a state this version can read; --repair lists the bucket "
+        "and writes a new one"
     )
