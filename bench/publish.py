@@ -1,7 +1,7 @@
 """Publish to a real object store: --publish beside aws s3 sync and s5cmd sync.
 
     python bench/publish.py [--sizes 10000,100000] [--workers-sweep 4,8,16,32,64]
-                            [--peers-first-up-to N] [--tmp /dev/shm]
+                            [--peers-first-up-to N] [--state-only-above N] [--tmp /dev/shm]
 
 Starts SeaweedFS on 127.0.0.1 (tests/objectstore.py), builds a synthetic
 catalogue of each size, then publishes the same built site with three tools,
@@ -13,9 +13,11 @@ each into a bucket of its own:
 
 first publish, no-op (the same site again), and one change (one article's
 rating, so its document and the front page change). Each figure is the
-command's wall-clock seconds (process start included) and the requests the
-store answered for that bucket (SeaweedFS's own counter, read from its
-metrics port: nothing sits between tool and store). awscli and s5cmd come
+command's wall-clock seconds (process start included; for --publish, in
+parentheses, the publish's own seconds from its summary line, without the
+build and the start) and the requests the store answered for that bucket
+(SeaweedFS's own counter, read from its metrics port: nothing sits between
+tool and store). awscli and s5cmd come
 from bench/publish-peers.txt, installed into a venv of their own
 (bench/out/publish-peers), since awscli pins a botocore older than boto3's.
 
@@ -24,6 +26,14 @@ given, to choose the default. /proc/loadavg is printed beside the figures:
 the machine is shared, so only ratios within one run mean much. Above
 --peers-first-up-to articles, the peers make no first publish of their own:
 they sync to the bucket --publish filled, and each sees one more change.
+
+Above --state-only-above articles (a first publish of a million objects takes
+hours against a store on this machine), the first publish is replaced by
+putting into the bucket the very state object a publish of the built site
+writes (``encode_state``), without the objects: a no-op and a one-change
+publish read only the state and never list the bucket, so they run as they
+would over the full bucket. The peers, which list and compare every object,
+are not run at those sizes.
 """
 
 from __future__ import annotations
@@ -43,17 +53,18 @@ from typing import Final
 REPO: Final = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # a script in bench/: the package is one folder up
 
-from ratings_api.publish import CACHE_CONTROL  # noqa: E402
+from ratings_api.build import build as build_site  # noqa: E402
+from ratings_api.publish import CACHE_CONTROL, STATE_NAME, encode_state, site_of  # noqa: E402
 from tests.objectstore import Store, start_store  # noqa: E402
 
 PEERS_REQUIREMENTS: Final = REPO / "bench" / "publish-peers.txt"
 PEERS_VENV: Final = REPO / "bench" / "out" / "publish-peers"
 # The host rules, the build's record, and --publish's state: with the bucket shared,
-# `.*` alone let the peers' --delete remove `.ratings-api/state.json.gz`.
+# `.*` alone let the peers' --delete remove `.ratings-api/state.gz`.
 EXCLUDED: Final = ("_redirects", ".*", ".ratings-api/*")
 TOOLS: Final = ("generate.py --publish", "aws s3 sync", "s5cmd sync")
 STEPS: Final = ("first", "no-op", "one change")
-PUBLISHED: Final = re.compile(r"published .*")
+PUBLISHED: Final = re.compile(r"published .* in ([0-9.]+) s")
 COUNT: Final = re.compile(r'^SeaweedFS_s3_request_seconds_count\{bucket="([^"]*)",[^}]*\} (\d+)$')
 
 
@@ -137,8 +148,11 @@ def command(
     ]
 
 
-def run_tool(argv: list[str], store: Store, bucket: str) -> tuple[float, int]:
-    """Seconds and requests of one run of ``argv`` (--publish's own seconds printed too)."""
+Figure = tuple[float, float | None, int]  # seconds, --publish's own seconds, requests
+
+
+def run_tool(argv: list[str], store: Store, bucket: str) -> Figure:
+    """Seconds, --publish's own seconds (if it is --publish) and requests of one run of ``argv``."""
     environ = {**store.environ(), "PATH": "/usr/bin:/bin", "HOME": str(store.folder)}
     before = requests(store).get(bucket, 0)
     started = time.perf_counter()
@@ -150,7 +164,15 @@ def run_tool(argv: list[str], store: Store, bucket: str) -> tuple[float, int]:
     if own:
         print(f"    ({own[0]})", flush=True)
     time.sleep(0.2)  # the counter is updated once the answer is sent
-    return seconds, requests(store).get(bucket, 0) - before
+    return seconds, float(own[1]) if own else None, requests(store).get(bucket, 0) - before
+
+
+def seed_state(store: Store, bucket: str, source: Path, site: Path) -> None:
+    """Put the state a publish of ``site`` writes into ``bucket``, without the objects."""
+    result = build_site(str(source), str(site), base_url=None, environ={})
+    body = encode_state(site_of(result).state()[0])
+    store.client().put_object(Bucket=bucket, Key=f"p/{STATE_NAME}", Body=body)
+    print(f"  {result.articles:,}: the state only, {len(body):,} bytes", flush=True)
 
 
 def build(source: Path, site: Path) -> None:
@@ -173,7 +195,13 @@ def loadavg() -> str:
 
 
 def bench_size(
-    size: int, store: Store, peers: Path, work: Path, shared: bool, tools: tuple[str, ...] = TOOLS
+    size: int,
+    store: Store,
+    peers: Path,
+    work: Path,
+    shared: bool,
+    tools: tuple[str, ...] = TOOLS,
+    state_only: bool = False,
 ) -> list[str]:
     """The table rows of one size.
 
@@ -187,8 +215,12 @@ def bench_size(
     buckets = {tool: f"bench-{size}-{0 if shared else index}" for index, tool in enumerate(TOOLS)}
     for bucket in set(buckets.values()):
         store.create_bucket(bucket)
-    figures: dict[str, list[tuple[float, int] | None]] = {tool: [] for tool in tools}
+    figures: dict[str, list[Figure | None]] = {tool: [] for tool in tools}
     for step, index, tool in _order(shared, tools):
+        if step == "first" and state_only:
+            seed_state(store, buckets[tool], source, site)
+            figures[tool].append(None)
+            continue
         if step == "one change" and (shared or index == 0):
             changed = tuple(range(1, index + 2)) if shared else (1,)
             source.write_text(ratings(size, changed=changed))
@@ -197,12 +229,9 @@ def bench_size(
             figures[tool].append(None)
             continue
         argv = command(tool, peers, store, site, source, buckets[tool])
-        seconds, made = run_tool(argv, store, buckets[tool])
-        figures[tool].append((seconds, made))
-        print(
-            f"  {size:,} {tool} {step}: {seconds:.2f} s, {made:,} requests; load {loadavg()}",
-            flush=True,
-        )
+        figure = run_tool(argv, store, buckets[tool])
+        figures[tool].append(figure)
+        print(f"  {size:,} {tool} {step}: {cell(figure)} requests; load {loadavg()}", flush=True)
     return [
         f"| {size:,} | {tool} | " + " | ".join(map(cell, figures[tool])) + " |" for tool in tools
     ]
@@ -219,8 +248,11 @@ def _order(shared: bool, tools: tuple[str, ...]) -> list[tuple[str, int, str]]:
     return [(step, index, tool) for step in STEPS for index, tool in enumerate(tools)]
 
 
-def cell(figure: tuple[float, int] | None) -> str:
-    return "not run" if figure is None else f"{figure[0]:.1f} s, {figure[1]:,}"
+def cell(figure: Figure | None) -> str:
+    if figure is None:
+        return "not run"
+    seconds, own, made = figure
+    return f"{seconds:.1f} s{'' if own is None else f' ({own:.2f} s)'}, {made:,}"
 
 
 def sweep(workers: list[int], size: int, store: Store, work: Path) -> None:
@@ -232,10 +264,9 @@ def sweep(workers: list[int], size: int, store: Store, work: Path) -> None:
         store.create_bucket(bucket)
         argv = [*command(TOOLS[0], Path(), store, site, source, bucket)]
         argv += ["--publish-workers", str(count)]
-        seconds, made = run_tool(argv, store, bucket)
         print(
             f"--publish-workers {count}: first publish of {size:,} articles "
-            f"{seconds:.2f} s, {made:,} requests; load {loadavg()}",
+            f"{cell(run_tool(argv, store, bucket))} requests; load {loadavg()}",
             flush=True,
         )
 
@@ -252,6 +283,12 @@ def main() -> int:
         default=10**9,
         help="above this size, the peers sync to the bucket --publish filled (no first publish)",
     )
+    options.add_argument(
+        "--state-only-above",
+        type=int,
+        default=100_000,
+        help="above this size, only --publish runs, over a bucket given its state alone",
+    )
     args = options.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     peers = install_peers()
@@ -264,8 +301,10 @@ def main() -> int:
             return 0
         rows = []
         for size in sizes:
-            tools = TOOLS[:1] if args.only_publish else TOOLS
-            rows += bench_size(size, store, peers, work, size > args.peers_first_up_to, tools)
+            state_only = size > args.state_only_above
+            tools = TOOLS[:1] if args.only_publish or state_only else TOOLS
+            shared = size > args.peers_first_up_to
+            rows += bench_size(size, store, peers, work, shared, tools, state_only)
         print(f"load after: {loadavg()}")
         print("\n| articles | tool | first publish | no-op | one change |")
         print("|---:|---|---:|---:|---:|")

@@ -4,7 +4,8 @@ Writing a document is a few short system calls and a little Python between
 them. Threads that each make such a call then need the GIL back contend for
 it: on a 2-core machine two threads wrote a tree 2.4 times *slower* than one,
 while two forked processes wrote it about twice as fast (issue 11). So the
-build forks: the children share the catalogue copy-on-write, take batches of
+build forks: the children share the catalogue's columns in memory mapped
+before the fork (``record.shared_columns``), take batches of
 articles from a pipe (a read of 4 bytes from a pipe is atomic, so no two take
 the same batch), write their numbers for the record into shared memory made
 before the fork, and send back one small message when done. A child that

@@ -203,7 +203,7 @@ NOT_FOUND_URIS: Final = {
     "/away/api/articles/7/rating/index.json": "the document's own path (`7/rating/index.json`)",
     "/.hidden": "a dotfile of yours (`/.hidden`)",
     # The publisher's state in the bucket, which the function must not let through.
-    "/.ratings-api/state.json.gz": "a dotfile of yours (`/.hidden`)",
+    "/.ratings-api/state.gz": "a dotfile of yours (`/.hidden`)",
     "/away/api/articles/abc/rating/": None,
     "/away/api/articles/07/rating/": None,
     "/away/api/articles/-1/rating/": None,

@@ -298,7 +298,7 @@ NOT_FOUND_PATHS: Final = {
     "/about": "a folder without its slash (`/about`)",
     "/.hidden": "a dotfile of yours (`/.hidden`)",
     # The publisher's state: an object in the bucket behind the edges, missing elsewhere.
-    "/.ratings-api/state.json.gz": GENERIC_404,
+    "/.ratings-api/state.gz": GENERIC_404,
 }
 
 

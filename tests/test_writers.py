@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import mmap
 import os
 import shutil
 import signal
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ratings_api.build import load_catalogue
 from ratings_api.cli import main
 from ratings_api.errors import InputError
 from ratings_api.loader import Catalogue
@@ -118,6 +120,21 @@ def test_two_processes_write_the_documents(tmp_path: Path) -> None:
     assert len(writers) == 2
     assert sorted(int(n) for rendered in writers.values() for n in rendered) == list(range(1, 1001))
     assert documents(tmp_path / "site") == documents(tmp_path / "alone")
+
+
+def test_the_catalogue_the_writers_share_is_in_shared_memory() -> None:
+    """Not in the heap, whose pages would count whole in each forked writer's memory."""
+    catalogue = load_catalogue("ratings.yaml", b"articles:\n  7: [5, 4]\n  3: {sum: 9, count: 2}\n")
+
+    columns = (catalogue.ids, catalogue.sums, catalogue.counts)
+    assert [list(column) for column in columns] == [[7, 3], [9, 9], [2, 2]]
+    for column in columns:
+        assert isinstance(column, memoryview)
+        assert isinstance(column.obj, mmap.mmap)
+    large = load_catalogue(
+        "ratings.yaml", b"articles:\n  7: {sum: 9223372036854775808, count: 1}\n"
+    )
+    assert large.sums == [2**63]  # past 64 bits: the lists as read
 
 
 def test_with_other_threads_running_the_build_does_not_fork(tmp_path: Path) -> None:
