@@ -23,7 +23,11 @@ mood of the moment:
 
 It prints medians and ratios. Trees are deleted as soon as they are measured:
 a tmpfs has few inodes (this machine's /dev/shm has 3.1M; 1M articles take
-3M). Run it on tmpfs (the default) or on a disk left quiet, and say which.
+3M). Run it on tmpfs (the default) or on a disk left quiet, and say which. On
+a disk, ``--defer-deletion`` only renames each tree aside and deletes them all
+once everything is measured: a disk creates files several times slower for
+minutes after a mass deletion, which would otherwise fall on whichever tree
+is written next.
 """
 
 from __future__ import annotations
@@ -82,9 +86,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     writer = _compile_floor_writer(work)
     rows = []
-    for size in sizes:
-        rows.append(_measure_size(size, args, work, writer, peers))
-        print(_table(rows[-1:]), f"# load average: {load_average()}", sep="\n", file=sys.stderr)
+    try:
+        for size in sizes:
+            rows.append(_measure_size(size, args, work, writer, peers))
+            print(_table(rows[-1:]), f"# load average: {load_average()}", sep="\n", file=sys.stderr)
+    finally:
+        remove_deferred()
     print(_table(rows))
     print(_goals_table(rows))
     peer_rows = [row for row in rows if row.peers]
@@ -109,6 +116,12 @@ def _parser() -> argparse.ArgumentParser:
         default="",
         help="comma-separated: one-cpu, floor-n (each costs a tree made and deleted: on a disk, "
         "minutes at 1M)",
+    )
+    command.add_argument(
+        "--defer-deletion",
+        action="store_true",
+        help="on a disk: set each tree aside (a rename) and delete them all at the end, so that "
+        "no measured tree is written right after a mass deletion (needs room for them all)",
     )
     command.add_argument("--peers", default="", help="comma-separated: frozen-flask,hugo")
     command.add_argument(
@@ -262,9 +275,29 @@ def _rss_kb(pid: int) -> int:
     return 0
 
 
-def remove_tree(path: Path) -> None:
-    if path.exists():
-        subprocess.run(["rm", "-rf", str(path)], check=True)
+DEFERRED: list[Path] = []  # trees set aside by remove_tree with --defer-deletion
+
+
+def remove_tree(path: Path, *, defer: bool = False) -> None:
+    """Delete ``path``; with ``defer``, only rename it, for ``remove_deferred`` at the end.
+
+    A disk creates files several times slower for minutes after a mass
+    deletion: on a disk, a tree measured after another's deletion would pay
+    for it. A rename within the file system costs nothing.
+    """
+    if not path.exists():
+        return
+    if defer:
+        aside = path.with_name(f"{path.name}.deleted-{len(DEFERRED)}")
+        path.rename(aside)
+        DEFERRED.append(aside)
+        return
+    subprocess.run(["rm", "-rf", str(path)], check=True)
+
+
+def remove_deferred() -> None:
+    while DEFERRED:
+        remove_tree(DEFERRED.pop())
 
 
 def _compile_floor_writer(work: Path) -> Path:
@@ -325,17 +358,22 @@ def _measure_size(
     row = Row(size, [], [], [], Builds(), compared, {name: [] for name in prepared})
     site, floor = work / "site", work / "floor"
     skip = set(args.skip.split(","))
+    defer = args.defer_deletion
     for repetition in range(args.repeat):
         print(f"# {size:,} articles, run {repetition + 1} of {args.repeat}", file=sys.stderr)
         # A disk creates files slower for a while after a mass deletion: the
         # floor and the builds take turns at coming first, right after one.
         sides: list[Callable[[], None]] = [
-            functools.partial(_floor_side, row, ratings, documents, parts, writer, floor, skip),
-            functools.partial(_build_side, row.builds, ratings, changed, site, ROOT, skip),
+            functools.partial(
+                _floor_side, row, ratings, documents, parts, writer, floor, skip, defer
+            ),
+            functools.partial(_build_side, row.builds, ratings, changed, site, ROOT, skip, defer),
         ]
         if compare is not None and compared is not None:
             sides.append(
-                functools.partial(_build_side, compared, ratings, changed, site, compare, skip)
+                functools.partial(
+                    _build_side, compared, ratings, changed, site, compare, skip, defer
+                )
             )
         for side in sides if repetition % 2 == 0 else reversed(sides):
             side()
@@ -353,22 +391,29 @@ def _floor_side(
     writer: Path,
     floor: Path,
     skip: set[str],
+    defer: bool,
 ) -> None:
     row.parse.append(timed([sys.executable, "-c", PARSE_FLOOR, str(ratings)]))
     (floor / ARTICLES_PATH).mkdir(parents=True)
     row.write.append(timed([str(writer), str(floor / ARTICLES_PATH)], stdin=documents))
-    remove_tree(floor)
+    remove_tree(floor, defer=defer)
     if "floor-n" in skip:
         row.write_all.append(Run(float("nan"), 0))
         return
     (floor / ARTICLES_PATH).mkdir(parents=True)
     commands = [[str(writer), str(floor / ARTICLES_PATH)] for _ in parts]
     row.write_all.append(timed_together(commands, parts))
-    remove_tree(floor)
+    remove_tree(floor, defer=defer)
 
 
 def _build_side(
-    builds: Builds, ratings: Path, changed: Path, site: Path, checkout: Path, skip: set[str]
+    builds: Builds,
+    ratings: Path,
+    changed: Path,
+    site: Path,
+    checkout: Path,
+    skip: set[str],
+    defer: bool,
 ) -> None:
     """A fresh build, one on one CPU, a no-op, one change and --check, with ``checkout``."""
     if "one-cpu" in skip:
@@ -376,18 +421,18 @@ def _build_side(
     else:
         command = ["taskset", "-c", "0", *generate(ratings, site, checkout=checkout)]
         builds.one_cpu.append(timed(command))
-        _remove_site(site)
+        _remove_site(site, defer)
     builds.full.append(timed(generate(ratings, site, checkout=checkout)))
     builds.noop.append(timed(generate(ratings, site, checkout=checkout)))
     builds.change.append(timed(generate(changed, site, checkout=checkout)))
     builds.check.append(timed(generate(changed, site, "--check", checkout=checkout)))
-    _remove_site(site)
+    _remove_site(site, defer)
 
 
-def _remove_site(site: Path) -> None:
+def _remove_site(site: Path, defer: bool = False) -> None:
     """The output folder and the build's state beside it."""
-    remove_tree(site)
-    remove_tree(site.with_name(f".{site.name}.generate"))
+    remove_tree(site, defer=defer)
+    remove_tree(site.with_name(f".{site.name}.generate"), defer=defer)
 
 
 def _prepare_peers(

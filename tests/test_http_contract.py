@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import datetime
 import email.utils
 import functools
 import ipaddress
@@ -117,7 +118,8 @@ def last_modified(reply: Reply) -> str:
     value = reply.header("Last-Modified")
     if value is None:
         return "none"
-    assert email.utils.parsedate_to_datetime(value), value
+    date = email.utils.parsedate_to_datetime(value)  # ValueError unless a date
+    assert date.utcoffset() == datetime.timedelta(0), value  # HTTP dates are in GMT
     return "an HTTP date"
 
 
