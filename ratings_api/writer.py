@@ -519,12 +519,13 @@ def _open_folders(dir_fd: int, shown: str, path: str, *, create: bool) -> int | 
         for part in path.split("/"):
             shown = os.path.join(shown, part)
             child = _open_folder(fd, part, shown, create)
-            if fd != dir_fd:
-                os.close(fd)
-            fd = dir_fd  # closed: nothing to close on the way out
+            # Whatever interrupts these lines (Ctrl-C raises here, between any two of
+            # them), ``fd`` is the one descriptor still to close: never one closed already.
+            previous, fd = fd, dir_fd if child is None else child
+            if previous != dir_fd:
+                os.close(previous)
             if child is None:
                 return None
-            fd = child
     except BaseException:
         if fd != dir_fd:
             os.close(fd)

@@ -412,13 +412,13 @@ def test_an_interrupt_stops_the_build_at_once(
         if process.poll() is None:
             process.kill()
 
-    assert (process.returncode, stdout) == (128 + number, b"")
-    assert (
-        stderr
-        == (
+    assert (process.returncode, stdout, stderr) == (
+        128 + number,
+        b"",
+        (
             f"{site}: build interrupted by {number.name}; each file is whole, old or new: "
             "build again to finish\n"
-        ).encode()
+        ).encode(),
     )
     assert stopped < 5, f"{stopped:.1f} s to stop"  # "within a second", on a shared machine
     after = documents(site)
@@ -625,3 +625,32 @@ def test_a_linked_folder_the_build_needs_is_an_error(
         f"{path}: is a symbolic link: the build follows none where it writes; remove it\n"
     )
     assert untouched(outside)
+
+
+def test_an_interrupt_while_opening_folders_closes_each_descriptor_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C raises between any two lines: right after a close, the way out must not close
+    it again (that EBADF replaced the interrupt, and the build exited 2 instead of 130)."""
+    import ratings_api.writer as writer
+
+    closed: list[int] = []
+    real_close = os.close
+
+    def close_then_interrupt(fd: int) -> None:
+        real_close(fd)
+        closed.append(fd)
+        if len(closed) == 1:
+            raise KeyboardInterrupt
+
+    root = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    monkeypatch.setattr(writer.os, "close", close_then_interrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            writer._open_folders(root, str(tmp_path), "7/rating", create=True)
+    finally:
+        monkeypatch.undo()
+        os.close(root)
+
+    assert len(closed) == len(set(closed)) == 2  # the folder 7, then 7/rating: once each
+    assert (tmp_path / "7" / "rating").is_dir()
