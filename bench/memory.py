@@ -50,16 +50,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = list(sys.argv[1:] if argv is None else argv)
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
     peak_rss = peak_pss = most = 0
+    at_peak: list[int] = []  # each process's RSS when their sum was highest
     while process.poll() is None:
         pids = descendants(process.pid)
         sizes = [memory_kb(pid) for pid in pids]
-        peak_rss = max(peak_rss, sum(rss for rss, _ in sizes))
+        if sum(rss for rss, _ in sizes) > peak_rss:
+            peak_rss = sum(rss for rss, _ in sizes)
+            at_peak = [rss for rss, _ in sizes if rss]
         peak_pss = max(peak_pss, sum(pss for _, pss in sizes))
         most = max(most, len(pids))
         time.sleep(SAMPLE_EVERY)
     load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
     print(
-        f"exit {process.returncode}; peak RSS sum {peak_rss / 1024:.0f} MB, "
+        f"exit {process.returncode}; peak RSS sum {peak_rss / 1024:.0f} MB "
+        f"({' + '.join(f'{rss / 1024:.0f}' for rss in at_peak)}), "
         f"peak PSS sum {peak_pss / 1024:.0f} MB, processes {most}; load average {load}"
     )
     return process.returncode
