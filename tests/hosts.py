@@ -40,6 +40,7 @@ from tests.contract import (
     NGINX_REQUEST_LINE,
     NO_ANSWER,
     RATINGS,
+    READY_SECONDS,
     REPO,
     STOPS,
     Difference,
@@ -97,6 +98,21 @@ def serve_command(*options: str) -> list[str]:
 
 
 SERVING: Final = r"^Serving site/ at http://127\.0\.0\.1:(\d+)/ "
+
+
+def refused_serve(folder: Path, port: str = "0") -> subprocess.CompletedProcess[str]:
+    """``python generate.py --serve --port PORT`` in ``folder``, which must stop by itself."""
+    command = serve_command()
+    command[command.index("--port") + 1] = port
+    return subprocess.run(
+        command,
+        cwd=folder,
+        check=False,  # the exit code is what the test reads
+        capture_output=True,
+        text=True,
+        env=hermetic_environ(),
+        timeout=READY_SECONDS,
+    )
 
 
 def start_serve(folder: Path, ratings: str = RATINGS) -> Host:

@@ -61,7 +61,6 @@ from tests.contract import (
     Reply,
     after_head,
     contract_table,
-    hermetic_environ,
     make_project,
     process_tree,
     raw_request,
@@ -71,7 +70,7 @@ from tests.contract import (
     stop,
     wait_for,
 )
-from tests.hosts import DIFFERENCES, HOSTS, SERVING, serve_command
+from tests.hosts import DIFFERENCES, HOSTS, SERVING, refused_serve, serve_command
 
 
 @pytest.fixture(scope="module", params=list(HOSTS))
@@ -863,15 +862,7 @@ def test_serve_stops_on_ctrl_c_with_exit_0(serve_project: Path) -> None:
 
 def test_serve_refuses_a_bad_input_with_exit_2(serve_project: Path) -> None:
     (serve_project / "ratings.yaml").write_text("articles:\n  7: [5, 9]\nscale: [1, 5]\n")
-    done = subprocess.run(
-        serve_command(),
-        cwd=serve_project,
-        check=False,  # the exit code is what the test reads
-        capture_output=True,
-        text=True,
-        env=hermetic_environ(),
-        timeout=READY_SECONDS,
-    )
+    done = refused_serve(serve_project)
     assert done.returncode == 2
     assert done.stderr == "ratings.yaml:2:10: article 7: rating 9 is outside the scale 1..5\n"
     assert done.stdout == ""
@@ -882,17 +873,7 @@ def test_serve_refuses_a_port_in_use_with_exit_2(serve_project: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        command = serve_command()
-        command[command.index("--port") + 1] = str(port)
-        done = subprocess.run(
-            command,
-            cwd=serve_project,
-            check=False,  # the exit code is what the test reads
-            capture_output=True,
-            text=True,
-            env=hermetic_environ(),
-            timeout=READY_SECONDS,
-        )
+        done = refused_serve(serve_project, str(port))
     assert done.returncode == 2
     assert done.stderr == f"cannot serve at 127.0.0.1:{port}: Address already in use\n"
     assert done.stdout == ""

@@ -3,7 +3,6 @@ a port out of range, a site with no article yet, an input gone for a moment."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -12,8 +11,8 @@ from wsgiref.util import setup_testing_defaults
 
 from ratings_api.build import build
 from ratings_api.server import POLL_SECONDS, LazyWhiteNoise, api_fallback, create_app
-from tests.contract import READY_SECONDS, hermetic_environ, make_project, start, stop, wait_for
-from tests.hosts import SERVING, serve_command
+from tests.contract import make_project, start, stop, wait_for
+from tests.hosts import SERVING, refused_serve, serve_command
 
 BASE_URL = "https://ratings.example.com"
 
@@ -78,17 +77,7 @@ def test_the_cache_keeps_the_latest_files_up_to_its_size(tmp_path: Path) -> None
 
 def test_serve_refuses_a_port_out_of_range_with_exit_2(tmp_path: Path) -> None:
     (tmp_path / "ratings.yaml").write_text("articles:\n  7: [5]\n", encoding="utf-8")
-    command = serve_command()
-    command[command.index("--port") + 1] = "65536"
-    done = subprocess.run(
-        command,
-        cwd=tmp_path,
-        check=False,  # the exit code is what the test reads
-        capture_output=True,
-        text=True,
-        env=hermetic_environ(),
-        timeout=READY_SECONDS,
-    )
+    done = refused_serve(tmp_path, "65536")
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == "--port 65536: a port is a number from 0 to 65535\n"
     assert not (tmp_path / "site").exists()  # refused before building
