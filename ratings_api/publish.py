@@ -256,9 +256,13 @@ def plan(site: Site, published: State) -> tuple[Plan, State]:
     return Plan(uploads, sorted(removals), unchanged), local
 
 
-def plan_by_digests(site: Site, published: Mapping[str, str]) -> tuple[Plan, State]:
-    """As ``plan``, for ``published`` files known by their MD5 (a listing's ETags)."""
-    local = site.digests()
+def plan_by_digests(
+    site: Site, local: Mapping[str, tuple[str, int]], published: Mapping[str, str]
+) -> tuple[Plan, State]:
+    """As ``plan``, for ``published`` files known by their MD5 (a listing's ETags).
+
+    ``local`` is ``site.digests()``.
+    """
     uploads = [
         (path, place) for path, (digest, place) in local.items() if published.get(path) != digest
     ]
@@ -587,7 +591,8 @@ def _publish(
     state = bucket.read_state(repair=repair)
     if repair:
         recorded = {path for path, _ in state.entries()}
-        todo, final = plan_by_digests(site, _repaired(bucket.listing(), recorded, site))
+        local = site.digests()
+        todo, final = plan_by_digests(site, local, _repaired(bucket.listing(), recorded, local))
     else:
         todo, final = plan(site, state)
     if check:
@@ -611,18 +616,19 @@ def _publish(
     return Outcome(todo, bucket.requests, raced)
 
 
-def _repaired(listed: dict[str, str], recorded: set[str], site: Site) -> dict[str, str]:
+def _repaired(
+    listed: dict[str, str], recorded: set[str], local: Mapping[str, object]
+) -> dict[str, str]:
     """The published files as a listing shows them, with their MD5s.
 
     Only files the generator writes count: those recorded, those of the site,
     and any article document (of an article no longer listed). The rest of
     the bucket is the user's.
     """
-    ours = {path for path, _ in site.paths()}
     return {
         path: digest
         for path, digest in listed.items()
-        if path in recorded or path in ours or document_id(path) is not None
+        if path in recorded or path in local or document_id(path) is not None
     }
 
 
