@@ -37,9 +37,23 @@ def available_cpus() -> int:
     A quota of 1.5 CPUs counts as 2: the work is short system calls, which
     fill the fraction.
     """
-    cpus = len(os.sched_getaffinity(0))
+    cpus = process_cpus()
     quota = cgroup_cpus()
     return max(1, min(cpus, quota if quota is not None else cpus))
+
+
+def process_cpus() -> int:
+    """The CPUs this process may run on, with what each system offers."""
+    # os.process_cpu_count (Python 3.13) reads the affinity where there is one;
+    # before it, sched_getaffinity is Linux's alone (macOS has none), and
+    # cpu_count, every CPU of the machine, is what is left.
+    counted = getattr(os, "process_cpu_count", None)
+    if counted is not None:
+        return max(1, counted() or 1)
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        return max(1, len(affinity(0)))
+    return max(1, os.cpu_count() or 1)
 
 
 def cgroup_cpus(proc_cgroup: str = "/proc/self/cgroup", root: str = CGROUP) -> int | None:
@@ -51,7 +65,10 @@ def cgroup_cpus(proc_cgroup: str = "/proc/self/cgroup", root: str = CGROUP) -> i
         return None
     quotas: list[int] = []
     for line in lines:
-        _, controllers, path = line.split(":", 2)
+        fields = line.split(":", 2)
+        if len(fields) != 3:  # not a cgroup line: another kernel's /proc, read as no quota
+            continue
+        _, controllers, path = fields
         if controllers == "":
             quotas += _quotas(os.path.join(root, path.lstrip("/")), root, _v2_quota)
         elif "cpu" in controllers.split(","):
@@ -77,16 +94,16 @@ def _quotas(folder: str, top: str, read: Callable[[str], int | None]) -> Iterato
 
 def _v2_quota(folder: str) -> int | None:
     fields = _read(os.path.join(folder, "cpu.max")).split()
-    if len(fields) != 2 or fields[0] == "max":
-        return None
+    if len(fields) != 2 or not (fields[0].isdigit() and fields[1].isdigit()):
+        return None  # "max", or not what cgroup v2 writes
     return math.ceil(int(fields[0]) / int(fields[1]))
 
 
 def _v1_quota(folder: str) -> int | None:
     quota = _read(os.path.join(folder, "cpu.cfs_quota_us")).strip()
     period = _read(os.path.join(folder, "cpu.cfs_period_us")).strip()
-    if not quota or not period or int(quota) <= 0:
-        return None
+    if not quota.isdigit() or not period.isdigit() or int(quota) <= 0:
+        return None  # -1 is no quota
     return math.ceil(int(quota) / int(period))
 
 
