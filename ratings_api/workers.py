@@ -27,7 +27,11 @@ from typing import Final, NoReturn
 from ratings_api.errors import InputError
 
 TOKEN: Final = 4  # bytes a batch number takes in the pipe
-PIPE_TOKENS: Final = 16_000  # batch numbers the pipe holds (64 KiB) without a reader
+# Batch numbers a pipe holds without a reader: all are written before the first
+# reader is forked, so more would block that write for ever. 16 KiB is what a
+# macOS pipe holds before it grows (a Linux one holds 64 KiB); at 256 articles a
+# batch it still covers a million articles.
+PIPE_TOKENS: Final = 4096
 CGROUP: Final = "/sys/fs/cgroup"
 
 

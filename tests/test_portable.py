@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
@@ -92,10 +93,32 @@ NOT_ON_MACOS: Final = {
     ),
     "time": ("CLOCK_BOOTTIME", "CLOCK_TAI"),
 }
-# A fresh interpreter without them, counting the writer processes it forks, then
-# generate.py as `python generate.py` runs it, with the arguments after `-c`.
+# A fresh interpreter without them, with two things of macOS's kernel: pipes that hold
+# 16 KiB before they grow (Linux's hold 64 KiB), and open(2) refusing a symlink with
+# O_NOFOLLOW as ELOOP even with O_DIRECTORY (Linux: ENOTDIR); counting the writer
+# processes it forks; then a script (generate.py) as `python SCRIPT` runs it, with
+# the arguments after `-c`.
 MACOS: Final = """\
-import importlib, os, sys
+import errno, fcntl, importlib, os, stat, sys
+pipe, shrink = os.pipe, getattr(fcntl, "F_SETPIPE_SZ", None)
+def macos_pipe():
+    fds = pipe()
+    if shrink is not None:
+        fcntl.fcntl(fds[1], shrink, 16384)
+    return fds
+os.pipe = macos_pipe
+open_ = os.open
+def macos_open(path, flags, mode=0o777, *, dir_fd=None):
+    if flags & os.O_NOFOLLOW:
+        try:
+            link = stat.S_ISLNK(os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+        except OSError:
+            link = False
+        if link:
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
+    return open_(path, flags, mode, dir_fd=dir_fd)
+os.open = macos_open
+os.supports_dir_fd.add(macos_open)
 for module, names in {names!r}.items():
     for name in names:
         if hasattr(importlib.import_module(module), name):
@@ -114,6 +137,17 @@ try:
     runpy.run_path({script!r}, run_name="__main__")
 finally:
     print(f"writer processes forked: {{len(forks)}}", file=sys.stderr)
+"""
+# Every batch number a pipe may have to hold, handed out to two writers.
+EVERY_BATCH: Final = """\
+from ratings_api.workers import PIPE_TOKENS, run_processes
+def work(number, next_batch):
+    taken = []
+    while (batch := next_batch()) is not None:
+        taken.append(batch)
+    return taken
+taken = run_processes(2, PIPE_TOKENS, work, lambda: None, 1.0, "site")
+print(PIPE_TOKENS, sorted(taken[0] + taken[1]) == list(range(PIPE_TOKENS)))
 """
 ARTICLES: Final = range(1, 601)  # over two batches of 256: a build forks a writer for each
 
@@ -158,9 +192,9 @@ def test_every_call_the_package_makes_is_one_macos_has() -> None:
     assert {("os", "sched_getaffinity"), ("os", "O_PATH")} <= missing  # the fallbacks run
 
 
-def macos_command(*args: str) -> list[str]:
+def macos_command(*args: str, script: Path = REPO / "generate.py") -> list[str]:
     names = {module: list(names) for module, names in NOT_ON_MACOS.items()}
-    code = MACOS.format(names=names, repo=str(REPO), script=str(REPO / "generate.py"))
+    code = MACOS.format(names=names, repo=str(REPO), script=str(script))
     return [sys.executable, "-W", "error", "-c", code, *args]
 
 
@@ -168,9 +202,11 @@ def macos_serve(*options: str) -> list[str]:
     return macos_command("--serve", "--port", "0", *options)
 
 
-def run_macos(folder: Path, *args: str) -> tuple[int, str, str]:
+def run_macos(
+    folder: Path, *args: str, script: Path = REPO / "generate.py"
+) -> tuple[int, str, str]:
     done = subprocess.run(
-        macos_command(*args),
+        macos_command(*args, script=script),
         cwd=folder,
         capture_output=True,
         text=True,
@@ -233,6 +269,44 @@ def test_build_check_jobs_and_serve_without_what_macos_lacks(tmp_path: Path) -> 
     assert reply.status == 200
     assert reply.headers["Content-Type"] == "application/json"
     assert reply.body == second["away/api/articles/7/rating/index.json"]
+
+
+def test_every_batch_fits_in_a_macos_pipe_before_a_writer_reads(tmp_path: Path) -> None:
+    # All are written before the first writer is forked: one more would wait for ever.
+    script = tmp_path / "every_batch.py"
+    script.write_text(EVERY_BATCH, encoding="utf-8")
+
+    assert run_macos(tmp_path, script=script) == (
+        0,
+        "4096 True\n",
+        "writer processes forked: 2\n",
+    )
+
+
+@pytest.mark.parametrize(
+    "link",
+    [".site.generate", "site/away", "site/away/api/articles/7"],
+    ids=["state", "away", "article"],
+)
+def test_a_linked_folder_is_named_as_on_linux(tmp_path: Path, link: str) -> None:
+    ratings(tmp_path, 4)
+    assert run_macos(tmp_path)[0] == 0
+    (tmp_path / "outside").mkdir()
+    shutil.rmtree(tmp_path / link)
+    (tmp_path / link).symlink_to(tmp_path / "outside")
+    ratings(tmp_path, 3)
+    # The state folder is shown by its real path, the site's files as the user named them.
+    shown = tmp_path / link if link.startswith(".") else link
+
+    assert run_macos(tmp_path, "--quiet") == (
+        2,
+        "",
+        (
+            f"{shown}: is a symbolic link: the build follows none where it writes; remove it\n"
+            "writer processes forked: 0\n"
+        ),
+    )
+    assert not any((tmp_path / "outside").iterdir())
 
 
 @pytest.mark.parametrize(
