@@ -93,13 +93,13 @@ NOT_ON_MACOS: Final = {
     ),
     "time": ("CLOCK_BOOTTIME", "CLOCK_TAI"),
 }
-# A fresh interpreter without them, with two things of macOS's kernel: pipes that hold
-# 16 KiB before they grow (Linux's hold 64 KiB), and open(2) refusing a symlink with
-# O_NOFOLLOW as ELOOP even with O_DIRECTORY (Linux: ENOTDIR); counting the writer
-# processes it forks; then a script (generate.py) as `python SCRIPT` runs it, with
-# the arguments after `-c`.
+# What a fresh interpreter takes out or changes before it runs a script: macOS's
+# Python, without the names above, with two things of macOS's kernel (pipes that
+# hold 16 KiB before they grow, where Linux's hold 64 KiB; open(2) refusing a symlink
+# with O_NOFOLLOW as ELOOP even with O_DIRECTORY, where Linux says ENOTDIR), and
+# counting the writer processes it forks.
 MACOS: Final = """\
-import errno, fcntl, importlib, os, stat, sys
+import atexit, errno, fcntl, importlib, os, stat, sys
 pipe, shrink = os.pipe, getattr(fcntl, "F_SETPIPE_SZ", None)
 def macos_pipe():
     fds = pipe()
@@ -130,13 +130,14 @@ def counted_fork():
         forks.append(pid)
     return pid
 os.fork = counted_fork
+atexit.register(lambda: print(f"writer processes forked: {{len(forks)}}", file=sys.stderr))
+"""
+# Then the script (generate.py) as `python SCRIPT` runs it, with the arguments after -c.
+RUN: Final = """\
+import runpy, sys
 sys.path.insert(0, {repo!r})
 sys.argv[0] = {script!r}
-try:
-    import runpy
-    runpy.run_path({script!r}, run_name="__main__")
-finally:
-    print(f"writer processes forked: {{len(forks)}}", file=sys.stderr)
+runpy.run_path({script!r}, run_name="__main__")
 """
 # Every batch number a pipe may have to hold, handed out to two writers.
 EVERY_BATCH: Final = """\
@@ -192,21 +193,24 @@ def test_every_call_the_package_makes_is_one_macos_has() -> None:
     assert {("os", "sched_getaffinity"), ("os", "O_PATH")} <= missing  # the fallbacks run
 
 
+def python(setup: str, *args: str, script: Path = REPO / "generate.py") -> list[str]:
+    """A fresh interpreter that runs ``setup``, then ``script`` with ``args``."""
+    code = setup + RUN.format(repo=str(REPO), script=str(script))
+    return [sys.executable, "-W", "error", "-c", code, *args]
+
+
 def macos_command(*args: str, script: Path = REPO / "generate.py") -> list[str]:
     names = {module: list(names) for module, names in NOT_ON_MACOS.items()}
-    code = MACOS.format(names=names, repo=str(REPO), script=str(script))
-    return [sys.executable, "-W", "error", "-c", code, *args]
+    return python(MACOS.format(names=names), *args, script=script)
 
 
 def macos_serve(*options: str) -> list[str]:
     return macos_command("--serve", "--port", "0", *options)
 
 
-def run_macos(
-    folder: Path, *args: str, script: Path = REPO / "generate.py"
-) -> tuple[int, str, str]:
+def run(command: list[str], folder: Path) -> tuple[int, str, str]:
     done = subprocess.run(
-        macos_command(*args, script=script),
+        command,
         cwd=folder,
         capture_output=True,
         text=True,
@@ -215,6 +219,12 @@ def run_macos(
         check=False,  # the exit code is asserted
     )
     return done.returncode, done.stdout, done.stderr
+
+
+def run_macos(
+    folder: Path, *args: str, script: Path = REPO / "generate.py"
+) -> tuple[int, str, str]:
+    return run(macos_command(*args, script=script), folder)
 
 
 def ratings(folder: Path, rating: int) -> Path:
