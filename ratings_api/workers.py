@@ -36,7 +36,7 @@ CGROUP: Final = "/sys/fs/cgroup"
 
 
 def available_cpus() -> int:
-    """The CPUs this process may use: its affinity, and a cgroup CPU quota if one is set.
+    """The CPUs this process may use, lowered to its cgroup's CPU quota if one is set.
 
     A quota of 1.5 CPUs counts as 2: the work is short system calls, which
     fill the fraction.
@@ -47,10 +47,11 @@ def available_cpus() -> int:
 
 
 def process_cpus() -> int:
-    """The CPUs this process may run on, with what each system offers."""
-    # os.process_cpu_count (Python 3.13) reads the affinity where there is one;
-    # before it, sched_getaffinity is Linux's alone (macOS has none), and
-    # cpu_count, every CPU of the machine, is what is left.
+    """The CPUs this process may run on, as far as the system tells."""
+    # sched_getaffinity is Linux's only: macOS's Python has none, and a build that
+    # called it there died. os.process_cpu_count (Python 3.13) reads the affinity
+    # where the system has one; before 3.13 and outside Linux, cpu_count (every
+    # CPU of the machine) is all there is.
     counted = getattr(os, "process_cpu_count", None)
     if counted is not None:
         return max(1, counted() or 1)
