@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
@@ -300,11 +299,9 @@ def test_every_batch_fits_in_a_macos_pipe_before_a_writer_reads(tmp_path: Path) 
 )
 def test_a_linked_folder_is_named_as_on_linux(tmp_path: Path, link: str) -> None:
     ratings(tmp_path, 4)
-    assert run_macos(tmp_path)[0] == 0
     (tmp_path / "outside").mkdir()
-    shutil.rmtree(tmp_path / link)
+    (tmp_path / link).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / link).symlink_to(tmp_path / "outside")
-    ratings(tmp_path, 3)
     # The state folder is shown by its real path, the site's files as the user named them.
     shown = tmp_path / link if link.startswith(".") else link
 
