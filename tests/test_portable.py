@@ -5,7 +5,8 @@ makes are all on a list of calls macOS has (the Python docs' "Availability"
 notes; a new call fails the audit until it is looked up), and a build, a
 ``--check``, a ``--jobs 2`` build and ``--serve`` answering a request all
 work in a fresh interpreter from which the names macOS's Python lacks have
-been taken out (as the Windows test in test_packaging.py does in-process).
+been taken out (as the Windows test in test_packaging.py does in-process),
+with pipes as small as macOS's and its open(2) error for a symlink.
 """
 
 from __future__ import annotations
