@@ -6,6 +6,11 @@ is what keeps a build and a request inside the site's folder, whatever links
 or renames happen meanwhile. Windows offers none of the three to Python, so
 there the generator stops at once with one line rather than fail half-way
 with an AttributeError.
+
+Every other call the package makes exists on both Linux and macOS, or has a
+fallback where it is missing (tests/test_portable.py holds the list). The
+tests run on Linux only: macOS is tested there by taking out of ``os`` and
+the other modules the names macOS's Python lacks, not on a Mac.
 """
 
 from __future__ import annotations

@@ -74,7 +74,8 @@ ID_NAME: Final = re.compile(r"[1-9][0-9]*")
 ANY_ENCODING: Final = re.compile("")
 NONBLOCK: Final = getattr(os, "O_NONBLOCK", 0)  # not on Windows, which has no FIFOs to fear
 # A folder is opened only to open what is in it: Linux's O_PATH skips the rest of
-# an open's work (a fifth less time for the whole walk, measured).
+# an open's work (a fifth less time for the whole walk, measured). Without it
+# (macOS) a folder must be readable, not only searchable, to be walked through.
 FOLDER: Final = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_PATH", 0)
 # Why a file below the root may not open, each a 404: nothing there (ENOENT,
 # ENOTDIR), a symlink, which is never followed (ELOOP; ENOTDIR for a linked

@@ -36,6 +36,8 @@ LOCK_NAME: Final = "lock"
 TMP_NAME: Final = re.compile(r"write-[0-9]+\.tmp|record\.tmp")  # a killed build's leftovers
 WRITER_FOLDER: Final = re.compile(r"writer-[0-9]+")
 FOLDER_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# What opening a link with FOLDER_FLAGS fails with: ENOTDIR on Linux, ELOOP on macOS.
+LINKED_FOLDER: Final = (errno.ENOTDIR, errno.ELOOP)
 
 Waiting = Callable[[int | None], None]  # told the other build's process id, if known
 
@@ -96,8 +98,8 @@ def _open_state(path: str, write: bool) -> int | None:
         if write:
             raise
         return None
-    except NotADirectoryError:
-        if os.path.islink(path):
+    except OSError as error:
+        if error.errno in LINKED_FOLDER and os.path.islink(path):
             raise symlink_error(path) from None
         raise
 

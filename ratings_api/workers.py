@@ -27,19 +27,38 @@ from typing import Final, NoReturn
 from ratings_api.errors import InputError
 
 TOKEN: Final = 4  # bytes a batch number takes in the pipe
-PIPE_TOKENS: Final = 16_000  # batch numbers the pipe holds (64 KiB) without a reader
+# Batch numbers a pipe holds without a reader: all are written before the first
+# reader is forked, so more would block that write for ever. 16 KiB is what a
+# macOS pipe holds before it grows (a Linux one holds 64 KiB); at 256 articles a
+# batch it still covers a million articles.
+PIPE_TOKENS: Final = 4096
 CGROUP: Final = "/sys/fs/cgroup"
 
 
 def available_cpus() -> int:
-    """The CPUs this process may use: its affinity, and a cgroup CPU quota if one is set.
+    """The CPUs this process may use, lowered to its cgroup's CPU quota if one is set.
 
     A quota of 1.5 CPUs counts as 2: the work is short system calls, which
     fill the fraction.
     """
-    cpus = len(os.sched_getaffinity(0))
+    cpus = process_cpus()
     quota = cgroup_cpus()
     return max(1, min(cpus, quota if quota is not None else cpus))
+
+
+def process_cpus() -> int:
+    """The CPUs this process may run on, as far as the system tells."""
+    # sched_getaffinity is Linux's only: macOS's Python has none, and a build that
+    # called it there died. os.process_cpu_count (Python 3.13) reads the affinity
+    # where the system has one; before 3.13 and outside Linux, cpu_count (every
+    # CPU of the machine) is all there is.
+    counted = getattr(os, "process_cpu_count", None)
+    if counted is not None:
+        return max(1, counted() or 1)
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        return max(1, len(affinity(0)))
+    return max(1, os.cpu_count() or 1)
 
 
 def cgroup_cpus(proc_cgroup: str = "/proc/self/cgroup", root: str = CGROUP) -> int | None:
@@ -51,7 +70,10 @@ def cgroup_cpus(proc_cgroup: str = "/proc/self/cgroup", root: str = CGROUP) -> i
         return None
     quotas: list[int] = []
     for line in lines:
-        _, controllers, path = line.split(":", 2)
+        fields = line.split(":", 2)
+        if len(fields) != 3:  # not a cgroup line: another kernel's /proc, read as no quota
+            continue
+        _, controllers, path = fields
         if controllers == "":
             quotas += _quotas(os.path.join(root, path.lstrip("/")), root, _v2_quota)
         elif "cpu" in controllers.split(","):
@@ -77,16 +99,16 @@ def _quotas(folder: str, top: str, read: Callable[[str], int | None]) -> Iterato
 
 def _v2_quota(folder: str) -> int | None:
     fields = _read(os.path.join(folder, "cpu.max")).split()
-    if len(fields) != 2 or fields[0] == "max":
-        return None
+    if len(fields) != 2 or not (fields[0].isdigit() and fields[1].isdigit()):
+        return None  # "max", or not what cgroup v2 writes
     return math.ceil(int(fields[0]) / int(fields[1]))
 
 
 def _v1_quota(folder: str) -> int | None:
     quota = _read(os.path.join(folder, "cpu.cfs_quota_us")).strip()
     period = _read(os.path.join(folder, "cpu.cfs_period_us")).strip()
-    if not quota or not period or int(quota) <= 0:
-        return None
+    if not quota.isdigit() or not period.isdigit() or int(quota) <= 0:
+        return None  # -1 is no quota
     return math.ceil(int(quota) / int(period))
 
 

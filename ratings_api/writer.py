@@ -56,6 +56,7 @@ from ratings_api.record import (
 )
 from ratings_api.state import (
     FOLDER_FLAGS,
+    LINKED_FOLDER,
     State,
     Waiting,
     locked_state,
@@ -544,8 +545,8 @@ def _open_folder(dir_fd: int, name: str, shown: str, create: bool) -> int | None
                 os.mkdir(name, dir_fd=dir_fd)
             except FileExistsError:
                 pass  # another writer made it meanwhile
-        except NotADirectoryError:
-            if _is_link(dir_fd, name):
+        except OSError as error:
+            if error.errno in LINKED_FOLDER and _is_link(dir_fd, name):
                 raise symlink_error(shown) from None
             raise
     raise AssertionError("unreachable")

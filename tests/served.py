@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,11 +33,19 @@ class Served:
 
 
 @contextmanager
-def serving(folder: Path, ratings: str, *options: str) -> Iterator[Served]:
-    """Write ``ratings`` to ``folder/ratings.yaml`` and serve its site until the block ends."""
+def serving(
+    folder: Path,
+    ratings: str,
+    *options: str,
+    command: Callable[..., list[str]] = serve_command,
+) -> Iterator[Served]:
+    """Write ``ratings`` to ``folder/ratings.yaml`` and serve its site until the block ends.
+
+    ``command`` makes the server's command line from ``options``.
+    """
     (folder / "ratings.yaml").write_text(ratings, encoding="utf-8")
     log = folder / "serve.log"
-    process = start(serve_command(*options), folder, log)
+    process = start(command(*options), folder, log)
     try:
         port = wait_for(SERVING, log, process)[1]
         yield Served(f"http://127.0.0.1:{port}", folder, log)
