@@ -98,8 +98,9 @@ def test_a_wheel_installs_in_a_fresh_venv_and_builds_the_same_site(tmp_path: Pat
 
 
 @pytest.fixture
-def windows(monkeypatch: pytest.MonkeyPatch) -> None:
+def windows(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     """What Python offers on Windows: no O_DIRECTORY, no O_NOFOLLOW, no dir_fd."""
+    tmp_path_factory.getbasetemp()  # made now: pytest makes it otherwise when sys.platform is win32
     monkeypatch.delattr(os, "O_DIRECTORY")
     monkeypatch.delattr(os, "O_NOFOLLOW")
     monkeypatch.setattr(os, "supports_dir_fd", set())
@@ -129,3 +130,35 @@ def test_the_wsgi_app_refuses_an_unsupported_system(tmp_path: Path) -> None:
 
 def test_this_system_is_supported() -> None:
     assert platforms.unsupported() is None
+
+
+# What Windows's Python lacks, taken out before generate.py is first imported: the
+# in-process fixture above runs after the package's modules are loaded, this does not.
+FRESH_WINDOWS: Final = """
+import os, runpy, sys
+sys.modules["fcntl"] = None  # no such module: "import fcntl" raises ImportError
+del os.O_DIRECTORY, os.O_NOFOLLOW
+os.supports_dir_fd = set()
+sys.platform = "win32"
+sys.argv = ["generate.py", *sys.argv[1:]]
+runpy.run_path("generate.py", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("options", [[], ["--serve", "--port", "0"]], ids=["build", "serve"])
+def test_generate_py_on_an_unsupported_system_is_one_line_from_a_fresh_start(
+    tmp_path: Path, options: list[str]
+) -> None:
+    site = tmp_path / "site"
+    done = subprocess.run(
+        [sys.executable, "-c", FRESH_WINDOWS, "--output", str(site), *options],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=clean_environ(),
+        timeout=60,
+        check=False,
+    )
+
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", f"{WINDOWS}\n")
+    assert not site.exists()
