@@ -54,7 +54,7 @@ INPUT_FIXES: Final[dict[str, str]] = {
     "id-quoted": _ID,
     "id-sexagesimal": _ID,
     "id-string": _ID,
-    "id-too-large": "Ids stop at 2⁶³−1 (a database's `bigint`): use the article's real id.",
+    "id-too-large": "Ids stop at the largest `bigint` of a database: use the real id.",
     "id-twice": "Merge the two entries into one.",
     "id-underscore": _ID,
     "id-yes": _ID,
@@ -135,16 +135,20 @@ COMMAND_FIXES: Final[dict[str, str]] = {
 # and the test file that asserts the line's text (the fragment must appear there).
 OTHER_ERRORS: Final[list[tuple[str, str, str, str]]] = [
     (
-        "/srv/data: a mount point: the build keeps its state beside the output folder, "
-        "in /srv/.data.generate, on the same file system; build into a folder inside "
-        "the mount instead",
+        (
+            "/srv/data: a mount point: the build keeps its state beside the output folder, "
+            "in /srv/.data.generate, on the same file system; build into a folder inside "
+            "the mount instead"
+        ),
         "Build into a folder inside the mount: `--output /srv/data/site`.",
         "test_writers.py",
         "a mount point: the build keeps its state beside the output folder",
     ),
     (
-        "site/away/api/articles/2: is a symbolic link: the build follows none where it "
-        "writes; remove it",
+        (
+            "site/away/api/articles/2: is a symbolic link: the build follows none where it "
+            "writes; remove it"
+        ),
         "Remove the link: the build writes only real folders and files in `site/`.",
         "test_writers.py",
         "is a symbolic link: the build follows none where it writes; remove it",
@@ -162,15 +166,19 @@ OTHER_ERRORS: Final[list[tuple[str, str, str, str]]] = [
         "--publish needs boto3 and obstore: pip install -r requirements-publish.txt",
     ),
     (
-        "s3://ratings: this publish would remove 300 files, more than --max-removals "
-        "256; nothing was changed. If that is meant, run again with --max-removals 300",
+        (
+            "s3://ratings: this publish would remove 300 files, more than --max-removals "
+            "256; nothing was changed. If that is meant, run again with --max-removals 300"
+        ),
         "Check the input lost no articles; if the removals are meant, run again as told.",
         "test_publish.py",
         "; nothing was changed. If that is meant, run again with ",
     ),
     (
-        "s3://ratings/.ratings-api/state.gz: not a state this version can read; --repair "
-        "lists the bucket and writes a new one",
+        (
+            "s3://ratings/.ratings-api/state.gz: not a state this version can read; --repair "
+            "lists the bucket and writes a new one"
+        ),
         "Run the publish once with `--repair`.",
         "test_publish.py",
         "not a state this version can read; --repair lists the bucket ",
@@ -203,7 +211,9 @@ def _rows(errors: list[tuple[str, str]]) -> str:
 def input_errors() -> list[tuple[str, str]]:
     """Each case of tests/cases/errors: its exact message, after its location, and its fix."""
     cases = sorted(CASES.iterdir())
-    assert {case.name for case in cases} == set(INPUT_FIXES), "a case without a fix, or a fix without a case"
+    assert {case.name for case in cases} == set(INPUT_FIXES), (
+        "a case without a fix, or a fix without a case"
+    )
     return [
         (
             LOCATION.sub("", (case / "error").read_text(encoding="utf-8").removesuffix("\n")),
@@ -228,7 +238,8 @@ def other_errors() -> list[tuple[str, str]]:
     rows = []
     for message, fix, test_file, fragment in OTHER_ERRORS:
         source = (ROOT / "tests" / test_file).read_text(encoding="utf-8")
-        assert fragment in message and fragment in source, (test_file, fragment)
+        assert fragment in message, fragment
+        assert fragment in source, (test_file, fragment)
         rows.append((message, fix))
     return rows
 

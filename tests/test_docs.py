@@ -19,7 +19,16 @@ from tests.hosts import DIFFERENCES
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # Linked to from the pages, and checked alike.
-OTHERS = [ROOT / name for name in ("CHANGELOG.md", "tests/README.md", "bench/README.md")]
+OTHERS = [
+    ROOT / name
+    for name in (
+        "ARCHITECTURE.md",
+        "CONTRIBUTING.md",
+        "CHANGELOG.md",
+        "tests/README.md",
+        "bench/README.md",
+    )
+]
 
 FENCE = re.compile(r"^ {0,3}(```|~~~)")
 HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.*?)[ \t#]*$")
@@ -87,7 +96,7 @@ def broken_links(page: Path) -> list[str]:
 
 def test_every_relative_link_and_anchor_resolves() -> None:
     assert len(PAGES) >= 14, PAGES
-    count = sum(1 for page in PAGES for _ in links(page.read_text(encoding="utf-8")))
+    count = sum(1 for page in PAGES + OTHERS for _ in links(page.read_text(encoding="utf-8")))
     assert count >= 100, "no links found"
 
     assert [problem for page in PAGES + OTHERS for problem in broken_links(page)] == []
@@ -165,7 +174,9 @@ def history(page: Path) -> list[str]:
     """``page:line: what`` for each trace of development history in a user's page."""
     found = []
     for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), start=1):
-        found += [f"{page.name}:{number}: {what}" for pattern, what in HISTORY if pattern.search(line)]
+        found += [
+            f"{page.name}:{number}: {what}" for pattern, what in HISTORY if pattern.search(line)
+        ]
     return found
 
 
@@ -206,7 +217,8 @@ def test_every_page_is_short_and_docs_fit_their_budget() -> None:
 
 def test_the_troubleshooting_page_is_every_error_of_the_tests() -> None:
     assert (DOCS / "troubleshooting.md").read_text(encoding="utf-8") == troubleshooting_page()
-    assert len(input_errors()) >= 60 and len(command_errors()) >= 15
+    assert len(input_errors()) >= 60
+    assert len(command_errors()) >= 15
 
 
 def test_the_http_page_shows_how_the_hosts_differ_as_measured() -> None:
