@@ -1,4 +1,8 @@
-"""The documentation as a reader meets it on GitHub: short README, a map, links that resolve."""
+"""The documentation as a reader meets it: a short README and its map, links that resolve.
+
+Also: no development history in docs/, short pages, and the pages rendered from the
+tests' own data as rendered.
+"""
 
 from __future__ import annotations
 
