@@ -1,10 +1,10 @@
 """The HTTP contract's lines, the hosts that answer them, and a client.
 
 Every line of the contract on which a host may differ is a point of POINTS,
-named as docs/hosts.md's table names it, with what the WhiteNoise app answers.
+named as tests/README.md's table names it, with what the WhiteNoise app answers.
 A check observes a point as a few words (``Host.holds``) and compares them
 with the host's value: the app's, or the host's documented ``Difference``.
-docs/hosts.md's table is rendered from the same data (``contract_table``), so
+tests/README.md's table is rendered from the same data (``contract_table``), so
 it says exactly what the suite asserts.
 """
 
@@ -77,7 +77,7 @@ ITS_LENGTH: Final = "the body's length"
 PREFLIGHT: Final = "204, `Allow` and the `Access-Control-Allow-*` headers"
 NOT_ALLOWED: Final = "405, `Allow` and " + JSON_ERROR
 
-# The contract's lines, in the order of docs/hosts.md's table, and what the app answers.
+# The contract's lines, in the order of tests/README.md's table, and what the app answers.
 POINTS: Final[dict[str, object]] = {
     # A rating
     "GET a rating": FOUND,
@@ -373,7 +373,7 @@ def after_head(port: int, path: str) -> bytes:
     return answer.partition(b"\r\n\r\n")[2]
 
 
-# docs/hosts.md's table
+# tests/README.md's table
 
 
 def cell(value: object) -> str:
@@ -381,7 +381,7 @@ def cell(value: object) -> str:
 
 
 def contract_table(differences: Mapping[str, Mapping[str, Difference]]) -> str:
-    """docs/hosts.md's host × contract table: ✓ where a host answers as the app does."""
+    """tests/README.md's host × contract table: ✓ where a host answers as the app does."""
     hosts = list(differences)
     lines = [
         "| contract line | the contract: the app (✓) | "
@@ -399,7 +399,7 @@ def contract_table(differences: Mapping[str, Mapping[str, Difference]]) -> str:
 
 
 def reasons_list(differences: Mapping[str, Mapping[str, Difference]]) -> str:
-    """Why each host differs where it does: docs/hosts.md's list under the table."""
+    """Why each host differs where it does: tests/README.md's list under the table."""
     lines = []
     for host, points in differences.items():
         not_run = {d.why for d in points.values() if d.value == NOT_RUN}

@@ -5,7 +5,7 @@ to serve: bench/hosts.py gives larger ones), builds the test project in
 it, starts a server on 127.0.0.1 with the configuration this repository
 ships, and returns a ``Host``. DIFFERENCES names, for each host, the lines of
 the contract it cannot honour, what it answers instead (as measured), and
-why: the checks assert exactly that, and docs/hosts.md's table is rendered
+why: the checks assert exactly that, and tests/README.md's table is rendered
 from it. Nothing is skipped.
 
 - ``generate --serve`` and ``gunicorn``: the WhiteNoise app, under Python's

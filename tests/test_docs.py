@@ -1,13 +1,38 @@
-"""The documentation as a reader meets it on GitHub: short README, a map, links that resolve."""
+"""The documentation as a reader meets it: a short README and its map, links that resolve.
+
+Also: no development history in docs/, short pages, and the pages rendered from the
+tests' own data as rendered.
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Final
+
+from tests.docs_pages import (
+    CLIENT_POINTS,
+    command_errors,
+    condensed_contract_table,
+    input_errors,
+    troubleshooting_page,
+)
+from tests.hosts import DIFFERENCES
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# Linked to from the pages, and checked alike.
+OTHERS = [
+    ROOT / name
+    for name in (
+        "ARCHITECTURE.md",
+        "CONTRIBUTING.md",
+        "CHANGELOG.md",
+        "tests/README.md",
+        "bench/README.md",
+    )
+]
 
 FENCE = re.compile(r"^ {0,3}(```|~~~)")
 HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.*?)[ \t#]*$")
@@ -75,10 +100,10 @@ def broken_links(page: Path) -> list[str]:
 
 def test_every_relative_link_and_anchor_resolves() -> None:
     assert len(PAGES) >= 14, PAGES
-    count = sum(1 for page in PAGES for _ in links(page.read_text(encoding="utf-8")))
+    count = sum(1 for page in PAGES + OTHERS for _ in links(page.read_text(encoding="utf-8")))
     assert count >= 100, "no links found"
 
-    assert [problem for page in PAGES for problem in broken_links(page)] == []
+    assert [problem for page in PAGES + OTHERS for problem in broken_links(page)] == []
 
 
 def test_a_broken_link_or_anchor_is_reported(tmp_path: Path) -> None:
@@ -132,3 +157,74 @@ def test_the_readme_is_a_front_door_with_a_map_of_every_page() -> None:
     mapped = {target for _, target in links(readme) if target.startswith("docs/")}
     pages = {f"docs/{page.name}" for page in PAGES[1:]}
     assert pages - mapped == set()
+
+
+# docs/ is for users: what a page must not hold, and how big it may be.
+
+DOCS = ROOT / "docs"
+MAX_PAGE: Final = 16_000  # characters
+MAX_DOCS: Final = 90_000  # characters, every page of docs/ together
+HISTORY: Final = [
+    (re.compile(r"load average", re.IGNORECASE), "a load average"),
+    (re.compile(r"\bissues? \d+\b|\(issue", re.IGNORECASE), "an issue number"),
+    (re.compile(r"(?<![\w.])/(?:dev/shm|work|home|root|tmp|mnt)/"), "a path of one machine"),
+    (re.compile(r"\.\./[\w.-]*checkout"), "a path of one machine"),
+    (re.compile(r"\bA/B\b"), "an A/B of designs"),
+    (re.compile(r"(?<!date )\b20\d\d-\d\d-\d\d\b"), "a dated run"),  # not a --compatibility-date
+]
+
+
+def history(page: Path) -> list[str]:
+    """``page:line: what`` for each trace of development history in a user's page."""
+    found = []
+    for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), start=1):
+        found += [
+            f"{page.name}:{number}: {what}" for pattern, what in HISTORY if pattern.search(line)
+        ]
+    return found
+
+
+def test_docs_hold_no_development_history() -> None:
+    assert [problem for page in sorted(DOCS.glob("*.md")) for problem in history(page)] == []
+
+
+def test_history_is_found(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "Measured at load average 1.3.\n## Writers (issue 11)\nas issue 12 says\n"
+        "python bench/run.py --dir /dev/shm/rb --compare ../threads-checkout\n"
+        "an A/B on 2026-11-22, in /work/bench-disk\n"
+        "fine: /proc/self/mem, site/away/api, s3://BUCKET/PREFIX, https://example.com/tmp/x\n"
+    )
+
+    assert history(page) == [
+        "page.md:1: a load average",
+        "page.md:2: an issue number",
+        "page.md:3: an issue number",
+        "page.md:4: a path of one machine",
+        "page.md:4: a path of one machine",
+        "page.md:5: a path of one machine",
+        "page.md:5: an A/B of designs",
+        "page.md:5: a dated run",
+    ]
+
+
+def test_every_page_is_short_and_docs_fit_their_budget() -> None:
+    sizes = {page.name: len(page.read_text(encoding="utf-8")) for page in DOCS.glob("*.md")}
+
+    assert {name: size for name, size in sizes.items() if size > MAX_PAGE} == {}
+    assert sum(sizes.values()) <= MAX_DOCS, sizes
+
+
+# Pages rendered from the tests' data
+
+
+def test_the_troubleshooting_page_is_every_error_of_the_tests() -> None:
+    assert (DOCS / "troubleshooting.md").read_text(encoding="utf-8") == troubleshooting_page()
+    assert len(input_errors()) >= 60
+    assert len(command_errors()) >= 15
+
+
+def test_the_http_page_shows_how_the_hosts_differ_as_measured() -> None:
+    table = condensed_contract_table(DIFFERENCES, CLIENT_POINTS)
+    assert table in (DOCS / "http-api.md").read_text(encoding="utf-8")

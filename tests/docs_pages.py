@@ -1,0 +1,307 @@
+"""The parts of docs/ rendered from the tests' own data, so that the pages cannot drift.
+
+- docs/troubleshooting.md, whole: every error of tests/cases/errors and every
+  command-line mistake of tests/test_user_errors.py, each with its fix;
+- docs/http-api.md's condensed table of how the hosts differ, from the contract
+  suite's DIFFERENCES (the full table is in tests/README.md).
+
+tests/test_docs.py holds the pages to these functions. After changing a case or a
+fix, write the troubleshooting page again:
+
+    python -m tests.docs_pages
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+from tests.contract import POINTS, Difference, cell
+
+ROOT: Final = Path(__file__).resolve().parent.parent
+CASES: Final = ROOT / "tests" / "cases" / "errors"
+TROUBLESHOOTING: Final = ROOT / "docs" / "troubleshooting.md"
+
+# The fix for each input error, by case name (tests/cases/errors/<name>). A new case
+# without a fix fails tests/test_docs.py.
+_ID = "Write the id as a positive integer in plain decimal, unquoted: `7: [5, 4]`."
+_RATING = "Write each rating as an integer in plain decimal, unquoted: `[5, 4, 3]`."
+_SCALE = "Write `scale: [1, 5]`: two integers, the lowest rating first."
+_OUTSIDE = "Correct the rating, or widen `scale` if the scale really changed."
+_PLAIN = "Write the value out in full: anchors, aliases and tags are refused."
+_TOTALS = "Write totals as `{sum: 29, count: 6}`: two integers, nothing else."
+_VALUE = "Give the article a list of ratings (`[5, 4]`, or `[]`) or totals."
+_URL = "Give a full address: `https://ratings.example.com` (a path is fine)."
+_TOP = "Start the file with `articles:`, one article a line under it."
+_SYNTAX = "Correct the YAML at that line and column (indent with spaces, close brackets)."
+INPUT_FIXES: Final[dict[str, str]] = {
+    "alias": _PLAIN,
+    "anchor": _PLAIN,
+    "articles-list": "Write the articles as a mapping: `7: [5, 4]`, not `- 7`.",
+    "articles-null": "List at least one article under `articles:`, or `articles: {}`.",
+    "bad-utf8": "Save the file as UTF-8.",
+    "billion-laughs": _PLAIN,
+    "control-char": "Remove the control character (often pasted from a terminal).",
+    "deep-nesting": _RATING,
+    "deep-top": _TOP,
+    "id-float": _ID,
+    "id-hex": _ID,
+    "id-list": _ID,
+    "id-negative": _ID,
+    "id-octal": _ID,
+    "id-quoted": _ID,
+    "id-sexagesimal": _ID,
+    "id-string": _ID,
+    "id-too-large": "Ids stop at the largest `bigint` of a database: use the real id.",
+    "id-twice": "Merge the two entries into one.",
+    "id-underscore": _ID,
+    "id-yes": _ID,
+    "id-zero": _ID,
+    "rating-above": _OUTSIDE,
+    "rating-below": _OUTSIDE,
+    "rating-float": _RATING,
+    "rating-huge": "A rating has at most 100 digits: correct it.",
+    "rating-nested": _RATING,
+    "rating-null": _RATING,
+    "rating-octal": _RATING,
+    "rating-plus": _RATING,
+    "rating-quoted": _RATING,
+    "rating-true": _RATING,
+    "scale-float": _SCALE,
+    "scale-late": _OUTSIDE,
+    "scale-one": _SCALE,
+    "scale-reversed": _SCALE,
+    "scale-scalar": _SCALE,
+    "scale-three": _SCALE,
+    "syntax-bracket": _SYNTAX,
+    "syntax-indent": _SYNTAX,
+    "syntax-tab": _SYNTAX,
+    "tag-int": _PLAIN,
+    "tag-local": _PLAIN,
+    "tag-python": _PLAIN,
+    "top-comments": _TOP,
+    "top-empty": _TOP,
+    "top-list": _TOP,
+    "top-missing": _TOP,
+    "top-twice": "Keep one of the two keys.",
+    "top-two-docs": "Keep one YAML document: remove the `---` and what follows, or merge.",
+    "top-typo": "Correct the key: `articles`, `scale` or `base_url`.",
+    "totals-above": "Correct the sum: it must lie within the scale times the count.",
+    "totals-below": "Correct the sum: it must lie within the scale times the count.",
+    "totals-bool": _TOTALS,
+    "totals-field": _TOTALS,
+    "totals-float": _TOTALS,
+    "totals-negative": "Correct the count: it is a number of ratings, 0 or more.",
+    "totals-no-count": _TOTALS,
+    "totals-no-sum": _TOTALS,
+    "totals-twice": _TOTALS,
+    "totals-zero": "With `count: 0`, write `sum: 0` (or list the article as `[]`).",
+    "url-ftp": _URL,
+    "url-list": _URL,
+    "url-missing": "Set `base_url:` in the file, `BASE_URL`, or `--base-url URL`.",
+    "url-no-host": _URL,
+    "url-query": "Leave the query and fragment out of the base URL.",
+    "url-space": "Encode the space (`%20`) or remove it.",
+    "value-block": _VALUE,
+    "value-null": _VALUE,
+    "value-scalar": _VALUE,
+}
+
+# The fix for each command-line mistake of tests/test_user_errors.py, by its param id.
+_BAD_URL = "Correct the base URL: `https://host[:port][/path]`, a port from 1 to 65535."
+_INPUT = "Give `--input` the YAML file itself, readable by you."
+COMMAND_FIXES: Final[dict[str, str]] = {
+    "ipv6-unclosed": _BAD_URL,
+    "port-out-of-range": _BAD_URL,
+    "port-not-a-number": _BAD_URL,
+    "port-0": _BAD_URL,
+    "ipv6-variable": _BAD_URL,
+    "ipv6-in-the-file": _BAD_URL,
+    "input-a-folder": _INPUT,
+    "input-missing": _INPUT,
+    "input-a-symlink-loop": _INPUT,
+    "input-a-socket": _INPUT,
+    "input-unreadable": _INPUT,
+    "input-name-too-long": _INPUT,
+    "output-a-file": "Give `--output` a folder (it is made if missing), not a file.",
+    "serve-port-out-of-range": "Give `--port` a number from 0 (any free port) to 65535.",
+    "serve-host-idna": "Give `--host` an address or a valid host name.",
+    "serve-bad-host": "Give `--host` an address of this machine: `127.0.0.1`, `0.0.0.0`.",
+}
+
+# Errors met while building, serving or publishing: an example of the line, its fix,
+# and the test file that asserts the line's text (the fragment must appear there).
+OTHER_ERRORS: Final[list[tuple[str, str, str, str]]] = [
+    (
+        (
+            "/srv/data: a mount point: the build keeps its state beside the output folder, "
+            "in /srv/.data.generate, on the same file system; build into a folder inside "
+            "the mount instead"
+        ),
+        "Build into a folder inside the mount: `--output /srv/data/site`.",
+        "test_writers.py",
+        "a mount point: the build keeps its state beside the output folder",
+    ),
+    (
+        (
+            "site/away/api/articles/2: is a symbolic link: the build follows none where it "
+            "writes; remove it"
+        ),
+        "Remove the link: the build writes only real folders and files in `site/`.",
+        "test_writers.py",
+        "is a symbolic link: the build follows none where it writes; remove it",
+    ),
+    (
+        "site: no such folder: build the site first (python generate.py)",
+        "Build first, or give the server the folder the build wrote.",
+        "test_http_contract.py",
+        "no such folder: build the site first (python generate.py)",
+    ),
+    (
+        "--publish needs boto3 and obstore: pip install -r requirements-publish.txt",
+        "Install the publishing libraries: `pip install -r requirements-publish.txt`.",
+        "test_publish.py",
+        "--publish needs boto3 and obstore: pip install -r requirements-publish.txt",
+    ),
+    (
+        (
+            "s3://ratings: this publish would remove 300 files, more than --max-removals "
+            "256; nothing was changed. If that is meant, run again with --max-removals 300"
+        ),
+        "Check the input lost no articles; if the removals are meant, run again as told.",
+        "test_publish.py",
+        "; nothing was changed. If that is meant, run again with ",
+    ),
+    (
+        (
+            "s3://ratings/.ratings-api/state.gz: not a state this version can read; --repair "
+            "lists the bucket and writes a new one"
+        ),
+        "Run the publish once with `--repair`.",
+        "test_publish.py",
+        "not a state this version can read; --repair lists the bucket ",
+    ),
+]
+
+
+LOCATION: Final = re.compile(r"^ratings\.yaml:\d+:\d+: ")
+
+
+def _rows(errors: list[tuple[str, str]]) -> str:
+    """The table's rows: messages that differ only in what was found share a row."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for message, fix in errors:
+        stem, found, value = message.rpartition(", found ")
+        key = (stem, fix) if found else (message, fix)
+        values = groups.setdefault(key, [])
+        if (value if found else "") not in values:
+            values.append(value if found else "")
+    rows, last = [], ""
+    for (stem, fix), values in groups.items():
+        shown = f"`{cell(stem)}, found {cell(values[0])}`" if values[0] else f"`{cell(stem)}`"
+        if len(values) > 1:
+            shown += ", or found " + ", ".join(f"`{cell(value)}`" for value in values[1:])
+        rows.append(f"| {shown} | {'the same' if fix == last else cell(fix)} |\n")
+        last = fix
+    return "".join(rows)
+
+
+def input_errors() -> list[tuple[str, str]]:
+    """Each case of tests/cases/errors: its exact message, after its location, and its fix."""
+    cases = sorted(CASES.iterdir())
+    assert {case.name for case in cases} == set(INPUT_FIXES), (
+        "a case without a fix, or a fix without a case"
+    )
+    return [
+        (
+            LOCATION.sub("", (case / "error").read_text(encoding="utf-8").removesuffix("\n")),
+            INPUT_FIXES[case.name],
+        )
+        for case in cases
+    ]
+
+
+def command_errors() -> list[tuple[str, str]]:
+    """Each command-line mistake of test_a_user_mistake_is_one_line_and_exit_2, with its fix."""
+    from tests import test_user_errors
+
+    marks = test_user_errors.test_a_user_mistake_is_one_line_and_exit_2.pytestmark
+    params = next(mark for mark in marks if mark.name == "parametrize").args[1]
+    assert {param.id for param in params} == set(COMMAND_FIXES), "a case without a fix"
+    return [(param.values[3], COMMAND_FIXES[param.id]) for param in params]
+
+
+def other_errors() -> list[tuple[str, str]]:
+    """The errors of building, serving and publishing, each checked against its test's text."""
+    rows = []
+    for message, fix, test_file, fragment in OTHER_ERRORS:
+        source = (ROOT / "tests" / test_file).read_text(encoding="utf-8")
+        assert fragment in message, fragment
+        assert fragment in source, (test_file, fragment)
+        rows.append((message, fix))
+    return rows
+
+
+def troubleshooting_page() -> str:
+    """docs/troubleshooting.md as it must read."""
+    table = "| message | fix |\n|---|---|\n"
+    return (
+        "# Troubleshooting: every error message and its fix\n\n"
+        "Every mistake a user can make is one line on stderr, exit status 2, no traceback, and\n"
+        "nothing written. A traceback is a bug: please report it. This page is generated from\n"
+        "the test suite's cases (`python -m tests.docs_pages`), so each message below is the\n"
+        "exact text the program prints.\n\n"
+        "## In `ratings.yaml`\n\n"
+        "Each message starts with where the mistake is, `ratings.yaml:LINE:COLUMN: ` (left\n"
+        "out below), pointing at the key or value. The rules: [The input](input.md).\n\n"
+        + table
+        + _rows(input_errors())
+        + "\n## On the command line\n\n"
+        "Each names the option, variable or file it came from. The options: "
+        "[The command line](cli.md).\n\n"
+        + table
+        + _rows(command_errors())
+        + "\n## Building, serving, publishing\n\n"
+        "The paths and counts are examples. An unknown option, or `--check` with `--serve`, "
+        "gets\nargparse's usage line and its message, also with exit status 2.\n\n"
+        + table
+        + _rows(other_errors())
+    )
+
+
+def condensed_contract_table(
+    differences: Mapping[str, Mapping[str, Difference]], points: list[str]
+) -> str:
+    """docs/http-api.md's table: the lines of the contract a client may meet differently."""
+    hosts = list(differences)
+    lines = [
+        "| | the app |" + "".join(f" `{name}` |" for name in hosts),
+        "|---|---|" + "---|" * len(hosts),
+    ]
+    for point in points:
+        row = [
+            cell(differences[host][point].value) if point in differences[host] else "✓"
+            for host in hosts
+        ]
+        lines.append(f"| {cell(point)} | {cell(POINTS[point])} | " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+# The lines of the contract that change what a client of the API sees.
+CLIENT_POINTS: Final = [
+    "no slash (`7/rating`): GET, HEAD, with a query",
+    "`Content-Type` of a 404",
+    "`Cache-Control` of a 404",
+    "`ETag`",
+    "a rebuild (in the same second, same size)",
+    "OPTIONS, with or without CORS, on a rating",
+    "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating",
+    "`Range: bytes=0-9`",
+    "the document's own path (`7/rating/index.json`)",
+]
+
+
+if __name__ == "__main__":
+    TROUBLESHOOTING.write_text(troubleshooting_page(), encoding="utf-8")
