@@ -14,7 +14,10 @@ or write. ``Store.environ()`` gives the standard AWS variables a client needs;
 ``Store.client()`` the store's boto3 client (closed by ``stop()``); ``Store.create_bucket(name)`` a bucket.
 
 ``start_counting_proxy(store.endpoint)`` puts an HTTP proxy in front of it
-that records every request (a client's request count, seen from outside).
+that records every request (a client's request count, seen from outside). Its
+``hold_reply`` and ``drop_reply`` make races and lost replies happen from
+outside a client: the store does the request, and the client gets its answer
+only when the test releases it, or never (the connection closes).
 
 The pytest fixture ``object_store`` (one store per test module) is in
 tests/conftest.py.
@@ -297,12 +300,32 @@ class CountingProxy:
     requests: list[tuple[str, str]]
     server: http.server.ThreadingHTTPServer = field(repr=False)
     thread: threading.Thread = field(repr=False)
+    rules: list[Rule] = field(default_factory=list, repr=False)
+
+    def hold_reply(self, method: str, key: str) -> Rule:
+        """Hold the answer to the next ``method`` of an object whose path ends with ``key``.
+
+        The store has done the request; the client waits until ``rule.release``
+        is set (``rule.reached`` is set when the answer is held).
+        """
+        rule = Rule(method, key, "hold")
+        self.rules.append(rule)
+        return rule
+
+    def drop_reply(self, method: str, key: str) -> Rule:
+        """Forward the next such request, then close the connection instead of answering."""
+        rule = Rule(method, key, "drop")
+        self.rules.append(rule)
+        return rule
 
     def count(self, method: str | None = None) -> int:
         return sum(1 for seen, _ in list(self.requests) if method in (None, seen))
 
     def clear(self) -> None:
         self.requests.clear()
+        for rule in self.rules:
+            rule.release.set()  # nothing stays held after its test
+        self.rules.clear()
 
     def stop(self) -> None:
         """Stop serving and wait for the serving thread."""
@@ -311,30 +334,61 @@ class CountingProxy:
         self.thread.join()
 
 
+@dataclass
+class Rule:
+    """What the proxy does to the first request of ``method`` to a path ending with ``key``."""
+
+    method: str
+    key: str
+    action: str  # "hold": answer once released; "drop": close without answering
+    reached: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+    taken: bool = False  # by a request: a rule acts once
+
+    def matches(self, method: str, path: str) -> bool:
+        return (
+            not self.taken
+            and method == self.method
+            and urllib.parse.urlsplit(path).path.endswith("/" + self.key)
+        )
+
+
 def start_counting_proxy(upstream: str) -> CountingProxy:
     """A CountingProxy in front of ``upstream`` (``http://127.0.0.1:PORT``)."""
     target = urllib.parse.urlsplit(upstream)
     seen: list[tuple[str, str]] = []
+    rules: list[Rule] = []
     handler = type(
         "Forward",
         (_Forward,),
-        {"upstream": (target.hostname, target.port), "seen": seen},
+        {"upstream": (target.hostname, target.port), "seen": seen, "rules": rules},
     )
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     port = server.server_address[1]
-    return CountingProxy(f"http://127.0.0.1:{port}", seen, server, thread)
+    return CountingProxy(f"http://127.0.0.1:{port}", seen, server, thread, rules)
 
 
 class _Forward(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     upstream: tuple[str, int]
     seen: list[tuple[str, str]]
+    rules: list[Rule]
+    _lock = threading.Lock()
+
+    def _rule(self) -> Rule | None:
+        with self._lock:
+            for rule in self.rules:
+                if rule.matches(self.command, self.path):
+                    rule.taken = True
+                    return rule
+        return None
 
     def _forward(self) -> None:
         self.seen.append((self.command, self.path))
+        rule = self._rule()
         length = int(self.headers.get("Content-Length") or 0)
         if self.headers.get("Transfer-Encoding"):
             raise AssertionError("the counting proxy does not forward chunked bodies")
@@ -355,6 +409,12 @@ class _Forward(http.server.BaseHTTPRequestHandler):
             return
         finally:
             connection.close()
+        if rule is not None:
+            rule.reached.set()
+            if rule.action == "drop":
+                self.close_connection = True  # done by the store, its answer lost
+                return
+            rule.release.wait(timeout=120)
         self.send_response_only(answer.status, answer.reason)
         for name, value in answer.getheaders():
             if name.lower() not in HOP_BY_HOP and name.lower() != "content-length":
