@@ -29,6 +29,7 @@ import http.client
 import http.server
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -301,6 +302,10 @@ class CountingProxy:
     server: http.server.ThreadingHTTPServer = field(repr=False)
     thread: threading.Thread = field(repr=False)
     rules: list[Rule] = field(default_factory=list, repr=False)
+    # The region each request was signed for (SigV4's credential scope), in arrival order.
+    regions: list[tuple[str, str, str]] = field(default_factory=list, repr=False)
+    # Headers added to every answer (say, the x-amz-bucket-region that AWS sends).
+    added_headers: dict[str, str] = field(default_factory=dict, repr=False)
 
     def hold_reply(self, method: str, key: str) -> Rule:
         """Hold the answer to the next ``method`` of an object whose path ends with ``key``.
@@ -323,6 +328,8 @@ class CountingProxy:
 
     def clear(self) -> None:
         self.requests.clear()
+        self.regions.clear()
+        self.added_headers.clear()
         for rule in self.rules:
             rule.release.set()  # nothing stays held after its test
         self.rules.clear()
@@ -358,17 +365,25 @@ def start_counting_proxy(upstream: str) -> CountingProxy:
     target = urllib.parse.urlsplit(upstream)
     seen: list[tuple[str, str]] = []
     rules: list[Rule] = []
+    regions: list[tuple[str, str, str]] = []
+    added: dict[str, str] = {}
     handler = type(
         "Forward",
         (_Forward,),
-        {"upstream": (target.hostname, target.port), "seen": seen, "rules": rules},
+        {
+            "upstream": (target.hostname, target.port),
+            "seen": seen,
+            "rules": rules,
+            "regions": regions,
+            "added": added,
+        },
     )
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     port = server.server_address[1]
-    return CountingProxy(f"http://127.0.0.1:{port}", seen, server, thread, rules)
+    return CountingProxy(f"http://127.0.0.1:{port}", seen, server, thread, rules, regions, added)
 
 
 class _Forward(http.server.BaseHTTPRequestHandler):
@@ -376,6 +391,8 @@ class _Forward(http.server.BaseHTTPRequestHandler):
     upstream: tuple[str, int]
     seen: list[tuple[str, str]]
     rules: list[Rule]
+    regions: list[tuple[str, str, str]]
+    added: dict[str, str]
     _lock = threading.Lock()
 
     def _rule(self) -> Rule | None:
@@ -388,6 +405,8 @@ class _Forward(http.server.BaseHTTPRequestHandler):
 
     def _forward(self) -> None:
         self.seen.append((self.command, self.path))
+        scope = re.search(r"Credential=[^/]+/[^/]+/([^/]+)/", self.headers.get("Authorization", ""))
+        self.regions.append((self.command, self.path, scope[1] if scope else ""))
         rule = self._rule()
         length = int(self.headers.get("Content-Length") or 0)
         if self.headers.get("Transfer-Encoding"):
@@ -419,6 +438,8 @@ class _Forward(http.server.BaseHTTPRequestHandler):
         for name, value in answer.getheaders():
             if name.lower() not in HOP_BY_HOP and name.lower() != "content-length":
                 self.send_header(name, value)
+        for name, value in self.added.items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         if self.command != "HEAD":
