@@ -79,12 +79,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import itertools
 import os
 import secrets
 import signal
 import time
 from array import array
-from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final, overload
@@ -98,11 +99,11 @@ from ratings_api.bucket_state import (
     document_id,
     document_path,
     encode,
-    marked,
 )
+from ratings_api.bucket_state import marked as marked_state
 from ratings_api.errors import InputError
 from ratings_api.hosting import NOT_FOUND_PAGE, REDIRECTS
-from ratings_api.loader import Catalogue
+from ratings_api.loader import MAX_ID, Catalogue
 from ratings_api.rating import Renderer
 from ratings_api.record import shared_columns
 
@@ -194,6 +195,15 @@ class Uploads(Sequence[tuple[str, int]]):
             place = self._places[index]
             return document_path(self._ids[place]), place
         return self._others[index - len(self._places)]
+
+    def articles(self) -> Iterator[int]:
+        """The ids of the documents to upload, by their places."""
+        ids = self._ids
+        return (ids[place] for place in self._places)
+
+    @property
+    def others(self) -> Sequence[tuple[str, int]]:
+        return self._others
 
     def __iter__(self) -> Iterator[tuple[str, int]]:
         ids = self._ids
@@ -384,6 +394,40 @@ def _differing(local: Sequence[int], published: Sequence[int]) -> set[int]:
         if not _same_numbers(local[start:end], published[start:end]):
             found.update(n for n in range(start, end) if local[n] != published[n])
     return found
+
+
+def marked(state: State, touched: Iterable[str]) -> State:
+    """A copy of ``state`` with each file of ``touched`` (paths) recorded as not known."""
+    articles, paths = _split(state, touched)
+    return marked_state(state, dict.fromkeys(articles), paths)
+
+
+def marks_of(state: State, todo: Plan) -> State:
+    """``state`` with every file ``todo`` touches recorded as not known.
+
+    The documents it uploads go by their places: a first publish of a million
+    makes no million paths to parse back.
+    """
+    uploads = todo.uploads
+    if isinstance(uploads, Uploads):
+        articles, paths = _split(state, (path for path, _ in uploads.others))
+        gone, more = _split(state, todo.removals)
+        return marked_state(
+            state, itertools.chain(uploads.articles(), articles, gone), paths + more
+        )
+    return marked(state, todo.touched())
+
+
+def _split(state: State, touched: Iterable[str]) -> tuple[list[int], list[str]]:
+    """The ids of the documents the state records by their numbers; the other paths."""
+    articles, paths = [], []
+    for path in touched:
+        article_id = document_id(path)
+        if article_id is None or article_id > MAX_ID or path in state.files:
+            paths.append(path)
+        else:
+            articles.append(article_id)
+    return articles, paths
 
 
 # The bucket
@@ -640,7 +684,7 @@ def _carry_out(
     """Do ``todo``, planned from ``read``; False if a state write met another version."""
     version = read.version
     if todo.uploads or todo.removals:
-        version = bucket.write_state(marked(read.state, todo.touched()), version)
+        version = bucket.write_state(marks_of(read.state, todo), version)
         if version is None:
             return False
         _upload(bucket, site, todo.uploads, options.workers, options.progress)
