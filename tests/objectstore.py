@@ -306,6 +306,13 @@ class CountingProxy:
     regions: list[tuple[str, str, str]] = field(default_factory=list, repr=False)
     # Headers added to every answer (say, the x-amz-bucket-region that AWS sends).
     added_headers: dict[str, str] = field(default_factory=dict, repr=False)
+    # Requests being forwarded now, and the most there were at once since clear().
+    load: dict[str, int] = field(default_factory=lambda: {"now": 0, "peak": 0}, repr=False)
+
+    @property
+    def peak(self) -> int:
+        """The most requests the proxy was forwarding at once since clear()."""
+        return self.load["peak"]
 
     def hold_reply(self, method: str, key: str) -> Rule:
         """Hold the answer to the next ``method`` of an object whose path ends with ``key``.
@@ -330,6 +337,7 @@ class CountingProxy:
         self.requests.clear()
         self.regions.clear()
         self.added_headers.clear()
+        self.load["peak"] = self.load["now"]
         for rule in self.rules:
             rule.release.set()  # nothing stays held after its test
         self.rules.clear()
@@ -367,6 +375,7 @@ def start_counting_proxy(upstream: str) -> CountingProxy:
     rules: list[Rule] = []
     regions: list[tuple[str, str, str]] = []
     added: dict[str, str] = {}
+    load = {"now": 0, "peak": 0}
     handler = type(
         "Forward",
         (_Forward,),
@@ -376,6 +385,7 @@ def start_counting_proxy(upstream: str) -> CountingProxy:
             "rules": rules,
             "regions": regions,
             "added": added,
+            "load": load,
         },
     )
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -383,7 +393,9 @@ def start_counting_proxy(upstream: str) -> CountingProxy:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     port = server.server_address[1]
-    return CountingProxy(f"http://127.0.0.1:{port}", seen, server, thread, rules, regions, added)
+    return CountingProxy(
+        f"http://127.0.0.1:{port}", seen, server, thread, rules, regions, added, load
+    )
 
 
 class _Forward(http.server.BaseHTTPRequestHandler):
@@ -393,6 +405,7 @@ class _Forward(http.server.BaseHTTPRequestHandler):
     rules: list[Rule]
     regions: list[tuple[str, str, str]]
     added: dict[str, str]
+    load: dict[str, int]
     _lock = threading.Lock()
 
     def _rule(self) -> Rule | None:
@@ -404,6 +417,16 @@ class _Forward(http.server.BaseHTTPRequestHandler):
         return None
 
     def _forward(self) -> None:
+        with self._lock:
+            self.load["now"] += 1
+            self.load["peak"] = max(self.load["peak"], self.load["now"])
+        try:
+            self._forward_counted()
+        finally:
+            with self._lock:
+                self.load["now"] -= 1
+
+    def _forward_counted(self) -> None:
         self.seen.append((self.command, self.path))
         scope = re.search(r"Credential=[^/]+/[^/]+/([^/]+)/", self.headers.get("Authorization", ""))
         self.regions.append((self.command, self.path, scope[1] if scope else ""))

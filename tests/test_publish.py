@@ -481,6 +481,7 @@ def test_a_publish_killed_midway_converges_when_run_again(project: Project) -> N
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert 100 <= project.proxy.count("PUT") < 302, "killed too late to test anything"
+    assert project.proxy.peak == 2  # --publish-workers: the uploads in flight at once
     state = project.state()
     assert sum(1 for known in state.values() if not known) == 300 + 300 + 2
     # The next publish, even of another catalogue, ends with exactly its site.
