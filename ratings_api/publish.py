@@ -560,9 +560,11 @@ class Bucket:
         try:
             answer = self.client.head_bucket(Bucket=self.target.bucket)
             headers = answer["ResponseMetadata"]["HTTPHeaders"]
-        except ClientError as error:  # a redirect's answer names the region too
+        except ClientError as error:
+            # A redirect's answer names the region too, and so does a refusal: a
+            # publisher may put objects without the right to list the bucket.
             headers = error.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
-            if _status(error) not in (301, 400):
+            if _status(error) not in (301, 400, 403):
                 raise
         return headers.get("x-amz-bucket-region") or DEFAULT_REGION
 
