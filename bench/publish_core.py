@@ -1,6 +1,7 @@
 """The publish function alone, against SeaweedFS: seconds and peak memory, this checkout beside another.
 
-    python bench/publish_core.py [--sizes 10000,100000] [--compare CHECKOUT] [--tmp /dev/shm]
+    python bench/publish_core.py [--sizes 10000,100000] [--compare CHECKOUT [--compare-first]]
+                                 [--tmp /dev/shm]
     python bench/publish_core.py --plan-only --sizes 200000,1000000
 
 Starts SeaweedFS on 127.0.0.1 (tests/objectstore.py). For each size and each
@@ -111,6 +112,7 @@ def main() -> int:
     parser.add_argument("--compare", type=Path, help="another checkout, run beside this one")
     parser.add_argument("--tmp", default="/dev/shm" if Path("/dev/shm").is_dir() else None)
     parser.add_argument("--plan-only", action="store_true")
+    parser.add_argument("--compare-first", action="store_true", help="run the other one first")
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     print(f"load average: {os.getloadavg()}")
@@ -119,6 +121,8 @@ def main() -> int:
             print(size, child(ROOT, None, PLAN_ONLY, str(size)), flush=True)
         return 0
     checkouts = [("this", ROOT)] + ([("compare", args.compare)] if args.compare else [])
+    if args.compare_first:
+        checkouts.reverse()
     store = start_store(Path(tempfile.mkdtemp(dir=args.tmp, prefix="publish-core-")))
     try:
         for size in sizes:

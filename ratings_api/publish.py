@@ -797,38 +797,30 @@ async def _upload_all(
     window: int,
     progress: Callable[[str, int, int], None] | None,
 ) -> None:
-    window = max(1, window)
-    pending: set[asyncio.Task[None]] = set()
-    done, total = 0, len(uploads)
+    """``window`` workers, each taking the next upload from one shared iterator.
+
+    Each body is rendered when its upload starts: never all of them at once.
+    """
+    todo = iter(uploads)
+    total = len(uploads)
+    done = 0
+
+    async def worker() -> None:
+        nonlocal done
+        for path, place in todo:  # one thread: no two workers take the same item
+            await bucket.upload(path, site.body(path, place))
+            done += 1
+            if progress is not None and (done % PROGRESS_EVERY == 0 or done == total):
+                progress("uploading", done, total)
+
+    workers = [asyncio.ensure_future(worker()) for _ in range(min(max(1, window), total))]
     try:
-        for path, place in uploads:  # rendered as they go: never all bodies at once
-            if len(pending) >= window:
-                done = await _settle(pending, done, total, progress)
-            pending.add(asyncio.ensure_future(bucket.upload(path, site.body(path, place))))
-        while pending:
-            done = await _settle(pending, done, total, progress)
+        await asyncio.gather(*workers)  # the first failure, at once
     finally:
-        for task in pending:
+        for task in workers:
             task.cancel()
         # Collected, so that no failure is left for asyncio to print at exit.
-        await asyncio.gather(*pending, return_exceptions=True)
-
-
-async def _settle(
-    pending: set[asyncio.Task[None]],
-    done: int,
-    total: int,
-    progress: Callable[[str, int, int], None] | None,
-) -> int:
-    """Wait for one upload or more to end, raise the first failure; the number done."""
-    finished, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-    pending.difference_update(finished)
-    for task in finished:
-        task.result()
-        done += 1
-        if progress is not None and (done % PROGRESS_EVERY == 0 or done == total):
-            progress("uploading", done, total)
-    return done
+        await asyncio.gather(*workers, return_exceptions=True)
 
 
 # The client and its failures
