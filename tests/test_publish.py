@@ -811,7 +811,10 @@ def test_without_a_region_the_uploads_are_signed_for_the_buckets_own(project: Pr
     }
 
 
-def test_ctrl_c_stops_at_once_while_the_store_stalls(project: Project) -> None:
+@pytest.mark.parametrize(("stop", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_stop_signal_ends_it_at_once_while_the_store_stalls(
+    project: Project, stop: signal.Signals, code: int
+) -> None:
     project.ratings.write_text(many(400))
     assert project.run("--quiet").returncode == 0
     process = subprocess.Popen(
@@ -831,18 +834,18 @@ def test_ctrl_c_stops_at_once_while_the_store_stalls(project: Project) -> None:
     weed.send_signal(signal.SIGSTOP)
     try:
         time.sleep(0.5)  # every upload in flight now waits for the store
-        process.send_signal(signal.SIGINT)
+        process.send_signal(stop)
         stopped = time.monotonic()
         stdout, stderr = process.communicate(timeout=60)
         took = time.monotonic() - stopped
     finally:
         weed.send_signal(signal.SIGCONT)
-    assert took < 2, f"stopped {took:.1f} s after Ctrl-C"
+    assert took < 2, f"stopped {took:.1f} s after {stop.name}"
     assert (process.returncode, stdout, stderr) == (
-        130,
+        code,
         "",
         (
-            f"s3://{project.bucket}/p: publish interrupted by SIGINT; each object is whole, "
+            f"s3://{project.bucket}/p: publish interrupted by {stop.name}; each object is whole, "
             "old or new: publish again to finish\n"
         ),
     )
@@ -1102,6 +1105,18 @@ def test_other_sdk_failures_are_one_line(error: str, line: str) -> None:
         failure = exceptions.CredentialRetrievalError(provider="process", error_msg="secret")
 
     assert publishing._explain(publishing.Target("b", "p"), failure) == line
+
+
+def test_a_publish_that_planned_again_says_so() -> None:
+    todo = publishing.Plan([("index.html", -1)], [], 3)
+    outcome = publishing.Outcome(todo, 9, plans=2)
+
+    line = publishing.describe(publishing.Target("b", "p"), outcome, 1.5, check=False)
+
+    assert line == (
+        "published s3://b/p: 1 uploaded, 0 removed, 3 unchanged; 9 requests in 1.50 s; "
+        "planned 2 times, as another publish wrote the state meanwhile"
+    )
 
 
 DENIED: Final = (
