@@ -2,65 +2,110 @@
 
 What is published is what the build wrote: its documents rendered again by
 the build's own renderer, and the other generated files' bytes from the
-build's result (reading a million files back from the disk costs about five
-times as much: docs/deploy-object-storage.md). A user's own files in the
-output folder (a CNAME, a ``_headers``) are never published, and
-``_redirects`` neither: it is a rule file for Netlify and Cloudflare Pages,
-which S3 would serve as a file.
+build's result. A user's own files in the output folder (a CNAME, a
+``_headers``) are never published, and ``_redirects`` neither: it is a rule
+file for Netlify and Cloudflare Pages, which S3 would serve as a file.
 
-The bucket is not listed. A state object, ``PREFIX/.ratings-api/state.gz``,
-records what every published file holds: each article's document by the
-article's numbers (id, sum, count) and the renderer's stamp, every other file
-by its MD5, the digest S3 reports as the ETag of a plain upload. A publish
-reads it (one request), compares the catalogue's 64-bit columns with the
-state's (a memory comparison, no rendering: a no-op at a million articles
-costs about what reading the state costs), uploads the files that differ,
-removes the files no longer built, and writes it again. ``--repair`` lists
-the bucket instead and compares ETags with every file's MD5, for a bucket
-changed by hand.
+The bucket is not listed. The state object (ratings_api/bucket_state.py)
+records what every published file holds. A publish reads it (one request),
+plans by comparing the catalogue's numbers with the state's (no rendering: a
+no-op costs about what reading the state costs), uploads the files that
+differ, removes the files no longer built, and writes the state again.
+``--repair`` lists the bucket instead and compares ETags with every file's
+MD5, for a bucket changed by hand or a state that cannot be read.
 
-The state's bytes, gzipped: one line of JSON (format, cache_control, stamp,
-articles N, files {path: MD5}), then three columns of N signed 64-bit
-little-endian numbers: ids, sums, counts. A count of -1 marks a document
-whose bytes are not known, "" a file's. Documents of a catalogue whose
-numbers need more than 64 bits are recorded among the files, by MD5.
+Why any interleaving of publishes converges
+-------------------------------------------
 
-Order, so that an interruption at any point converges at the next run: the
-state is first rewritten with every file about to be touched marked
-unknown; then uploads, then removals, then the final state.
-Each state write is conditional on the state read (If-Match / If-None-Match),
-so two publishes at once cannot lose each other's marks: the later one
-merges and exits 2, asking for a rerun. Objects are replaced whole by S3,
-never partly written.
+A publish of catalogue C runs this loop, at most ATTEMPTS times:
+
+1. read the state S and its version V (the ETag; none if there is no state);
+2. plan(C, S): the uploads and removals that make a bucket recorded as S
+   hold C's site, and F, the state that records C's site. A pure function:
+   nothing else goes in;
+3. write M = S with every file the plan touches marked unknown, *if the
+   state is still V*; it becomes version V1;
+4. upload, then remove;
+5. write F *if the state is still V1*. Done.
+
+If a conditional write finds another version (412 or 409), go back to 1: read
+again, plan again. Never write over a version the plan was not made from.
+
+The invariant: *a file the state records as known holds what the state says*,
+for every version written. Every write is conditional on the version before
+it, so the versions form one chain and each is derived from its predecessor:
+
+- M only turns known files into unknown ones: it cannot break the invariant.
+- F is written over V1, the marks of this very publish, so no other publish
+  wrote in between. Every file F records as known is either untouched by
+  this plan (known, and the same, in S, so it held that already), or touched
+  by it: marked unknown at step 3, then written by this publish at step 4.
+  Another publish Q that writes such a file after our marks either wrote its
+  marks before ours (then its final write conflicts with ours, it reads F,
+  plans again and uploads again whatever F records differently from its
+  catalogue) or after ours (then ours conflicts: we plan again).
+- A publish that stops anywhere (killed, interrupted, its store gone) leaves
+  the last version it wrote: S, or M with its files marked unknown. The
+  next publish re-uploads them; nothing recorded as known is wrong.
+
+So the next publish of any catalogue that runs alone makes the bucket exactly
+that catalogue's site, and ``--check`` (steps 1-2) says "current" only when
+every file is known and the same. A conflict costs a new read and plan, and
+the uploads of the files another publish touched meanwhile; past ATTEMPTS
+conflicts in a row the publish stops with one line (exit 2).
+
+The window left open: while Q is still uploading a file it marked, another
+publish P may read Q's marks, upload that file and record it (P's final write
+succeeds: Q wrote nothing since P's marks). If Q's upload lands after P's,
+the state is wrong until Q's final write, which conflicts, reads P's state
+and uploads the file again. If Q dies in between (killed while a frozen
+upload of it lands late), nothing says so. A publish that dies stops
+uploading then, so this needs two publishes uploading the same file at once
+and the slower one killed: a CI concurrency group (one publish per target at
+a time) rules it out, and ``--repair`` fixes such a bucket.
+
+A reply lost after the store did the write (the SDK retries, and the retry
+finds the condition false) is not a conflict: the stored state is read back
+and, if its bytes are the ones written, it is ours.
+
+Objects are replaced whole by S3, never partly written. Uploads run on one
+asyncio loop, a bounded window of them in flight (memory is the same for ten
+uploads or a million), fed from the plan's iterator, and cancelled at once by
+Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
 
-import gzip
+import asyncio
+import contextlib
 import hashlib
-import json
+import itertools
 import os
-import re
-import sys
-import threading
+import secrets
+import signal
 import time
-import zlib
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, overload
 from urllib.parse import urlsplit
 
+from ratings_api.bucket_state import (
+    CACHE_CONTROL,
+    STATE_NAME,
+    State,
+    decode,
+    document_id,
+    document_path,
+    encode,
+)
+from ratings_api.bucket_state import marked as marked_state
 from ratings_api.errors import InputError
 from ratings_api.hosting import NOT_FOUND_PAGE, REDIRECTS
 from ratings_api.loader import MAX_ID, Catalogue
-from ratings_api.rating import ARTICLES_PATH, Renderer
+from ratings_api.rating import Renderer
 from ratings_api.record import shared_columns
-
-if TYPE_CHECKING:
-    from ratings_api.build import Result
 
 if TYPE_CHECKING:
     from boto3.session import Session
@@ -68,25 +113,31 @@ if TYPE_CHECKING:
     from obstore import Attributes
     from obstore.store import S3Store
 
+    from ratings_api.build import Result
+
+# The state's format lives in bucket_state; these names stay importable from here.
+encode_state = encode
+decode_state = decode
+__all__ = ["CACHE_CONTROL", "STATE_NAME", "State", "decode_state", "encode_state", "marked"]
+
 REQUIREMENTS: Final = "requirements-publish.txt"
-CACHE_CONTROL: Final = "public, max-age=0, must-revalidate"  # the API's (server.py)
-STATE_DIR: Final = ".ratings-api"
-STATE_NAME: Final = f"{STATE_DIR}/state.gz"
-STATE_FORMAT: Final = 2  # new headers re-upload every file once; another format: --repair
 NOT_PUBLISHED: Final = frozenset({REDIRECTS})  # host rules, meaningless to S3
 DEFAULT_MAX_REMOVALS: Final = 256  # as hugo deploy's --maxDeletes
 # Measured with bench/publish.py --workers-sweep against SeaweedFS here: 8 to 128 all
 # within 10.3-11.7 s for 10,000 (the store's CPU is the limit); 32 was the fastest, and
 # keeps twice 16's uploads in flight for a remote store's tens of milliseconds each.
 DEFAULT_WORKERS: Final = 32
+ATTEMPTS: Final = 10  # plans in a row whose state write met another publish's
 DELETE_BATCH: Final = 1000  # DeleteObjects' limit
-UNKNOWN: Final = ""  # the state's digest of a file whose bytes are not known
-UNKNOWN_COUNT: Final = -1  # the state's count of an article whose document is not known
-STATE_LEVEL: Final = 1  # gzip's: 24 MB of columns at 1M in 0.17 s, 4.2 MB (level 6: 1.4 s, 3.7)
 CHUNK: Final = 4096  # numbers compared at a time when looking for the few that differ
-DOCUMENT: Final = re.compile(re.escape(ARTICLES_PATH) + r"/([1-9][0-9]*)/rating/index\.json")
 RETRIES: Final = {"mode": "standard", "total_max_attempts": 5}
 EXAMPLES: Final = 10  # paths listed by --check
+PROGRESS_EVERY: Final = 100  # uploads between two progress reports
+STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+DEFAULT_REGION: Final = "us-east-1"  # S3's, where neither the user nor the bucket says
+EXPIRED: Final = frozenset(
+    {"ExpiredToken", "ExpiredTokenException", "InvalidToken", "TokenRefreshRequired"}
+)
 TYPES: Final = {
     ".json": "application/json",
     ".html": "text/html; charset=utf-8",
@@ -110,52 +161,81 @@ class Target:
         return f"s3://{self.bucket}/{self.prefix}".rstrip("/")
 
 
-@dataclass
-class State:
-    """What the bucket holds, as the state object records it (see the module's text)."""
+class Uploads(Sequence[tuple[str, int]]):
+    """The files to upload (path, and the article's place or -1), each path made when asked.
 
-    stamp: str = ""  # the renderer's: the documents' format and base URL
-    ids: Sequence[int] = field(default_factory=list)
-    sums: Sequence[int] = field(default_factory=list)
-    counts: Sequence[int] = field(default_factory=list)  # UNKNOWN_COUNT: not known
-    files: dict[str, str] = field(default_factory=dict)  # MD5, or UNKNOWN
-    etag: str | None = None  # the state object's, when read or written
+    A first publish of a million articles holds a column of a million places
+    (8 MB) here, not a million tuples of paths (about 150 MB).
+    """
 
-    def entries(self) -> Iterator[tuple[str, bool]]:
-        """Each file recorded, and whether its bytes are known."""
-        for article_id, count in zip(self.ids, self.counts, strict=True):
-            yield document_path(article_id), count != UNKNOWN_COUNT
-        for path, digest in self.files.items():
-            yield path, digest != UNKNOWN
+    def __init__(
+        self, ids: Sequence[int], places: Sequence[int], others: Sequence[tuple[str, int]]
+    ) -> None:
+        self._ids = ids
+        self._places = places
+        self._others = others
+
+    def __len__(self) -> int:
+        return len(self._places) + len(self._others)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[str, int]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[tuple[str, int]]: ...
+
+    def __getitem__(self, index: int | slice) -> tuple[str, int] | list[tuple[str, int]]:
+        if isinstance(index, slice):
+            return [self[n] for n in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        if index < len(self._places):
+            place = self._places[index]
+            return document_path(self._ids[place]), place
+        return self._others[index - len(self._places)]
+
+    def articles(self) -> Iterator[int]:
+        """The ids of the documents to upload, by their places."""
+        ids = self._ids
+        return (ids[place] for place in self._places)
+
+    @property
+    def others(self) -> Sequence[tuple[str, int]]:
+        return self._others
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        ids = self._ids
+        for place in self._places:
+            yield document_path(ids[place]), place
+        yield from self._others
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)
 class Plan:
-    uploads: list[tuple[str, int]]  # path, and its article's place in the catalogue or -1
+    uploads: Sequence[tuple[str, int]]  # path, and its article's place in the catalogue or -1
     removals: list[str]
     unchanged: int
 
-    def touched(self) -> list[str]:
-        return [*(path for path, _ in self.uploads), *self.removals]
+    def touched(self) -> Iterator[str]:
+        """Every path the plan uploads or removes, made one at a time."""
+        yield from (path for path, _ in self.uploads)
+        yield from self.removals
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a publish did (or, checking, would do)."""
+    """What a publish did (or, checking, would do): its last plan, and how many it made."""
 
     plan: Plan
     requests: int
-    raced: bool = False
-
-
-def document_path(article_id: int) -> str:
-    return f"{ARTICLES_PATH}/{article_id}/rating/index.json"
-
-
-def document_id(path: str) -> int | None:
-    """The article whose document ``path`` is, if it is one."""
-    match = DOCUMENT.fullmatch(path)
-    return None if match is None else int(match[1])
+    plans: int = 1  # more than one: another publish wrote the state meanwhile
 
 
 def parse_target(text: str) -> Target:
@@ -234,11 +314,13 @@ def content_type(path: str) -> str:
 
 
 def plan(site: Site, published: State) -> tuple[Plan, State]:
-    """What makes the bucket, recorded as ``published``, hold ``site``; and the state after."""
+    """What makes the bucket, recorded as ``published``, hold ``site``; and the state after.
+
+    A pure function of its arguments: the same site and state, the same plan.
+    """
     local, files = site.state()
     changed, gone = _changed_articles(local, published)
-    uploads = [(document_path(local.ids[place]), place) for place in changed]
-    uploads += [
+    others = [
         (path, place)
         for path, (digest, place) in files.items()
         if published.files.get(path) != digest
@@ -252,6 +334,7 @@ def plan(site: Site, published: State) -> tuple[Plan, State]:
             if article_id in listed:
                 continue  # now recorded by its numbers, and uploaded
         removals.add(path)
+    uploads = Uploads(local.ids, changed, others)
     unchanged = len(local.ids) + len(files) - len(uploads)
     return Plan(uploads, sorted(removals), unchanged), local
 
@@ -270,17 +353,19 @@ def plan_by_digests(
     return Plan(uploads, removals, len(local) - len(uploads)), site.state()[0]
 
 
-def _changed_articles(local: State, published: State) -> tuple[list[int], list[int]]:
+def _changed_articles(local: State, published: State) -> tuple[array[int], list[int]]:
     """The places of the local articles whose documents differ, and the ids no longer listed."""
     same_stamp = local.stamp == published.stamp
     if same_stamp and _same_numbers(local.ids, published.ids):
         # The usual publish: the same articles in the same order. Only the few
         # numbers that differ are looked at one by one.
         differ = _differing(local.sums, published.sums) | _differing(local.counts, published.counts)
-        return sorted(differ), []
+        return array("q", sorted(differ)), []
+    if not published.ids:  # a first publish: every document, no dictionary of nothing
+        return array("q", range(len(local.ids))), []
     where = {article_id: place for place, article_id in enumerate(published.ids)}
     sums, counts = published.sums, published.counts
-    changed = []
+    changed = array("q")
     for place, article_id in enumerate(local.ids):
         at = where.pop(article_id, None)
         if (
@@ -311,103 +396,50 @@ def _differing(local: Sequence[int], published: Sequence[int]) -> set[int]:
     return found
 
 
-def marked(state: State, paths: Iterable[str]) -> State:
-    """A copy of ``state`` with each file of ``paths`` recorded as not known."""
-    ids, sums, counts = (_array(column) for column in (state.ids, state.sums, state.counts))
-    files = dict(state.files)
-    wanted = set()
-    for path in paths:
+def marked(state: State, touched: Iterable[str]) -> State:
+    """A copy of ``state`` with each file of ``touched`` (paths) recorded as not known."""
+    articles, paths = _split(state, touched)
+    return marked_state(state, dict.fromkeys(articles), paths)
+
+
+def marks_of(state: State, todo: Plan) -> State:
+    """``state`` with every file ``todo`` touches recorded as not known.
+
+    The documents it uploads go by their places: a first publish of a million
+    makes no million paths to parse back.
+    """
+    uploads = todo.uploads
+    if isinstance(uploads, Uploads):
+        articles, paths = _split(state, (path for path, _ in uploads.others))
+        gone, more = _split(state, todo.removals)
+        return marked_state(
+            state, itertools.chain(uploads.articles(), articles, gone), paths + more
+        )
+    return marked(state, todo.touched())
+
+
+def _split(state: State, touched: Iterable[str]) -> tuple[list[int], list[str]]:
+    """The ids of the documents the state records by their numbers; the other paths."""
+    articles, paths = [], []
+    for path in touched:
         article_id = document_id(path)
-        if path in files or article_id is None or article_id > MAX_ID:
-            files[path] = UNKNOWN
-        if article_id is not None and article_id <= MAX_ID:
-            wanted.add(article_id)
-    if wanted:
-        for place, article_id in enumerate(ids):
-            if article_id in wanted:
-                counts[place] = UNKNOWN_COUNT
-                wanted.discard(article_id)
-        new = sorted(wanted)
-        ids.extend(new)
-        sums.extend(0 for _ in new)
-        counts.extend(UNKNOWN_COUNT for _ in new)
-    return State(state.stamp, ids, sums, counts, files, state.etag)
-
-
-def _array(column: Sequence[int]) -> array[int]:
-    """A copy of ``column`` that can grow."""
-    if isinstance(column, memoryview):
-        copy = array("q")
-        copy.frombytes(column.cast("B"))  # in C; array("q", column) takes each number in turn
-        return copy
-    return array("q", column)
-
-
-# The state object
-
-
-def encode_state(state: State) -> bytes:
-    """The state's bytes: the same bytes for the same state."""
-    head = {
-        "format": STATE_FORMAT,
-        "cache_control": CACHE_CONTROL,
-        "stamp": state.stamp,
-        "articles": len(state.ids),
-        "files": state.files,
-    }
-    text = json.dumps(head, sort_keys=True, separators=(",", ":")).encode() + b"\n"
-    columns = [_little_endian(column) for column in (state.ids, state.sums, state.counts)]
-    return gzip.compress(b"".join([text, *columns]), compresslevel=STATE_LEVEL, mtime=0)
-
-
-def decode_state(data: bytes, etag: str) -> State:
-    """The state read back; one written with other headers marks every file unknown."""
-    try:
-        raw = gzip.decompress(data)
-        end = raw.index(b"\n")
-        head = json.loads(raw[:end])
-        if head["format"] != STATE_FORMAT:
-            raise ValueError("another format")
-        size, files, stamp = head["articles"], head["files"], head["stamp"]
-        body = memoryview(raw)[end + 1 :]
-        if (
-            not isinstance(size, int)
-            or len(body) != 3 * 8 * size
-            or not isinstance(stamp, str)
-            or not isinstance(files, dict)
-            or not all(isinstance(value, str) for value in files.values())
-        ):
-            raise ValueError("not whole")
-    except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError):
-        raise InputError(
-            f"{STATE_NAME}: not a state this version can read; --repair lists the bucket "
-            "and writes a new one"
-        ) from None
-    ids, sums, counts = (_numbers(body[n * 8 * size : (n + 1) * 8 * size]) for n in range(3))
-    if head["cache_control"] != CACHE_CONTROL:  # every object has the wrong header
-        counts = array("q", [UNKNOWN_COUNT]) * size
-        files = dict.fromkeys(files, UNKNOWN)
-    return State(stamp, ids, sums, counts, files, etag)
-
-
-def _little_endian(column: Sequence[int]) -> memoryview:
-    numbers = column if isinstance(column, memoryview) else memoryview(array("q", column))
-    if sys.byteorder == "little":
-        return numbers
-    swapped = array("q", numbers)  # pragma: no cover - no big-endian machine here
-    swapped.byteswap()  # pragma: no cover
-    return memoryview(swapped)  # pragma: no cover
-
-
-def _numbers(data: memoryview) -> Sequence[int]:
-    if sys.byteorder == "little":
-        return data.cast("q")
-    swapped = array("q", data.cast("q"))  # pragma: no cover - no big-endian machine here
-    swapped.byteswap()  # pragma: no cover
-    return swapped  # pragma: no cover
+        if article_id is None or article_id > MAX_ID or path in state.files:
+            paths.append(path)
+        else:
+            articles.append(article_id)
+    return articles, paths
 
 
 # The bucket
+
+
+@dataclass(frozen=True)
+class Read:
+    """The state as read, with the version (ETag) a write over it is conditional on."""
+
+    state: State
+    version: str | None  # None: there was no state object
+    data: bytes = b""  # the object's bytes, as read
 
 
 class Bucket:
@@ -419,64 +451,73 @@ class Bucket:
         self._session = session
         self._objects: S3Store | None = None
         self._requests = 0
-        self._lock = threading.Lock()
         client.meta.events.register("before-send.s3", self._count)
 
     def _count(self, **_: Any) -> None:
-        with self._lock:
-            self._requests += 1
+        self._requests += 1  # boto3's calls and the uploads all run on this one thread
 
     @property
     def requests(self) -> int:
         return self._requests
 
-    def read_state(self, *, repair: bool = False) -> State:
+    def read_state(self, *, repair: bool = False) -> Read:
         """The state in the bucket; with ``repair``, one that cannot be read counts as none."""
-        from botocore.exceptions import ClientError
-
-        key = self.target.key(STATE_NAME)
+        stored = self._get_state()
+        if stored is None:
+            return Read(State(), None)
+        data, version = stored
         try:
-            answer = self.client.get_object(Bucket=self.target.bucket, Key=key)
-        except ClientError as error:
-            if error.response.get("Error", {}).get("Code") == "NoSuchKey":
-                return State()
-            raise
-        data, etag = answer["Body"].read(), answer["ETag"]
-        try:
-            return decode_state(data, etag)
+            return Read(decode(data), version, data)
         except InputError:
             if repair:
-                return State(etag=etag)
+                return Read(State(), version, data)
             raise
 
-    def write_state(self, state: State) -> bool:
-        """Write ``state`` if the stored one is still the one read; False if not."""
+    def _get_state(self) -> tuple[bytes, str] | None:
         from botocore.exceptions import ClientError
 
-        condition = {"IfMatch": state.etag} if state.etag else {"IfNoneMatch": "*"}
+        try:
+            answer = self.client.get_object(
+                Bucket=self.target.bucket, Key=self.target.key(STATE_NAME)
+            )
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") == "NoSuchKey":
+                return None
+            raise
+        return answer["Body"].read(), answer["ETag"]
+
+    def write_state(self, state: State, version: str | None) -> str | None:
+        """Write ``state`` if the stored one is still ``version`` (None: if there is none).
+
+        The new version; None if another publish wrote the state since. A
+        conflict after a retry may be our own write whose reply was lost: the
+        token each write carries tells.
+        """
+        from botocore.exceptions import ClientError
+
+        body = encode(replace(state, token=secrets.token_hex(16)))
+        condition = {"IfMatch": version} if version is not None else {"IfNoneMatch": "*"}
         try:
             answer = self.client.put_object(
                 Bucket=self.target.bucket,
                 Key=self.target.key(STATE_NAME),
-                Body=encode_state(state),
+                Body=body,
                 ContentType="application/gzip",
                 CacheControl="no-store",
                 **condition,  # type: ignore[arg-type]
             )
         except ClientError as error:
-            if _status(error) in (409, 412):
-                return False
-            raise
-        state.etag = answer["ETag"]
-        return True
+            if _status(error) not in (409, 412):
+                raise
+            stored = self._get_state()
+            return stored[1] if stored is not None and stored[0] == body else None
+        return answer["ETag"]
 
     def objects(self) -> S3Store:
-        """The uploads' client: obstore, at boto3's endpoint and region, with its credentials.
+        """The uploads' client: obstore, at boto3's endpoint and the bucket's region.
 
-        Made once, before the uploads' threads start. An upload costs boto3
-        about 3 ms of CPU under the GIL and obstore 0.4 ms outside it: a first
-        publish of 10,000 documents here took 46 s with boto3, 9 s with obstore
-        (docs/deploy-object-storage.md).
+        An upload costs boto3 about 3 ms of CPU under the GIL and obstore 0.4 ms
+        outside it (docs/deploy-object-storage.md).
         """
         if self._objects is None:
             from obstore.auth.boto3 import Boto3CredentialProvider
@@ -486,7 +527,7 @@ class Bucket:
             self._objects = S3Store(
                 self.target.bucket,
                 endpoint=endpoint,
-                region=self.client.meta.region_name or "us-east-1",
+                region=self.region(),
                 credential_provider=Boto3CredentialProvider(self._session),
                 client_options={
                     "allow_http": endpoint.startswith("http://"),
@@ -505,17 +546,40 @@ class Bucket:
             )
         return self._objects
 
-    def upload(self, path: str, body: bytes) -> None:
+    def region(self) -> str:
+        """The region the user configured; if none, the bucket's own (one HEAD request).
+
+        boto3 follows a bucket's region redirect by itself; obstore signs for the
+        region it is given, and a bucket in another region refuses it.
+        """
+        configured = self._session.region_name if self._session is not None else None
+        if configured:
+            return configured
+        from botocore.exceptions import ClientError
+
+        try:
+            answer = self.client.head_bucket(Bucket=self.target.bucket)
+            headers = answer["ResponseMetadata"]["HTTPHeaders"]
+        except ClientError as error:
+            # A redirect's answer names the region too, and so does a refusal: a
+            # publisher may put objects without the right to list the bucket.
+            headers = error.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+            if _status(error) not in (301, 400, 403):
+                raise
+        return headers.get("x-amz-bucket-region") or DEFAULT_REGION
+
+    async def upload(self, path: str, body: bytes) -> None:
         """Put one file, whole: its payload's SHA-256 is signed, and checked by the store."""
-        from obstore import put
+        from obstore import put_async
 
         attributes: Attributes = {
             "Content-Type": content_type(path),
             "Cache-Control": CACHE_CONTROL,
         }
-        put(self.objects(), self.target.key(path), body, attributes=attributes, use_multipart=False)
-        with self._lock:
-            self._requests += 1
+        await put_async(
+            self.objects(), self.target.key(path), body, attributes=attributes, use_multipart=False
+        )
+        self._requests += 1
 
     def remove(self, paths: Sequence[str]) -> None:
         answer = self.client.delete_objects(
@@ -561,59 +625,81 @@ def publish(
     workers: int = DEFAULT_WORKERS,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> Outcome:
-    """Make ``target`` hold the files of ``site``; with ``check``, only plan it."""
-    session = open_session()
-    client = open_client(session, workers)
+    """Make ``target`` hold the files of ``site``; with ``check``, only plan it.
+
+    ``workers``: the uploads in flight at a time.
+    """
+    require_client()
     from botocore.exceptions import BotoCoreError, ClientError
     from obstore.exceptions import BaseError
 
+    client: S3Client | None = None
     try:
+        # Inside the try: a profile, endpoint or region the SDK cannot use fails here.
+        session = open_session()
+        client = open_client(session, target)
         bucket = Bucket(client, target, session)
-        return _publish(bucket, site, check, repair, max_removals, workers, progress)
+        options = Options(check, repair, max_removals, workers, progress)
+        return _publish(bucket, site, options)
     except (BotoCoreError, ClientError) as error:
         # The SDK's own message may quote the request: ours names no secret.
         raise InputError(_explain(target, error)) from None
     except BaseError as error:  # an upload's (obstore), after its retries
-        raise InputError(_explain_upload(target, client.meta.endpoint_url, error)) from None
+        endpoint = client.meta.endpoint_url if client is not None else ""
+        raise InputError(_explain_upload(target, endpoint, error)) from None
     finally:
-        client.close()
+        if client is not None:
+            client.close()
 
 
-def _publish(
-    bucket: Bucket,
-    site: Site,
-    check: bool,
-    repair: bool,
-    max_removals: int,
-    workers: int,
-    progress: Callable[[str, int, int], None] | None,
-) -> Outcome:
-    state = bucket.read_state(repair=repair)
-    if repair:
-        recorded = {path for path, _ in state.entries()}
-        local = site.digests()
-        todo, final = plan_by_digests(site, local, _repaired(bucket.listing(), recorded, local))
+@dataclass(frozen=True)
+class Options:
+    check: bool
+    repair: bool
+    max_removals: int
+    workers: int
+    progress: Callable[[str, int, int], None] | None
+
+
+def _publish(bucket: Bucket, site: Site, options: Options) -> Outcome:
+    """Read, plan, mark, upload, remove, write; read and plan again after a conflict."""
+    read = bucket.read_state(repair=options.repair)
+    if options.repair:
+        todo, final = _plan_repair(bucket, site, read.state)
     else:
-        todo, final = plan(site, state)
-    if check:
+        todo, final = plan(site, read.state)
+    if options.check:
         return Outcome(todo, bucket.requests)
-    _guard(bucket.target, todo, max_removals)
-    touched = todo.touched()
-    if not touched:
-        if repair and encode_state(final) != encode_state(state):  # the bucket right, the state off
-            final.etag = state.etag
-            return Outcome(todo, bucket.requests, _write_merged(bucket, final, touched))
-        return Outcome(todo, bucket.requests)
-    marks = marked(state, touched)
-    raced = _write_merged(bucket, marks, touched)
-    _upload(bucket, site, todo.uploads, workers, progress)
-    for start in range(0, len(todo.removals), DELETE_BATCH):
-        bucket.remove(todo.removals[start : start + DELETE_BATCH])
-        if progress is not None:
-            progress("removing", min(start + DELETE_BATCH, len(todo.removals)), len(todo.removals))
-    final.etag = marks.etag
-    raced = _write_merged(bucket, final, touched) or raced
-    return Outcome(todo, bucket.requests, raced)
+    for attempt in range(1, ATTEMPTS + 1):
+        _guard(bucket.target, todo, options.max_removals)
+        if _carry_out(bucket, site, read, todo, final, options):
+            return Outcome(todo, bucket.requests, attempt)
+        # Another publish wrote the state since it was read: this plan is stale.
+        read = bucket.read_state(repair=options.repair)
+        todo, final = plan(site, read.state)
+    raise InputError(f"{bucket.target}: the state keeps changing: is another publish running?")
+
+
+def _carry_out(
+    bucket: Bucket, site: Site, read: Read, todo: Plan, final: State, options: Options
+) -> bool:
+    """Do ``todo``, planned from ``read``; False if a state write met another version."""
+    version = read.version
+    if todo.uploads or todo.removals:
+        version = bucket.write_state(marks_of(read.state, todo), version)
+        if version is None:
+            return False
+        _upload(bucket, site, todo.uploads, options.workers, options.progress)
+        _remove(bucket, todo.removals, options.progress)
+    elif not options.repair or encode(final) == encode(replace(read.state, token="")):
+        return True  # the bucket and its state are the site's already
+    return bucket.write_state(final, version) is not None
+
+
+def _plan_repair(bucket: Bucket, site: Site, state: State) -> tuple[Plan, State]:
+    recorded = {path for path, _ in state.entries()}
+    local = site.digests()
+    return plan_by_digests(site, local, _repaired(bucket.listing(), recorded, local))
 
 
 def _repaired(
@@ -642,53 +728,99 @@ def _guard(target: Target, todo: Plan, max_removals: int) -> None:
         )
 
 
-def _write_merged(bucket: Bucket, state: State, touched: Sequence[str]) -> bool:
-    """Write ``state`` over the one read (its etag); True if another publish wrote it since.
-
-    Then the other publish's state is kept, with every file this one touched
-    marked unknown: its bytes are whichever upload came last.
-    """
-    if bucket.write_state(state):
-        return False
-    for _ in range(10):
-        current = marked(bucket.read_state(), touched)
-        if bucket.write_state(current):
-            state.etag = current.etag
-            return True
-    raise InputError(f"{bucket.target}: the state keeps changing: is another publish running?")
+def _remove(
+    bucket: Bucket, removals: Sequence[str], progress: Callable[[str, int, int], None] | None
+) -> None:
+    for start in range(0, len(removals), DELETE_BATCH):
+        bucket.remove(removals[start : start + DELETE_BATCH])
+        if progress is not None:
+            progress("removing", min(start + DELETE_BATCH, len(removals)), len(removals))
 
 
 def _upload(
     bucket: Bucket,
     site: Site,
     uploads: Sequence[tuple[str, int]],
-    workers: int,
+    window: int,
     progress: Callable[[str, int, int], None] | None,
 ) -> None:
+    """Upload each file, at most ``window`` in flight, on one asyncio loop.
+
+    Ctrl-C or SIGTERM cancels the uploads in flight at once (a thread pool
+    would wait for them, up to the retries' timeout, when the store stalls),
+    then goes to the handler that was there before, as if the signal came now.
+    """
     if not uploads:
         return
-    bucket.objects()  # made here, not by the threads at once
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(_upload_one, bucket, site, path, place) for path, place in uploads]
-        try:
-            for done, future in enumerate(_completed(futures), 1):
-                future.result()
-                if progress is not None and (done % 100 == 0 or done == len(uploads)):
-                    progress("uploading", done, len(uploads))
-        except BaseException:
-            for future in futures:
-                future.cancel()
+    bucket.objects()  # made (and the region asked) before the loop runs
+    caught: list[int] = []
+    previous = {number: signal.getsignal(number) for number in STOP_SIGNALS}
+    try:
+        asyncio.run(
+            _cancelled_by_signals(_upload_all(bucket, site, uploads, window, progress), caught)
+        )
+    except asyncio.CancelledError:
+        if not caught:
             raise
+    finally:
+        for number, handler in previous.items():
+            if signal.getsignal(number) is not handler and handler is not None:
+                signal.signal(number, handler)  # asyncio puts back the default, not this
+    for signum in caught[:1]:
+        handler = previous[signal.Signals(signum)]
+        if callable(handler):
+            handler(signum, None)
+        elif handler == signal.SIG_DFL:
+            signal.raise_signal(signum)  # the default action: stop as the signal would
 
 
-def _completed(futures: list[Future[None]]) -> Iterator[Future[None]]:
-    from concurrent.futures import as_completed
+async def _cancelled_by_signals(work: Coroutine[Any, Any, None], caught: list[int]) -> None:
+    """Run ``work``; a stop signal cancels it (noted in ``caught``)."""
+    task = asyncio.ensure_future(work)
+    loop = asyncio.get_running_loop()
 
-    return as_completed(futures)
+    def stop(number: int) -> None:
+        caught.append(number)
+        task.cancel()
+
+    for number in STOP_SIGNALS:
+        if signal.getsignal(number) is not signal.SIG_IGN:
+            with contextlib.suppress(ValueError, RuntimeError):  # not the main thread
+                loop.add_signal_handler(number, stop, number)
+    await task
 
 
-def _upload_one(bucket: Bucket, site: Site, path: str, place: int) -> None:
-    bucket.upload(path, site.body(path, place))
+async def _upload_all(
+    bucket: Bucket,
+    site: Site,
+    uploads: Sequence[tuple[str, int]],
+    window: int,
+    progress: Callable[[str, int, int], None] | None,
+) -> None:
+    """``window`` workers, each taking the next upload from one shared iterator.
+
+    Each body is rendered when its upload starts: never all of them at once.
+    """
+    todo = iter(uploads)
+    total = len(uploads)
+    done = 0
+
+    async def worker() -> None:
+        nonlocal done
+        for path, place in todo:  # one thread: no two workers take the same item
+            await bucket.upload(path, site.body(path, place))
+            done += 1
+            if progress is not None and (done % PROGRESS_EVERY == 0 or done == total):
+                progress("uploading", done, total)
+
+    workers = [asyncio.ensure_future(worker()) for _ in range(min(max(1, window), total))]
+    try:
+        await asyncio.gather(*workers)  # the first failure, at once
+    finally:
+        for task in workers:
+            task.cancel()
+        # Collected, so that no failure is left for asyncio to print at exit.
+        await asyncio.gather(*workers, return_exceptions=True)
 
 
 # The client and its failures
@@ -707,19 +839,17 @@ def require_client() -> None:
 
 def open_session() -> Session:
     """The standard AWS variables and files (credentials, region, endpoint, profile)."""
-    require_client()
     import boto3
 
     return boto3.session.Session()
 
 
-def open_client(session: Session, workers: int) -> S3Client:
+def open_client(session: Session, target: Target) -> S3Client:
     """A boto3 S3 client of ``session``, with retries: all but the uploads."""
     from botocore.config import Config
 
     config = Config(
         retries=RETRIES,  # type: ignore[arg-type]
-        max_pool_connections=workers,
         connect_timeout=5,
         read_timeout=30,
         # The state's bodies are signed (SigV4's payload hash): a CRC32 on top would
@@ -727,13 +857,34 @@ def open_client(session: Session, workers: int) -> S3Client:
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
     )
-    return session.client("s3", config=config)
+    try:
+        return session.client("s3", config=config)
+    except ValueError:
+        # botocore's message quotes the endpoint, and a key may be written in it.
+        raise InputError(
+            f"{target}: the endpoint (AWS_ENDPOINT_URL, or endpoint_url in the AWS config) "
+            "is not a URL such as https://HOST[:PORT]"
+        ) from None
 
 
 def _explain(target: Target, error: Exception) -> str:
     """One line about a failure the SDK gave up on (after its retries)."""
     from botocore import exceptions
 
+    if isinstance(error, exceptions.ProfileNotFound):
+        profile = error.kwargs.get("profile", "")
+        return (
+            f"{target}: AWS_PROFILE: no profile '{profile}' in the AWS config or credentials files"
+        )
+    if isinstance(error, exceptions.NoRegionError):
+        return f"{target}: no region: set AWS_REGION, or region in the AWS config"
+    if isinstance(error, (exceptions.SSOError, exceptions.TokenRetrievalError)):
+        return (
+            f"{target}: the profile's sign-in has expired or was never made: "
+            "run aws sso login, then publish again"
+        )
+    if isinstance(error, exceptions.CredentialRetrievalError):
+        return f"{target}: the profile's credential_process failed: run it by hand to see why"
     if isinstance(error, exceptions.NoCredentialsError):
         return (
             f"{target}: no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
@@ -747,6 +898,11 @@ def _explain(target: Target, error: Exception) -> str:
         code = error.response.get("Error", {}).get("Code", "")
         if code == "NoSuchBucket":
             return f"{target}: no such bucket"
+        if code in EXPIRED:
+            return (
+                f"{target}: the credentials have expired ({code}): get new ones "
+                "(AWS_SESSION_TOKEN, or aws sso login), then publish again"
+            )
         if (
             code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden")
             or _status(error) == 403
@@ -797,6 +953,11 @@ def describe(target: Target, outcome: Outcome, seconds: float, check: bool) -> s
         f"{'checked' if check else 'published'} {target}: {len(todo.uploads):,} {verb[0]}, "
         f"{len(todo.removals):,} {verb[1]}, {todo.unchanged:,} unchanged; "
         f"{outcome.requests:,} request{'' if outcome.requests == 1 else 's'} in {seconds:.2f} s"
+        + (
+            f"; planned {outcome.plans} times, as another publish wrote the state meanwhile"
+            if outcome.plans > 1
+            else ""
+        )
     )
 
 

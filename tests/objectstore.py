@@ -14,7 +14,10 @@ or write. ``Store.environ()`` gives the standard AWS variables a client needs;
 ``Store.client()`` the store's boto3 client (closed by ``stop()``); ``Store.create_bucket(name)`` a bucket.
 
 ``start_counting_proxy(store.endpoint)`` puts an HTTP proxy in front of it
-that records every request (a client's request count, seen from outside).
+that records every request (a client's request count, seen from outside). Its
+``hold_reply`` and ``drop_reply`` make races and lost replies happen from
+outside a client: the store does the request, and the client gets its answer
+only when the test releases it, or never (the connection closes).
 
 The pytest fixture ``object_store`` (one store per test module) is in
 tests/conftest.py.
@@ -26,6 +29,7 @@ import http.client
 import http.server
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -297,12 +301,46 @@ class CountingProxy:
     requests: list[tuple[str, str]]
     server: http.server.ThreadingHTTPServer = field(repr=False)
     thread: threading.Thread = field(repr=False)
+    rules: list[Rule] = field(default_factory=list, repr=False)
+    # The region each request was signed for (SigV4's credential scope), in arrival order.
+    regions: list[tuple[str, str, str]] = field(default_factory=list, repr=False)
+    # Headers added to every answer (say, the x-amz-bucket-region that AWS sends).
+    added_headers: dict[str, str] = field(default_factory=dict, repr=False)
+    # Requests being forwarded now, and the most there were at once since clear().
+    load: dict[str, int] = field(default_factory=lambda: {"now": 0, "peak": 0}, repr=False)
+
+    @property
+    def peak(self) -> int:
+        """The most requests the proxy was forwarding at once since clear()."""
+        return self.load["peak"]
+
+    def hold_reply(self, method: str, key: str) -> Rule:
+        """Hold the answer to the next ``method`` of an object whose path ends with ``key``.
+
+        The store has done the request; the client waits until ``rule.release``
+        is set (``rule.reached`` is set when the answer is held).
+        """
+        rule = Rule(method, key, "hold")
+        self.rules.append(rule)
+        return rule
+
+    def drop_reply(self, method: str, key: str) -> Rule:
+        """Forward the next such request, then close the connection instead of answering."""
+        rule = Rule(method, key, "drop")
+        self.rules.append(rule)
+        return rule
 
     def count(self, method: str | None = None) -> int:
         return sum(1 for seen, _ in list(self.requests) if method in (None, seen))
 
     def clear(self) -> None:
         self.requests.clear()
+        self.regions.clear()
+        self.added_headers.clear()
+        self.load["peak"] = self.load["now"]
+        for rule in self.rules:
+            rule.release.set()  # nothing stays held after its test
+        self.rules.clear()
 
     def stop(self) -> None:
         """Stop serving and wait for the serving thread."""
@@ -311,30 +349,88 @@ class CountingProxy:
         self.thread.join()
 
 
+@dataclass
+class Rule:
+    """What the proxy does to the first request of ``method`` to a path ending with ``key``."""
+
+    method: str
+    key: str
+    action: str  # "hold": answer once released; "drop": close without answering
+    reached: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+    taken: bool = False  # by a request: a rule acts once
+
+    def matches(self, method: str, path: str) -> bool:
+        return (
+            not self.taken
+            and method == self.method
+            and urllib.parse.urlsplit(path).path.endswith("/" + self.key)
+        )
+
+
 def start_counting_proxy(upstream: str) -> CountingProxy:
     """A CountingProxy in front of ``upstream`` (``http://127.0.0.1:PORT``)."""
     target = urllib.parse.urlsplit(upstream)
     seen: list[tuple[str, str]] = []
+    rules: list[Rule] = []
+    regions: list[tuple[str, str, str]] = []
+    added: dict[str, str] = {}
+    load = {"now": 0, "peak": 0}
     handler = type(
         "Forward",
         (_Forward,),
-        {"upstream": (target.hostname, target.port), "seen": seen},
+        {
+            "upstream": (target.hostname, target.port),
+            "seen": seen,
+            "rules": rules,
+            "regions": regions,
+            "added": added,
+            "load": load,
+        },
     )
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     port = server.server_address[1]
-    return CountingProxy(f"http://127.0.0.1:{port}", seen, server, thread)
+    return CountingProxy(
+        f"http://127.0.0.1:{port}", seen, server, thread, rules, regions, added, load
+    )
 
 
 class _Forward(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     upstream: tuple[str, int]
     seen: list[tuple[str, str]]
+    rules: list[Rule]
+    regions: list[tuple[str, str, str]]
+    added: dict[str, str]
+    load: dict[str, int]
+    _lock = threading.Lock()
+
+    def _rule(self) -> Rule | None:
+        with self._lock:
+            for rule in self.rules:
+                if rule.matches(self.command, self.path):
+                    rule.taken = True
+                    return rule
+        return None
 
     def _forward(self) -> None:
+        with self._lock:
+            self.load["now"] += 1
+            self.load["peak"] = max(self.load["peak"], self.load["now"])
+        try:
+            self._forward_counted()
+        finally:
+            with self._lock:
+                self.load["now"] -= 1
+
+    def _forward_counted(self) -> None:
         self.seen.append((self.command, self.path))
+        scope = re.search(r"Credential=[^/]+/[^/]+/([^/]+)/", self.headers.get("Authorization", ""))
+        self.regions.append((self.command, self.path, scope[1] if scope else ""))
+        rule = self._rule()
         length = int(self.headers.get("Content-Length") or 0)
         if self.headers.get("Transfer-Encoding"):
             raise AssertionError("the counting proxy does not forward chunked bodies")
@@ -355,10 +451,18 @@ class _Forward(http.server.BaseHTTPRequestHandler):
             return
         finally:
             connection.close()
+        if rule is not None:
+            rule.reached.set()
+            if rule.action == "drop":
+                self.close_connection = True  # done by the store, its answer lost
+                return
+            rule.release.wait(timeout=120)
         self.send_response_only(answer.status, answer.reason)
         for name, value in answer.getheaders():
             if name.lower() not in HOP_BY_HOP and name.lower() != "content-length":
                 self.send_header(name, value)
+        for name, value in self.added.items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         if self.command != "HEAD":

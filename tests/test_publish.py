@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
+import tracemalloc
 import urllib.request
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Final
 
@@ -30,6 +34,7 @@ REPO: Final = Path(__file__).resolve().parent.parent
 CACHE_CONTROL: Final = "public, max-age=0, must-revalidate"
 STATE_KEY: Final = ".ratings-api/state.gz"
 BASE: Final = "https://ratings.example.com"
+UNSET: Final = "\0unset"  # a variable's value in Project.environ that removes it
 RATINGS: Final = """\
 base_url: https://ratings.example.com
 scale: [1, 5]
@@ -78,7 +83,7 @@ class Project:
         environ["AWS_CONFIG_FILE"] = str(self.folder / "no-aws-config")
         environ["AWS_SHARED_CREDENTIALS_FILE"] = str(self.folder / "no-aws-credentials")
         environ.update(changes)
-        return environ
+        return {name: value for name, value in environ.items() if value != UNSET}
 
     def command(self, *options: str) -> list[str]:
         return [
@@ -165,7 +170,7 @@ def project(
 
 def recorded(state: bytes) -> dict[str, bool]:
     """The files a state object records, and whether it knows each one's bytes."""
-    return dict(publishing.decode_state(state, "").entries())
+    return dict(publishing.decode_state(state).entries())
 
 
 def summary(uploaded: int, removed: int, unchanged: int, requests: int, target: str) -> str:
@@ -476,6 +481,7 @@ def test_a_publish_killed_midway_converges_when_run_again(project: Project) -> N
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert 100 <= project.proxy.count("PUT") < 302, "killed too late to test anything"
+    assert project.proxy.peak == 2  # --publish-workers: the uploads in flight at once
     state = project.state()
     assert sum(1 for known in state.values() if not known) == 300 + 300 + 2
     # The next publish, even of another catalogue, ends with exactly its site.
@@ -576,25 +582,21 @@ def test_two_publishes_at_once_converge(project: Project, monkeypatch: pytest.Mo
         )
     ran: list[str] = []
 
+    codes: list[int] = []
+
+    def second_publish() -> None:
+        options = ["--quiet", "--input", str(second / "ratings.yaml")]
+        options += ["--output", str(second / "site"), "--publish", f"s3://{project.bucket}/p"]
+        codes.append(main([*options, "--max-removals", "100"]))
+
     def run_second(stage: str, done: int, total: int) -> None:
         if not ran:
             ran.append(stage)
-            assert (
-                main(
-                    [
-                        "--quiet",
-                        "--input",
-                        str(second / "ratings.yaml"),
-                        "--output",
-                        str(second / "site"),
-                        "--publish",
-                        "s3://" + project.bucket + "/p",
-                        "--max-removals",
-                        "100",
-                    ]
-                )
-                == 0
-            )
+            # A thread of its own: this callback runs on the first publish's event loop.
+            thread = threading.Thread(target=second_publish)
+            thread.start()
+            thread.join()
+            assert codes == [0]
 
     result = build(str(first / "ratings.yaml"), str(first / "site"), base_url=None, environ={})
     outcome = publishing.publish(
@@ -605,13 +607,71 @@ def test_two_publishes_at_once_converge(project: Project, monkeypatch: pytest.Mo
         progress=run_second,
     )
     assert ran
-    assert outcome.raced
+    assert outcome.plans == 2  # its marks met the second's final state: it planned again
     for folder in (first, second, first):
         project.output = folder / "site"
         project.ratings = folder / "ratings.yaml"
         done = project.publish("--max-removals", "100")
         assert done.returncode == 0, done.stderr
         project.assert_published()
+
+
+CHANGED: Final = "base_url: https://ratings.example.com\nscale: [1, 5]\narticles:\n{}"
+
+
+def catalogue(project: Project, name: str, articles: dict[int, list[int]]) -> Path:
+    """A folder with a ratings file of ``articles`` (its output goes beside it)."""
+    folder = project.folder / name
+    folder.mkdir()
+    lines = "".join(f"  {n}: {ratings}\n" for n, ratings in articles.items())
+    (folder / "ratings.yaml").write_text(CHANGED.format(lines))
+    return folder
+
+
+def use(project: Project, folder: Path) -> None:
+    """Make ``project``'s next runs publish the catalogue of ``folder``."""
+    project.ratings, project.output = folder / "ratings.yaml", folder / "site"
+
+
+def test_a_publish_that_read_the_state_before_another_ran_whole_replans(
+    project: Project,
+) -> None:
+    """B reads the state, then A publishes whole, then B goes on: B's plan is stale.
+
+    B's state read is answered only after A has finished (the proxy holds the
+    answer): B's conditional writes fail, and B must read and plan again.
+    """
+    base = {n: [n % 5 + 1] for n in range(1, 11)}
+    first = catalogue(project, "first", base)
+    a = catalogue(project, "a", {**{n: base[n] for n in range(1, 10)}, 2: [1, 1], 12: [3]})
+    b = catalogue(project, "b", {**base, 2: [5, 5], 11: [4]})
+    use(project, first)
+    assert project.publish().returncode == 0
+    held = project.proxy.hold_reply("GET", f"p/{STATE_KEY}")
+    use(project, b)
+    process = subprocess.Popen(
+        project.command("--quiet", "--publish", f"s3://{project.bucket}/p"),
+        env=project.environ(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert held.reached.wait(timeout=60), "B never read the state"
+        use(project, a)
+        done = project.publish()
+        assert (done.returncode, done.stderr) == (0, "")
+        project.assert_published()
+    finally:
+        held.release.set()
+    stdout, stderr = process.communicate(timeout=120)
+    assert (process.returncode, stdout, stderr) == (0, "", "")
+    use(project, b)
+    project.assert_published()
+    # The state tells the truth: B is current, A is not.
+    assert project.publish("--check").returncode == 0
+    use(project, a)
+    assert project.publish("--check").returncode == 1
 
 
 def test_a_state_it_cannot_read_stops_it_and_repair_replaces_it(project: Project) -> None:
@@ -628,6 +688,170 @@ def test_a_state_it_cannot_read_stops_it_and_repair_replaces_it(project: Project
     )
     done = project.publish("--repair")
     assert done.returncode == 0, done.stderr
+    project.assert_published()
+
+
+# Failures: one line, exit 2, no secret
+
+
+def setting_refused(project: Project, line: str, **environ: str) -> None:
+    """A publish with ``environ`` exits 2 with ``line``, having written nothing."""
+    done = project.publish(**environ)
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", line + "\n")
+    assert project.objects() == {}
+
+
+def test_an_unknown_profile(project: Project) -> None:
+    setting_refused(
+        project,
+        f"s3://{project.bucket}/p: AWS_PROFILE: no profile 'nope' in the AWS config or "
+        "credentials files",
+        AWS_PROFILE="nope",
+    )
+
+
+def test_an_endpoint_with_a_key_in_it_is_refused_without_showing_it(project: Project) -> None:
+    setting_refused(
+        project,
+        f"s3://{project.bucket}/p: the endpoint (AWS_ENDPOINT_URL, or endpoint_url in the AWS "
+        "config) is not a URL such as https://HOST[:PORT]",
+        AWS_ENDPOINT_URL="key:secret-9c1e@127.0.0.1:9000",
+    )
+
+
+def test_a_profile_whose_sign_in_is_missing(project: Project) -> None:
+    config = project.folder / "aws-config"
+    config.write_text(
+        "[profile team]\nsso_start_url = https://example.awsapps.com/start\n"
+        "sso_region = eu-west-1\nsso_account_id = 123456789012\nsso_role_name = Publisher\n"
+    )
+    setting_refused(
+        project,
+        f"s3://{project.bucket}/p: the profile's sign-in has expired or was never made: "
+        "run aws sso login, then publish again",
+        AWS_PROFILE="team",
+        AWS_CONFIG_FILE=str(config),
+        AWS_ACCESS_KEY_ID=UNSET,
+        AWS_SECRET_ACCESS_KEY=UNSET,
+        HOME=str(project.folder),
+    )
+
+
+def state_of(head: dict[str, object], columns: bytes = b"") -> bytes:
+    return gzip.compress(json.dumps(head).encode() + b"\n" + columns)
+
+
+UNREADABLE: Final = (
+    f"{STATE_KEY}: not a state this version can read; --repair lists the bucket "
+    "and writes a new one"
+)
+NEWER: Final = (
+    f"{STATE_KEY}: written by a newer version of ratings-api (state format 3; this one reads "
+    "2): upgrade it, or --repair lists the bucket and writes a state of this version"
+)
+GOOD_HEAD: Final = {
+    "articles": 0,
+    "cache_control": CACHE_CONTROL,
+    "files": {},
+    "format": 2,
+    "stamp": "",
+}
+
+
+def test_a_state_lacking_a_key_or_newer_is_one_line_and_repair_replaces_it(
+    project: Project,
+) -> None:
+    client = project.store.client()
+    newer = state_of({**GOOD_HEAD, "format": 3, "stamp": "", "shards": 4})
+    no_header = state_of({key: value for key, value in GOOD_HEAD.items() if key != "cache_control"})
+    for data, line in [
+        (newer, NEWER),
+        (no_header, UNREADABLE),
+    ]:
+        client.put_object(Bucket=project.bucket, Key=f"p/{STATE_KEY}", Body=data)
+        done = project.publish()
+        assert (done.returncode, done.stdout, done.stderr) == (2, "", line + "\n")
+    done = project.publish("--repair")
+    assert (done.returncode, done.stderr) == (0, "")
+    project.assert_published()
+
+
+def test_a_lost_reply_to_its_own_state_write_is_not_a_race(project: Project) -> None:
+    """The store writes the marks, the answer is lost, the SDK's retry finds them written."""
+    dropped = project.proxy.drop_reply("PUT", f"p/{STATE_KEY}")
+    done = project.publish()
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert dropped.reached.is_set()
+    state = f"/{project.bucket}/p/{STATE_KEY}"
+    seen = [request for request in project.proxy.requests if request[1].startswith(state)]
+    # read; marks, lost; their retry (412); read back: ours; final state
+    assert [method for method, _ in seen] == ["GET", "PUT", "PUT", "GET", "PUT"]
+    project.assert_published()
+
+
+def test_without_a_region_the_uploads_are_signed_for_the_buckets_own(project: Project) -> None:
+    """AWS names a bucket's region in x-amz-bucket-region: the proxy adds it here."""
+    project.proxy.added_headers["x-amz-bucket-region"] = "eu-west-3"
+    done = project.publish(AWS_REGION=UNSET, AWS_DEFAULT_REGION=UNSET)
+    assert (done.returncode, done.stderr) == (0, "")
+    project.assert_published()
+    regions = {
+        (
+            method,
+            "state" if path.endswith(STATE_KEY) else "bucket" if path.count("/") == 1 else "file",
+            region,
+        )
+        for method, path, region in project.proxy.regions
+    }
+    assert regions == {
+        ("GET", "state", "us-east-1"),
+        ("PUT", "state", "us-east-1"),
+        ("HEAD", "bucket", "us-east-1"),
+        ("PUT", "file", "eu-west-3"),
+    }
+
+
+@pytest.mark.parametrize(("stop", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_stop_signal_ends_it_at_once_while_the_store_stalls(
+    project: Project, stop: signal.Signals, code: int
+) -> None:
+    project.ratings.write_text(many(400))
+    assert project.run("--quiet").returncode == 0
+    process = subprocess.Popen(
+        project.command(
+            "--quiet", "--publish", f"s3://{project.bucket}/p", "--publish-workers", "4"
+        ),
+        env=project.environ(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    weed = project.store.process
+    assert weed is not None
+    deadline = time.monotonic() + 60
+    while project.proxy.count("PUT") < 50 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    weed.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(0.5)  # every upload in flight now waits for the store
+        process.send_signal(stop)
+        stopped = time.monotonic()
+        stdout, stderr = process.communicate(timeout=60)
+        took = time.monotonic() - stopped
+    finally:
+        weed.send_signal(signal.SIGCONT)
+    assert took < 2, f"stopped {took:.1f} s after {stop.name}"
+    assert (process.returncode, stdout, stderr) == (
+        code,
+        "",
+        (
+            f"s3://{project.bucket}/p: publish interrupted by {stop.name}; each object is whole, "
+            "old or new: publish again to finish\n"
+        ),
+    )
+    assert 50 <= project.proxy.count("PUT") < 400, "interrupted too late to test anything"
+    done = project.publish()
+    assert (done.returncode, done.stderr) == (0, "")
     project.assert_published()
 
 
@@ -657,7 +881,7 @@ def site_of_numbers(numbers: dict[int, tuple[int, int]], base_url: str = BASE) -
 
 def published(site: publishing.Site) -> publishing.State:
     """The state of ``site``, once written to the bucket and read back."""
-    return publishing.decode_state(publishing.encode_state(site.state()[0]), '"etag"')
+    return publishing.decode_state(publishing.encode_state(site.state()[0]))
 
 
 def uploads(todo: publishing.Plan) -> list[str]:
@@ -737,7 +961,7 @@ def test_numbers_past_64_bits_are_recorded_by_digest_and_back() -> None:
         [],
         sorted([*map(document, (1, 2)), "index.html"]),
     )
-    state = publishing.decode_state(publishing.encode_state(final), "")
+    state = publishing.decode_state(publishing.encode_state(final))
     assert publishing.plan(site_of_numbers(large), state)[0].uploads == []
     todo, _ = publishing.plan(site_of_numbers({1: (5, 1)}), state)
     assert (uploads(todo), todo.removals) == ([document(1)], [document(2)])
@@ -755,7 +979,6 @@ def test_marking_records_each_touched_file_as_unknown() -> None:
         "index.html": False,
         "new.css": False,
     }
-    assert marks.etag == '"etag"'
     assert dict(state.entries())[document(2)]  # the state read is left as it was
 
 
@@ -764,7 +987,7 @@ def test_a_state_written_with_other_headers_knows_no_file() -> None:
     data = gzip.decompress(publishing.encode_state(state))
     other = data.replace(CACHE_CONTROL.encode(), b"public, max-age=60", 1)
 
-    read = publishing.decode_state(gzip.compress(other), "")
+    read = publishing.decode_state(gzip.compress(other))
 
     assert dict(read.entries()) == {document(1): False, "index.html": False}
 
@@ -778,6 +1001,19 @@ def test_a_state_written_with_other_headers_knows_no_file() -> None:
             lambda data: gzip.compress(b'{"files": {}, "format": 1}\n'), id="first-format"
         ),
         pytest.param(lambda data: gzip.compress(b"[]\n"), id="not-an-object"),
+        pytest.param(lambda data: gzip.compress(b"not json\n"), id="not-json"),
+        pytest.param(lambda data: gzip.compress(b"{}"), id="no-line"),
+        pytest.param(lambda data: state_of({**GOOD_HEAD, "format": True}), id="format-true"),
+        pytest.param(lambda data: state_of({**GOOD_HEAD, "articles": -1}), id="negative-size"),
+        *(
+            pytest.param(
+                lambda data, key=key: state_of(
+                    {name: value for name, value in GOOD_HEAD.items() if name != key}
+                ),
+                id=f"no-{key}",
+            )
+            for key in GOOD_HEAD
+        ),
         pytest.param(
             lambda data: gzip.compress(
                 gzip.decompress(data).replace(b'"files":{', b'"files":{"a":1,', 1)
@@ -790,11 +1026,96 @@ def test_a_damaged_state_is_refused_with_one_line(damage: Callable[[bytes], byte
     data = publishing.encode_state(site_of_numbers({1: (5, 1)}).state()[0])
 
     with pytest.raises(InputError) as error:
-        publishing.decode_state(damage(data), "")
+        publishing.decode_state(damage(data))
 
     assert str(error.value) == (
         f"{STATE_KEY}: not a state this version can read; --repair lists the bucket "
         "and writes a new one"
+    )
+
+
+def test_a_state_of_a_newer_format_says_so() -> None:
+    with pytest.raises(InputError) as error:
+        publishing.decode_state(state_of({**GOOD_HEAD, "format": 3, "shards": 4}))
+
+    assert str(error.value) == NEWER
+
+
+def test_each_write_carries_a_token_and_the_plan_ignores_it() -> None:
+    site = site_of_numbers({1: (5, 1)})
+    state = replace(site.state()[0], token="f00d")
+
+    read = publishing.decode_state(publishing.encode_state(state))
+
+    assert read.token == "f00d"
+    assert publishing.plan(site, read)[0].uploads == []
+    assert json.loads(
+        gzip.decompress(publishing.encode_state(site.state()[0])).split(b"\n")[0]
+    ) == {
+        **GOOD_HEAD,
+        "articles": 1,
+        "files": {"index.html": hashlib.md5(b"<!doctype html>\n").hexdigest()},
+        "stamp": Renderer(BASE).stamp,
+    }
+
+
+def test_a_first_publish_plans_every_file_without_a_path_each() -> None:
+    site = site_of_numbers({n: (n, 1) for n in range(1, 100_001)})
+    tracemalloc.start()
+    try:
+        todo, _ = publishing.plan(site, publishing.State())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+    assert len(todo.uploads) == 100_001
+    assert todo.uploads[0] == (document(1), 0)
+    assert todo.uploads[-2:] == [(document(100_000), 99_999), ("index.html", -1)]
+    # A column of places: a list of (path, place) would take about 15 MB.
+    assert peak < 2_000_000
+
+
+@pytest.mark.parametrize(
+    ("error", "line"),
+    [
+        (
+            "ExpiredToken",
+            (
+                "s3://b/p: the credentials have expired (ExpiredToken): get new ones "
+                "(AWS_SESSION_TOKEN, or aws sso login), then publish again"
+            ),
+        ),
+        ("NoRegionError", "s3://b/p: no region: set AWS_REGION, or region in the AWS config"),
+        (
+            "CredentialRetrievalError",
+            "s3://b/p: the profile's credential_process failed: run it by hand to see why",
+        ),
+    ],
+)
+def test_other_sdk_failures_are_one_line(error: str, line: str) -> None:
+    from botocore import exceptions
+
+    failure: Exception
+    if error == "ExpiredToken":
+        answer = {"Error": {"Code": error}, "ResponseMetadata": {"HTTPStatusCode": 400}}
+        failure = exceptions.ClientError(answer, "GetObject")  # type: ignore[arg-type]
+    elif error == "NoRegionError":
+        failure = exceptions.NoRegionError()
+    else:
+        failure = exceptions.CredentialRetrievalError(provider="process", error_msg="secret")
+
+    assert publishing._explain(publishing.Target("b", "p"), failure) == line
+
+
+def test_a_publish_that_planned_again_says_so() -> None:
+    todo = publishing.Plan([("index.html", -1)], [], 3)
+    outcome = publishing.Outcome(todo, 9, plans=2)
+
+    line = publishing.describe(publishing.Target("b", "p"), outcome, 1.5, check=False)
+
+    assert line == (
+        "published s3://b/p: 1 uploaded, 0 removed, 3 unchanged; 9 requests in 1.50 s; "
+        "planned 2 times, as another publish wrote the state meanwhile"
     )
 
 
