@@ -205,7 +205,8 @@ def _settle_publishing_options(command: argparse.ArgumentParser, args: argparse.
     """Refuse a publishing option without --publish (argparse's exit 2); fill in defaults."""
     if args.publish is None:
         for name in PUBLISHING_ONLY:
-            if getattr(args, name) not in (None, False):
+            value = getattr(args, name)
+            if value is not None and value is not False:  # 0 is a value given
                 command.error(f"--{name.replace('_', '-')} goes only with --publish")
     if args.max_removals is None:
         args.max_removals = DEFAULT_MAX_REMOVALS
