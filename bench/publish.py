@@ -73,7 +73,7 @@ from typing import Final
 REPO: Final = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # a script in bench/: the package is one folder up
 
-from ratings_api.build import build as build_site  # noqa: E402
+from ratings_api.build import render_site  # noqa: E402
 from ratings_api.publish import CACHE_CONTROL, STATE_NAME, encode_state, site_of  # noqa: E402
 from tests.objectstore import Store, free_port, start_store  # noqa: E402
 
@@ -220,9 +220,9 @@ def store_cpu(store: Store) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def seed_state(store: Store, bucket: str, source: Path, site: Path) -> None:
-    """Put the state a publish of ``site`` writes into ``bucket``, without the objects."""
-    result = build_site(str(source), str(site), base_url=None, environ={})
+def seed_state(store: Store, bucket: str, source: Path) -> None:
+    """Put the state a publish of ``source`` writes into ``bucket``, without the objects."""
+    result = render_site(str(source), base_url=None, environ={})
     body = encode_state(site_of(result).state()[0])
     store.client().put_object(Bucket=bucket, Key=f"p/{STATE_NAME}", Body=body)
     print(f"  {result.articles:,}: the state only, {len(body):,} bytes", flush=True)
@@ -256,6 +256,7 @@ def bench_size(
     tools: tuple[str, ...] = TOOLS,
     state_only: bool = False,
     compared: Path | None = None,
+    fresh_only: bool = False,
 ) -> list[str]:
     """The table rows of one size.
 
@@ -265,7 +266,8 @@ def bench_size(
     """
     source, site = work / f"ratings-{size}.yaml", work / f"site-{size}"
     source.write_text(ratings(size))
-    build(source, site)
+    if not fresh_only:
+        build(source, site)
     buckets = {
         tool: f"bench-{size}-{0 if shared and tool != COMPARED else index}"
         for index, tool in enumerate(tools)
@@ -274,13 +276,18 @@ def bench_size(
         store.create_bucket(bucket)
     figures: dict[str, list[Figure | None]] = {tool: [] for tool in tools}
     for step, index, tool in _order(shared, tools):
+        if fresh_only and step in STEPS[1:3]:
+            figures[tool].append(None)
+            continue
+        if fresh_only and step == STEPS[0] and not state_only:
+            source.write_text(ratings(size))
         if step in FRESH and tool not in (TOOLS[0], COMPARED):
             figures[tool].append(None)
             continue
         if step == FRESH[1] and tool == tools[0]:  # one more article, the folder left as it was
             source.write_text(ratings(size, changed=(1, size)))
         if step == "first" and state_only:
-            seed_state(store, buckets[tool], source, site)
+            seed_state(store, buckets[tool], source)
             figures[tool].append(None)
             continue
         if step == "one change" and (shared or index == 0):
@@ -290,7 +297,8 @@ def bench_size(
         if step == "first" and shared and index > 0 and tool != COMPARED:
             figures[tool].append(None)
             continue
-        argv = command(tool, peers, store, site, source, buckets[tool], compared, step in FRESH)
+        fresh = step in FRESH or fresh_only
+        argv = command(tool, peers, store, site, source, buckets[tool], compared, fresh)
         figure = run_tool(argv, store, buckets[tool])
         figures[tool].append(figure)
         print(f"  {size:,} {tool} {step}: {cell(figure)} requests; load {loadavg()}", flush=True)
@@ -413,6 +421,11 @@ def main() -> int:
     options.add_argument("--peers", default="aws,s5cmd", help="the peers to run beside")
     options.add_argument("--ceiling", action="store_true", help="the store's ceiling too")
     options.add_argument(
+        "--fresh-only",
+        action="store_true",
+        help="--publish without --output only: no folder built (at a million, no 1M files)",
+    )
+    options.add_argument(
         "--delay-ms", type=int, default=0, help="--workers-sweep far too: this round trip"
     )
     args = options.parse_args()
@@ -436,7 +449,9 @@ def main() -> int:
             if compared is not None and not state_only:
                 tools = (tools[0], COMPARED, *tools[1:])
             shared = size > args.peers_first_up_to
-            rows += bench_size(size, store, peers, work, shared, tools, state_only, compared)
+            rows += bench_size(
+                size, store, peers, work, shared, tools, state_only, compared, args.fresh_only
+            )
             if args.ceiling and not state_only:
                 ceiling(size, store, work / f"site-{size}", peers, f"ceiling-{size}")
         print(f"load after: {loadavg()}")
