@@ -337,9 +337,9 @@ def sweep(
     with _delayed(store, delay_ms) as far:
         if far is not None:
             endpoints.append((f"{delay_ms} ms away", far))
-        for count in workers:
+        for turn, count in enumerate(workers):  # a count given twice runs twice (A/B/A/B)
             for where, endpoint in endpoints:
-                bucket = f"sweep-{size}-{count}-{len(where)}"
+                bucket = f"sweep-{size}-{turn}-{len(where)}"
                 store.create_bucket(bucket)
                 argv = [*command(TOOLS[0], Path(), store, site, source, bucket, fresh=True)]
                 argv += ["--publish-workers", str(count)]
