@@ -48,7 +48,8 @@ def memory_kb(pid: int) -> tuple[int, int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     command = list(sys.argv[1:] if argv is None else argv)
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+    # The command's output passes through (bench/publish.py reads its summary), then this line.
+    process = subprocess.Popen(command)
     peak_rss = peak_pss = most = 0
     at_peak: list[int] = []  # each process's RSS when their sum was highest
     while process.poll() is None:
@@ -61,6 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         most = max(most, len(pids))
         time.sleep(SAMPLE_EVERY)
     load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    sys.stdout.flush()
     print(
         f"exit {process.returncode}; peak RSS sum {peak_rss / 1024:.0f} MB "
         f"({' + '.join(f'{rss / 1024:.0f}' for rss in at_peak)}), "

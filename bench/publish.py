@@ -2,7 +2,8 @@
 
     python bench/publish.py [--sizes 10000,100000] [--workers-sweep 4,8,16,32,64]
                             [--peers-first-up-to N] [--state-only-above N] [--tmp /dev/shm]
-                            [--compare CHECKOUT]
+                            [--compare CHECKOUT] [--peers aws,s5cmd] [--ceiling]
+                            [--delay-ms 30]
 
 Starts SeaweedFS on 127.0.0.1 (tests/objectstore.py), builds a synthetic
 catalogue of each size, then publishes the same built site with three tools,
@@ -13,7 +14,12 @@ each into a bucket of its own:
   API's Cache-Control, the build's record and ``_redirects`` excluded;
 
 first publish, no-op (the same site again), and one change (one article's
-rating, so its document and the front page change). Each figure is the
+rating, so its document and the front page change); then, for --publish
+only, the no-op and a one change of a fresh checkout: ``--publish`` without
+``--output``, which writes no folder (the peers need a built folder, so
+theirs is a build plus their sync). Each --publish runs under
+bench/memory.py: the peak memory of all its processes (PSS) is in the cell.
+Each figure is the
 command's wall-clock seconds (process start included; for --publish, in
 parentheses, the publish's own seconds from its summary line, without the
 build and the start) and the requests the store answered for that bucket
@@ -28,7 +34,11 @@ with this one's Python), in a bucket of its own: an A/B of two designs in one
 run, at the sizes the peers run at.
 
 --workers-sweep first publishes the smallest size with each --publish-workers
-given, to choose the default. /proc/loadavg is printed beside the figures:
+given, to choose the default; with --delay-ms, each count is run twice,
+straight to the store and through bench/delay.py's proxy, which delays
+every byte by half the round trip each way (a store as far as a real one).
+--ceiling measures what the store takes at most: ``s5cmd --numworkers 256
+cp`` of the built folder into a bucket of its own, in objects per second. /proc/loadavg is printed beside the figures:
 the machine is shared, so only ratios within one run mean much. Above
 --peers-first-up-to articles, the peers make no first publish of their own:
 they sync to the bucket --publish filled, and each sees one more change.
@@ -55,15 +65,17 @@ import tempfile
 import time
 import urllib.request
 import venv
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
 REPO: Final = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # a script in bench/: the package is one folder up
 
-from ratings_api.build import build as build_site  # noqa: E402
+from ratings_api.build import render_site  # noqa: E402
 from ratings_api.publish import CACHE_CONTROL, STATE_NAME, encode_state, site_of  # noqa: E402
-from tests.objectstore import Store, start_store  # noqa: E402
+from tests.objectstore import Store, free_port, start_store  # noqa: E402
 
 PEERS_REQUIREMENTS: Final = REPO / "bench" / "publish-peers.txt"
 PEERS_VENV: Final = REPO / "bench" / "out" / "publish-peers"
@@ -72,7 +84,10 @@ PEERS_VENV: Final = REPO / "bench" / "out" / "publish-peers"
 EXCLUDED: Final = ("_redirects", ".*", ".ratings-api/*")
 TOOLS: Final = ("generate.py --publish", "aws s3 sync", "s5cmd sync")
 COMPARED: Final = "--publish, compared checkout"
-STEPS: Final = ("first", "no-op", "one change")
+STEPS: Final = ("first", "no-op", "one change", "no-op, fresh", "one change, fresh")
+FRESH: Final = STEPS[3:]  # --publish only, without --output: no folder read or written
+MEMORY: Final = re.compile(r"peak PSS sum (\d+) MB")
+CEILING_WORKERS: Final = 256
 PUBLISHED: Final = re.compile(r"published .* in ([0-9.]+) s")
 COUNT: Final = re.compile(r'^SeaweedFS_s3_request_seconds_count\{bucket="([^"]*)",[^}]*\} (\d+)$')
 
@@ -119,16 +134,19 @@ def command(
     source: Path,
     bucket: str,
     compared: Path | None = None,
+    fresh: bool = False,
 ) -> list[str]:
     if tool in (TOOLS[0], COMPARED):
         checkout = compared if tool == COMPARED and compared is not None else REPO
+        output = [] if fresh else ["--output", str(site)]
         return [
+            sys.executable,
+            str(REPO / "bench" / "memory.py"),
             sys.executable,
             str(checkout / "generate.py"),
             "--input",
             str(source),
-            "--output",
-            str(site),
+            *output,
             "--publish",
             f"s3://{bucket}/p",
             "--max-removals",
@@ -164,12 +182,15 @@ def command(
     ]
 
 
-Figure = tuple[float, float | None, int]  # seconds, --publish's own seconds, requests
+# seconds, --publish's own seconds, requests, peak memory (MB, PSS) of --publish
+Figure = tuple[float, float | None, int, int | None]
 
 
-def run_tool(argv: list[str], store: Store, bucket: str) -> Figure:
+def run_tool(argv: list[str], store: Store, bucket: str, endpoint: str | None = None) -> Figure:
     """Seconds, --publish's own seconds (if it is --publish) and requests of one run of ``argv``."""
     environ = {**store.environ(), "PATH": "/usr/bin:/bin", "HOME": str(store.folder)}
+    if endpoint is not None:  # through bench/delay.py
+        environ["AWS_ENDPOINT_URL"] = endpoint
     before = requests(store).get(bucket, 0)
     store_before, tool_before = store_cpu(store), resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
@@ -183,11 +204,13 @@ def run_tool(argv: list[str], store: Store, bucket: str) -> Figure:
     )
     if done.returncode != 0:
         raise SystemExit(f"{argv[0]} exited with {done.returncode}:\n{done.stdout}{done.stderr}")
-    own = PUBLISHED.search(done.stdout)
+    own, memory = PUBLISHED.search(done.stdout), MEMORY.search(done.stdout)
     if own:
         print(f"    ({own[0]})", flush=True)
+        print(f"    {done.stdout.splitlines()[-1]}", flush=True)
     time.sleep(0.2)  # the counter is updated once the answer is sent
-    return seconds, float(own[1]) if own else None, requests(store).get(bucket, 0) - before
+    made = requests(store).get(bucket, 0) - before
+    return seconds, float(own[1]) if own else None, made, int(memory[1]) if memory else None
 
 
 def store_cpu(store: Store) -> float:
@@ -197,9 +220,9 @@ def store_cpu(store: Store) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def seed_state(store: Store, bucket: str, source: Path, site: Path) -> None:
-    """Put the state a publish of ``site`` writes into ``bucket``, without the objects."""
-    result = build_site(str(source), str(site), base_url=None, environ={})
+def seed_state(store: Store, bucket: str, source: Path) -> None:
+    """Put the state a publish of ``source`` writes into ``bucket``, without the objects."""
+    result = render_site(str(source), base_url=None, environ={})
     body = encode_state(site_of(result).state()[0])
     store.client().put_object(Bucket=bucket, Key=f"p/{STATE_NAME}", Body=body)
     print(f"  {result.articles:,}: the state only, {len(body):,} bytes", flush=True)
@@ -233,6 +256,7 @@ def bench_size(
     tools: tuple[str, ...] = TOOLS,
     state_only: bool = False,
     compared: Path | None = None,
+    fresh_only: bool = False,
 ) -> list[str]:
     """The table rows of one size.
 
@@ -242,7 +266,8 @@ def bench_size(
     """
     source, site = work / f"ratings-{size}.yaml", work / f"site-{size}"
     source.write_text(ratings(size))
-    build(source, site)
+    if not fresh_only:
+        build(source, site)
     buckets = {
         tool: f"bench-{size}-{0 if shared and tool != COMPARED else index}"
         for index, tool in enumerate(tools)
@@ -251,8 +276,18 @@ def bench_size(
         store.create_bucket(bucket)
     figures: dict[str, list[Figure | None]] = {tool: [] for tool in tools}
     for step, index, tool in _order(shared, tools):
+        if fresh_only and step in STEPS[1:3]:
+            figures[tool].append(None)
+            continue
+        if fresh_only and step == STEPS[0] and not state_only:
+            source.write_text(ratings(size))
+        if step in FRESH and tool not in (TOOLS[0], COMPARED):
+            figures[tool].append(None)
+            continue
+        if step == FRESH[1] and tool == tools[0]:  # one more article, the folder left as it was
+            source.write_text(ratings(size, changed=(1, size)))
         if step == "first" and state_only:
-            seed_state(store, buckets[tool], source, site)
+            seed_state(store, buckets[tool], source)
             figures[tool].append(None)
             continue
         if step == "one change" and (shared or index == 0):
@@ -262,7 +297,8 @@ def bench_size(
         if step == "first" and shared and index > 0 and tool != COMPARED:
             figures[tool].append(None)
             continue
-        argv = command(tool, peers, store, site, source, buckets[tool], compared)
+        fresh = step in FRESH or fresh_only
+        argv = command(tool, peers, store, site, source, buckets[tool], compared, fresh)
         figure = run_tool(argv, store, buckets[tool])
         figures[tool].append(figure)
         print(f"  {size:,} {tool} {step}: {cell(figure)} requests; load {loadavg()}", flush=True)
@@ -285,24 +321,82 @@ def _order(shared: bool, tools: tuple[str, ...]) -> list[tuple[str, int, str]]:
 def cell(figure: Figure | None) -> str:
     if figure is None:
         return "not run"
-    seconds, own, made = figure
-    return f"{seconds:.1f} s{'' if own is None else f' ({own:.2f} s)'}, {made:,}"
+    seconds, own, made, memory = figure
+    mb = "" if memory is None else f", {memory} MB"
+    return f"{seconds:.1f} s{'' if own is None else f' ({own:.2f} s)'}, {made:,}{mb}"
 
 
-def sweep(workers: list[int], size: int, store: Store, work: Path) -> None:
+def sweep(
+    workers: list[int], size: int, store: Store, work: Path, delay_ms: int, peers: Path
+) -> None:
+    """First publishes of ``size`` articles by each count of workers, near (and far)."""
     source, site = work / f"ratings-{size}.yaml", work / f"site-{size}"
     source.write_text(ratings(size))
     build(source, site)
-    for count in workers:
-        bucket = f"sweep-{size}-{count}"
-        store.create_bucket(bucket)
-        argv = [*command(TOOLS[0], Path(), store, site, source, bucket)]
-        argv += ["--publish-workers", str(count)]
-        print(
-            f"--publish-workers {count}: first publish of {size:,} articles "
-            f"{cell(run_tool(argv, store, bucket))} requests; load {loadavg()}",
-            flush=True,
-        )
+    endpoints: list[tuple[str, str | None]] = [("near", None)]
+    with _delayed(store, delay_ms) as far:
+        if far is not None:
+            endpoints.append((f"{delay_ms} ms away", far))
+        for turn, count in enumerate(workers):  # a count given twice runs twice (A/B/A/B)
+            for where, endpoint in endpoints:
+                bucket = f"sweep-{size}-{turn}-{len(where)}"
+                store.create_bucket(bucket)
+                argv = [*command(TOOLS[0], Path(), store, site, source, bucket, fresh=True)]
+                argv += ["--publish-workers", str(count)]
+                figure = run_tool(argv, store, bucket, endpoint)
+                print(
+                    f"--publish-workers {count}, {where}: first publish of {size:,} articles "
+                    f"{cell(figure)} requests, {size / figure[0]:,.0f} articles/s; "
+                    f"load {loadavg()}",
+                    flush=True,
+                )
+        for where, endpoint in endpoints:
+            ceiling(size, store, site, peers, f"ceiling-{len(where)}", endpoint)
+
+
+def ceiling(
+    size: int, store: Store, site: Path, peers: Path, bucket: str, endpoint: str | None = None
+) -> None:
+    """The store's objects per second at most: s5cmd cp with many workers, into a new bucket."""
+    store.create_bucket(bucket)
+    argv = [
+        str(peers / "s5cmd"),
+        "--log",
+        "error",
+        "--numworkers",
+        str(CEILING_WORKERS),
+        "--endpoint-url",
+        endpoint or store.endpoint,
+        "cp",
+        f"{site}/*",
+        f"s3://{bucket}/p/",
+    ]
+    figure = run_tool(argv, store, bucket, endpoint)
+    print(
+        f"ceiling, s5cmd --numworkers {CEILING_WORKERS} cp{'' if endpoint is None else ' (far)'}: "
+        f"{size:,} articles {cell(figure)} requests, {figure[2] / figure[0]:,.0f} objects/s; "
+        f"load {loadavg()}",
+        flush=True,
+    )
+
+
+@contextmanager
+def _delayed(store: Store, delay_ms: int) -> Iterator[str | None]:
+    """The endpoint of bench/delay.py in front of ``store``, while it runs (None if 0 ms)."""
+    if delay_ms == 0:
+        yield None
+        return
+    port = free_port()
+    upstream = store.endpoint.rsplit(":", 1)[1]
+    proxy = subprocess.Popen(
+        [sys.executable, str(REPO / "bench" / "delay.py"), str(port), upstream, str(delay_ms)]
+    )
+    try:
+        time.sleep(1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proxy.terminate()
+        proxy.wait()
 
 
 def main() -> int:
@@ -324,6 +418,16 @@ def main() -> int:
         help="above this size, only --publish runs, over a bucket given its state alone",
     )
     options.add_argument("--compare", default="", help="another checkout's --publish beside")
+    options.add_argument("--peers", default="aws,s5cmd", help="the peers to run beside")
+    options.add_argument("--ceiling", action="store_true", help="the store's ceiling too")
+    options.add_argument(
+        "--fresh-only",
+        action="store_true",
+        help="--publish without --output only: no folder built (at a million, no 1M files)",
+    )
+    options.add_argument(
+        "--delay-ms", type=int, default=0, help="--workers-sweep far too: this round trip"
+    )
     args = options.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     compared = Path(args.compare).resolve() if args.compare else None
@@ -333,19 +437,26 @@ def main() -> int:
     try:
         print(f"load before: {loadavg()}", flush=True)
         if args.workers_sweep:
-            sweep([int(n) for n in args.workers_sweep.split(",")], min(sizes), store, work)
+            counts = [int(n) for n in args.workers_sweep.split(",")]
+            sweep(counts, min(sizes), store, work, args.delay_ms, peers)
             return 0
+        wanted = {"aws": TOOLS[1], "s5cmd": TOOLS[2]}
+        chosen = (TOOLS[0], *(wanted[name] for name in args.peers.split(",") if name))
         rows = []
         for size in sizes:
             state_only = size > args.state_only_above
-            tools = TOOLS[:1] if args.only_publish or state_only else TOOLS
+            tools = TOOLS[:1] if args.only_publish or state_only else chosen
             if compared is not None and not state_only:
                 tools = (tools[0], COMPARED, *tools[1:])
             shared = size > args.peers_first_up_to
-            rows += bench_size(size, store, peers, work, shared, tools, state_only, compared)
+            rows += bench_size(
+                size, store, peers, work, shared, tools, state_only, compared, args.fresh_only
+            )
+            if args.ceiling and not state_only:
+                ceiling(size, store, work / f"site-{size}", peers, f"ceiling-{size}")
         print(f"load after: {loadavg()}")
-        print("\n| articles | tool | first publish | no-op | one change |")
-        print("|---:|---|---:|---:|---:|")
+        print("\n| articles | tool | " + " | ".join(STEPS) + " |")
+        print("|---:|---|" + "---:|" * len(STEPS))
         print("\n".join(rows))
     finally:
         store.stop()

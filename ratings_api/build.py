@@ -66,14 +66,13 @@ def build(
     ``jobs`` caps the writer processes; ``waiting`` is told the process id of
     another build that holds ``output``, before this one waits for it.
     """
-    catalogue = load_catalogue(input_path, read_input(input_path))
-    url = resolve_base_url(input_path, base_url, environ, catalogue, fallback_base_url)
-    total = len(catalogue.ids)
+    site = render_site(input_path, base_url=base_url, environ=environ, fallback=fallback_base_url)
+    catalogue, render, extras = site.catalogue, site.render, site.extras
+    assert catalogue is not None and render is not None
+    total = site.articles
     report = None if progress is None else lambda done: progress(done, total)
-    extras = {**describe_files(catalogue, url), **hosting_files(catalogue, url)}
     if host_notice is not None:  # a static host's deploy follows: its limits (limits.py)
         check_host_limits(total, extras, environ, host_notice)
-    render = Renderer(url)
     changes = sync_site(
         output,
         catalogue,
@@ -85,6 +84,24 @@ def build(
         waiting=waiting,
     )
     return Result(total, changes, catalogue, render, extras)
+
+
+def render_site(
+    input_path: str,
+    *,
+    base_url: str | None,
+    environ: Mapping[str, str],
+    fallback: str | None = None,
+) -> Result:
+    """What a build of ``input_path`` would write, held in memory, with no folder touched.
+
+    ``--publish`` without an output folder uploads from this: the documents are
+    rendered from the catalogue when uploaded, the other files are bytes here.
+    """
+    catalogue = load_catalogue(input_path, read_input(input_path))
+    url = resolve_base_url(input_path, base_url, environ, catalogue, fallback)
+    extras = {**describe_files(catalogue, url), **hosting_files(catalogue, url)}
+    return Result(len(catalogue.ids), Changes(), catalogue, Renderer(url), extras)
 
 
 def read_input(path: str) -> bytes:

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Final
 
-from ratings_api.build import Result, build, count_articles
+from ratings_api.build import Result, build, count_articles, render_site
 from ratings_api.errors import InputError
 from ratings_api.platforms import unsupported
 from ratings_api.publish import (
@@ -31,6 +31,10 @@ from ratings_api.publish import (
 
 HELP_WIDTH: Final = 80  # fixed, so that --help reads the same everywhere (and in docs/cli.md)
 STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+DEFAULT_OUTPUT: Final = "site"
+# Options that only mean something to a publish: without --publish they would do
+# nothing, silently (a user could believe a bucket was repaired).
+PUBLISHING_ONLY: Final = ("repair", "max_removals", "publish_workers")
 
 
 class Interrupted(BaseException):
@@ -55,9 +59,9 @@ def parser() -> argparse.ArgumentParser:
     )
     command.add_argument(
         "--output",
-        default="site",
         metavar="DIR",
-        help="the folder to build the site in (default: site)",
+        help=f"the folder to build the site in (default: {DEFAULT_OUTPUT}; with "
+        "--publish, none unless this option is given)",
     )
     command.add_argument(
         "--base-url",
@@ -103,14 +107,14 @@ def parser() -> argparse.ArgumentParser:
     publishing.add_argument(
         "--publish",
         metavar="S3_URL",
-        help="build, then make s3://BUCKET[/PREFIX] hold exactly the site (endpoint "
-        "and credentials from the standard AWS variables and files); with --check, "
+        help="make s3://BUCKET[/PREFIX] hold exactly the site, rendered from the "
+        "input: no folder is written unless --output is given (endpoint and "
+        "credentials from the standard AWS variables and files); with --check, "
         "change nothing and exit 1 if the bucket differs",
     )
     publishing.add_argument(
         "--max-removals",
         type=_count,
-        default=DEFAULT_MAX_REMOVALS,
         metavar="N",
         help=f"stop before changing anything if a publish would remove more than N "
         f"files (default: {DEFAULT_MAX_REMOVALS})",
@@ -124,7 +128,6 @@ def parser() -> argparse.ArgumentParser:
     publishing.add_argument(
         "--publish-workers",
         type=_positive,
-        default=DEFAULT_WORKERS,
         metavar="N",
         help=f"uploads at once (default: {DEFAULT_WORKERS})",
     )
@@ -147,6 +150,7 @@ def _positive(text: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     command = parser()
     args = command.parse_args(argv)
+    _settle_publishing_options(command, args)
     problem = unsupported()
     if problem is not None:  # before anything is read or written
         print(problem, file=sys.stderr)
@@ -160,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return serve(
             args.input,
-            args.output,
+            args.output or DEFAULT_OUTPUT,
             base_url=args.base_url,
             host=args.host,
             port=args.port,
@@ -168,40 +172,72 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     started = time.perf_counter()
     show_progress = not args.quiet and sys.stderr.isatty()
+    output = _output(args)
     try:
         target = _publish_target(args.publish)
         with _interruptible():
-            result = build(
-                args.input,
-                args.output,
-                base_url=args.base_url,
-                environ=os.environ,
-                dry_run=args.check,
-                progress=_show_progress if show_progress else None,
-                # Not when publishing to object storage: no static host's limit applies.
-                host_notice=_print_notice if target is None else None,
-                jobs=args.jobs,
-                waiting=None if args.quiet else _waiting(args.output),
-            )
+            if output is None:  # publishing alone: nothing to write, no folder to lock
+                result = render_site(args.input, base_url=args.base_url, environ=os.environ)
+            else:
+                result = _build(args, output, target, show_progress)
     except InputError as error:
         print(error, file=sys.stderr)
         return 2
     except Interrupted as stop:
-        print(_interrupted(args.output, stop.signum, args.check), file=sys.stderr)
+        print(_interrupted(output, args.input, stop.signum, args.check), file=sys.stderr)
         return 128 + stop.signum
     finally:
         if show_progress:
             print("\r\x1b[K", end="", file=sys.stderr, flush=True)  # leave a clean line
     seconds = time.perf_counter() - started
-    if args.check:
-        built = _report_check(args.output, result, args.quiet or target is not None)
+    if output is not None and args.check:  # without a folder, the publish's line says it all
+        built = _report_check(output, result, args.quiet or target is not None)
         if built != 0 or target is None:
             return built
-    elif not args.quiet:
-        print(result.summary(args.output, seconds))
+    elif output is not None and not args.quiet:
+        print(result.summary(output, seconds))
     if target is None:
         return 0
     return _publish(args, target, result, show_progress)
+
+
+def _settle_publishing_options(command: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse a publishing option without --publish (argparse's exit 2); fill in defaults."""
+    if args.publish is None:
+        for name in PUBLISHING_ONLY:
+            value = getattr(args, name)
+            if value is not None and value is not False:  # 0 is a value given
+                command.error(f"--{name.replace('_', '-')} goes only with --publish")
+    if args.max_removals is None:
+        args.max_removals = DEFAULT_MAX_REMOVALS
+    if args.publish_workers is None:
+        args.publish_workers = DEFAULT_WORKERS
+
+
+def _output(args: argparse.Namespace) -> str | None:
+    """The folder to build: the one given; else none when publishing, ``site`` otherwise.
+
+    A publish renders what it uploads from the input, so a CI runner's fresh
+    checkout need not write (and fsync) a file per article that nothing reads.
+    """
+    if args.output is not None:
+        return str(args.output)
+    return None if args.publish else DEFAULT_OUTPUT
+
+
+def _build(args: argparse.Namespace, output: str, target: Target | None, progress: bool) -> Result:
+    return build(
+        args.input,
+        output,
+        base_url=args.base_url,
+        environ=os.environ,
+        dry_run=args.check,
+        progress=_show_progress if progress else None,
+        # Not when publishing to object storage: no static host's limit applies.
+        host_notice=_print_notice if target is None else None,
+        jobs=args.jobs,
+        waiting=None if args.quiet else _waiting(output),
+    )
 
 
 def _print_notice(text: str) -> None:
@@ -291,8 +327,10 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise Interrupted(signum)
 
 
-def _interrupted(output: str, signum: int, check: bool) -> str:
+def _interrupted(output: str | None, source: str, signum: int, check: bool) -> str:
     name = signal.Signals(signum).name
+    if output is None:
+        return f"{source}: interrupted by {name} before publishing; nothing was changed"
     if check:
         return f"{output}: --check interrupted by {name}"
     return (

@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import le, mul
 from typing import Final
 
 import yaml
@@ -94,7 +96,10 @@ class _Articles:
     counts: list[int] = field(default_factory=list)
     digits: set[int] = field(default_factory=set)  # the bytes of one-digit ratings, and ", "
     values: list[int] = field(default_factory=list)  # the other ratings
-    totals: list[tuple[int, int]] = field(default_factory=list)  # {sum, count} as given
+    # {sum, count} as given, in two lists of the very numbers of sums and counts: a
+    # tuple each held 64 MB more at a million articles, at the peak of the reading.
+    total_sums: list[int] = field(default_factory=list)
+    total_counts: list[int] = field(default_factory=list)
 
     def within(self, scale: tuple[int, int] | None) -> bool:
         if scale is None:
@@ -105,8 +110,12 @@ class _Articles:
             return False
         if self.values and not low <= min(self.values) <= max(self.values) <= high:
             return False
-        # Ratings within the scale give sums within it; only totals need the check.
-        return all(low * count <= total <= high * count for total, count in self.totals)
+        # Ratings within the scale give sums within it; only totals need the check,
+        # made in C (map over operator's functions): no Python frame per article.
+        sums, counts = self.total_sums, self.total_counts
+        return all(map(le, map(mul, repeat(low), counts), sums)) and all(
+            map(le, sums, map(mul, repeat(high), counts))
+        )
 
 
 def _plain_characters(data: bytes) -> bool:
@@ -162,7 +171,8 @@ def _read_articles(data: bytes, position: int, articles: _Articles) -> int | Non
                 return None
             add_sum(total)
             add_count(count)
-            articles.totals.append((total, count))
+            articles.total_sums.append(total)
+            articles.total_counts.append(count)
         position = line.end()
     if not articles.ids or (position < size and data[position] in b" \t"):
         return None  # no article (then 'articles' is null), or a line of another layout
