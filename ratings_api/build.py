@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from ratings_api.describe import describe_files
+from ratings_api.embed import embed_files
 from ratings_api.errors import InputError
 from ratings_api.fastpath import load_fast
 from ratings_api.hosting import hosting_files
@@ -70,7 +71,11 @@ def build(
     url = resolve_base_url(input_path, base_url, environ, catalogue, fallback_base_url)
     total = len(catalogue.ids)
     report = None if progress is None else lambda done: progress(done, total)
-    extras = {**describe_files(catalogue, url), **hosting_files(catalogue, url)}
+    extras = {
+        **describe_files(catalogue, url),
+        **hosting_files(catalogue, url),
+        **embed_files(catalogue),
+    }
     if host_notice is not None:  # a static host's deploy follows: its limits (limits.py)
         check_host_limits(total, extras, environ, host_notice)
     render = Renderer(url)
