@@ -22,7 +22,7 @@ import re
 import threading
 import tomllib
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -175,26 +175,41 @@ def serve_pages(embed: bytes) -> tuple[http.server.ThreadingHTTPServer, PageServ
 
 
 @pytest.fixture(scope="module")
-def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Host]]:
-    """Every host, started at the same time (each takes seconds, most of it waiting)."""
+def starting(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[Host]]]:
+    """Every host, started at the same time (a start is mostly waiting), stopped at the end."""
     install_host_tools()  # once, before the threads: it is cached, but not locked
     folders = {name: tmp_path_factory.mktemp("embed-host") for name in STARTERS}
-    with ThreadPoolExecutor(len(STARTERS)) as pool:
-        futures = {name: pool.submit(STARTERS[name], folders[name]) for name in STARTERS}
-    started = {name: f.result() for name, f in futures.items() if f.exception() is None}
+    pool = ThreadPoolExecutor(len(STARTERS))
+    futures = {name: pool.submit(STARTERS[name], folders[name]) for name in STARTERS}
+    pool.shutdown(wait=False)
     try:
-        for future in futures.values():
-            future.result()  # the first failure to start, with its output
-        yield started
+        yield futures
     finally:
-        for host in started.values():
-            host.stop()
+        for future in futures.values():
+            if future.exception() is None:  # waits for the start to end
+                future.result().stop()
 
 
 @pytest.fixture(scope="module")
-def pages(hosts: dict[str, Host]) -> Iterator[PageServer]:
-    embed = (hosts["generate --serve"].site / EMBED_PATH).read_bytes()
-    server, state = serve_pages(embed)
+def hosts(starting: dict[str, Future[Host]]) -> dict[str, Host]:
+    """The running hosts; the first that failed to start fails the test, with its output."""
+    return {name: future.result() for name, future in starting.items()}
+
+
+@pytest.fixture(scope="module")
+def driver(
+    starting: dict[str, Future[Host]], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Chrome]:
+    """Chromium, started while the hosts start."""
+    install_test_tools()
+    with chromium(tmp_path_factory.mktemp("embed-chromium") / "profile", WIDTH, HEIGHT) as browser:
+        yield browser
+
+
+@pytest.fixture(scope="module")
+def pages() -> Iterator[PageServer]:
+    # The module as the build writes it for the contract's scale, [1, 5].
+    server, state = serve_pages(embed_script((1, 5)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -203,13 +218,6 @@ def pages(hosts: dict[str, Host]) -> Iterator[PageServer]:
         server.shutdown()
         server.server_close()
         thread.join()
-
-
-@pytest.fixture(scope="module")
-def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chrome]:
-    install_test_tools()
-    with chromium(tmp_path_factory.mktemp("embed-chromium") / "profile", WIDTH, HEIGHT) as browser:
-        yield browser
 
 
 def console(driver: Chrome) -> list[tuple[str, str]]:
@@ -361,7 +369,7 @@ def test_netlify_types_the_module_as_javascript() -> None:
 
 @pytest.mark.parametrize("name", list(STARTERS))
 def test_the_element_from_each_host(
-    name: str, hosts: dict[str, Host], pages: PageServer, driver: Chrome
+    name: str, driver: Chrome, hosts: dict[str, Host], pages: PageServer
 ) -> None:
     host = hosts[name]
     reply = request(host.port, "GET", f"/{EMBED_PATH}")
@@ -442,7 +450,7 @@ def test_an_api_that_fails_shows_nothing_and_throws_nothing(
     assert sorted(message for _, message in console(driver)) == sorted(expected)
 
 
-def test_the_screenshot(hosts: dict[str, Host], pages: PageServer, driver: Chrome) -> None:
+def test_the_screenshot(driver: Chrome, hosts: dict[str, Host], pages: PageServer) -> None:
     host = hosts["generate --serve"]
     driver.get(f"{pages.origin}/page/{host.port}")
     shown(driver)
