@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from ratings_api.describe import describe_files
+from ratings_api.embed import embed_files
 from ratings_api.errors import InputError
 from ratings_api.fastpath import load_fast
 from ratings_api.hosting import hosting_files
@@ -100,7 +101,11 @@ def render_site(
     """
     catalogue = load_catalogue(input_path, read_input(input_path))
     url = resolve_base_url(input_path, base_url, environ, catalogue, fallback)
-    extras = {**describe_files(catalogue, url), **hosting_files(catalogue, url)}
+    extras = {
+        **describe_files(catalogue, url),
+        **hosting_files(catalogue, url),
+        **embed_files(catalogue),
+    }
     return Result(len(catalogue.ids), Changes(), catalogue, Renderer(url), extras)
 
 

@@ -221,7 +221,7 @@ def test_paths_are_relative_to_the_current_folder(
 
     summary = capsys.readouterr().out
     assert re.fullmatch(
-        r"built public: 1 article; files: 8 written, 0 removed, 0 unchanged "
+        r"built public: 1 article; files: 9 written, 0 removed, 0 unchanged "
         r"in \d+\.\d\d s \([\d,]+ articles/s\)\n",
         summary,
     ), summary
@@ -321,7 +321,7 @@ def test_progress_shows_on_a_terminal(tmp_path: Path) -> None:
 
     assert code == 0
     assert stdout.startswith(
-        f"built {tmp_path / 'site'}: 1,000 articles; files: 1007 written".encode()
+        f"built {tmp_path / 'site'}: 1,000 articles; files: 1008 written".encode()
     )
     assert terminal.endswith(b"\rwriting: 1,000 of 1,000 articles (100%)\r\x1b[K"), terminal
     reports = terminal.removesuffix(b"\r\x1b[K").split(b"\r")[1:]
@@ -363,7 +363,7 @@ def test_no_progress_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
     )
 
     assert (result.returncode, result.stderr) == (0, "")
-    assert result.stdout.startswith(f"built {tmp_path / 'site'}: 1 article; files: 8 written, ")
+    assert result.stdout.startswith(f"built {tmp_path / 'site'}: 1 article; files: 9 written, ")
 
 
 def test_the_summary_line_belongs_to_the_build_result() -> None:

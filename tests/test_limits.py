@@ -14,8 +14,9 @@ from ratings_api.errors import InputError
 from ratings_api.limits import HOST_LIMITS, OBJECT_STORAGE, check
 from tests.contract import REPO, hermetic_environ
 
-# What the build adds to the articles' documents (index.html, 404.html, the three
-# assets, openapi.json, _redirects): Pages leaves _redirects out of its count.
+# Extras as the build adds them to the articles' documents (index.html, 404.html, the
+# three assets, openapi.json, _redirects; a real build also embed.js, which the
+# subprocess test below counts): Pages leaves _redirects out of its count.
 EXTRAS: Final = (
     "404.html",
     "_redirects",
@@ -107,8 +108,8 @@ def test_generate_exits_2_on_pages_over_the_limit(tmp_path: Path) -> None:
     )
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (
-        "100,006 files (and any of yours) are over Cloudflare Pages' limit of 100,000 files "
-        f"a deployment by 6: the deploy would fail; {OBJECT_STORAGE}\n"
+        "100,007 files (and any of yours) are over Cloudflare Pages' limit of 100,000 files "
+        f"a deployment by 7: the deploy would fail; {OBJECT_STORAGE}\n"
     )
     assert not (tmp_path / "site").exists()
 

@@ -48,6 +48,7 @@ TYPES: Final = {
     "index.html": "text/html; charset=utf-8",
     "404.html": "application/json",
     "away/api/openapi.json": "application/json",
+    "away/api/embed.js": "text/javascript; charset=utf-8",
     "assets/front-page.css": "text/css; charset=utf-8",
     "assets/front-page.js": "text/javascript; charset=utf-8",
     "assets/star.svg": "image/svg+xml",
@@ -186,9 +187,9 @@ def summary(uploaded: int, removed: int, unchanged: int, requests: int, target: 
 def test_first_publish_stores_each_file_with_its_bytes_and_headers(project: Project) -> None:
     done = project.run("--publish", f"s3://{project.bucket}/p")
     assert done.returncode == 0, done.stderr
-    # state read, state marked, 10 files, state written
-    assert done.stdout.splitlines()[1].startswith(summary(10, 0, 0, 13, f"s3://{project.bucket}/p"))
-    assert project.proxy.count() == 13
+    # state read, state marked, 11 files, state written
+    assert done.stdout.splitlines()[1].startswith(summary(11, 0, 0, 14, f"s3://{project.bucket}/p"))
+    assert project.proxy.count() == 14
     project.assert_published()
     expected = {document(n): "application/json" for n in (1, 2, 7, 31)} | TYPES
     assert {key[2:] for key in project.site()} == set(expected)
@@ -214,7 +215,7 @@ def test_a_second_publish_of_the_same_site_makes_one_request(project: Project) -
     project.proxy.clear()
     done = project.run("--publish", f"s3://{project.bucket}/p")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[1].startswith(summary(0, 0, 10, 1, f"s3://{project.bucket}/p"))
+    assert done.stdout.splitlines()[1].startswith(summary(0, 0, 11, 1, f"s3://{project.bucket}/p"))
     assert project.proxy.requests == [("GET", f"/{project.bucket}/p/{STATE_KEY}")]
 
 
@@ -234,7 +235,7 @@ def test_one_change_uploads_what_changed(project: Project) -> None:
     assert project.proxy.count() == 1 + 2 + len(changed)
     assert done.stdout.splitlines()[1].startswith(
         summary(
-            len(changed), 0, 10 - len(changed), 1 + 2 + len(changed), f"s3://{project.bucket}/p"
+            len(changed), 0, 11 - len(changed), 1 + 2 + len(changed), f"s3://{project.bucket}/p"
         )
     )
     project.assert_published()
@@ -307,7 +308,7 @@ def test_check_changes_nothing_and_says_what_differs(project: Project) -> None:
     assert (done.returncode, done.stdout) == (1, "")
     lines = done.stderr.splitlines()
     assert lines[0].startswith(
-        f"checked {target}: 10 to upload, 0 to remove, 0 unchanged; 1 request in "
+        f"checked {target}: 11 to upload, 0 to remove, 0 unchanged; 1 request in "
     )
     assert lines[1:] == [
         *(f"  upload {document(n)}" for n in (1, 2, 7, 31)),
@@ -315,8 +316,9 @@ def test_check_changes_nothing_and_says_what_differs(project: Project) -> None:
         "  upload assets/front-page.css",
         "  upload assets/front-page.js",
         "  upload assets/star.svg",
+        "  upload away/api/embed.js",
         "  upload away/api/openapi.json",
-        "  upload index.html",
+        "  and 1 more",
     ]
     assert project.objects() == {}
     assert project.publish().returncode == 0
@@ -334,13 +336,13 @@ def test_check_changes_nothing_and_says_what_differs(project: Project) -> None:
     project.publish()
     done = project.run("--check", "--publish", target)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith(f"checked {target}: 0 to upload, 0 to remove, 9 unchanged; ")
+    assert done.stdout.startswith(f"checked {target}: 0 to upload, 0 to remove, 10 unchanged; ")
 
 
 def test_check_of_an_output_not_built_says_so(project: Project) -> None:
     done = project.run("--check", "--publish", f"s3://{project.bucket}/p")
     assert done.returncode == 1
-    assert done.stderr.startswith(f"{project.output} is out of date: 11 to write, 0 to remove")
+    assert done.stderr.startswith(f"{project.output} is out of date: 12 to write, 0 to remove")
     assert project.proxy.count() == 0
 
 
@@ -362,7 +364,7 @@ def test_repair_lists_the_bucket_and_puts_back_what_was_changed_by_hand(
     done = project.run("--publish", f"s3://{project.bucket}/p", "--repair")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[1].startswith(
-        summary(2, 1, 8, 7, f"s3://{project.bucket}/p")  # get, list, mark, 2 puts, delete, state
+        summary(2, 1, 9, 7, f"s3://{project.bucket}/p")  # get, list, mark, 2 puts, delete, state
     )
     stored = project.objects()
     assert stored.pop("p/away/mine.json") == b"{}\n"

@@ -61,7 +61,7 @@ def test_rebuild_rewrites_only_what_changed(
 
     # Article 2's document, and the front page, whose table of the best rated changed.
     assert capsys.readouterr().out.startswith(
-        f"built {site}: 3 articles; files: 2 written, 0 removed, 8 unchanged in "
+        f"built {site}: 3 articles; files: 2 written, 0 removed, 9 unchanged in "
     )
     times = {path: (site / path).stat().st_mtime_ns for path in map(document, (1, 2, 3))}
     assert times[document(1)] == times[document(3)] == OLD_TIME
@@ -87,7 +87,7 @@ def test_rebuild_with_nothing_changed_writes_nothing(
 
     after = snapshot(site)
     assert after == before
-    assert "; files: 0 written, 0 removed, 9 unchanged in " in capsys.readouterr().out
+    assert "; files: 0 written, 0 removed, 10 unchanged in " in capsys.readouterr().out
 
 
 def test_a_new_base_url_rewrites_every_document(tmp_path: Path) -> None:
@@ -162,7 +162,7 @@ def test_an_empty_catalogue_removes_the_article_folders_but_not_the_users_files(
         "away",
         "index.html",
     ]
-    assert sorted(os.listdir(site / "away/api")) == ["openapi.json"]
+    assert sorted(os.listdir(site / "away/api")) == ["embed.js", "openapi.json"]
 
 
 def test_builds_are_deterministic_whatever_the_order(tmp_path: Path) -> None:
@@ -186,13 +186,13 @@ def test_check_reports_a_missing_site(tmp_path: Path, capsys: pytest.CaptureFixt
     assert build(ratings, site, "--check") == 1
 
     assert capsys.readouterr().err == (
-        f"{site} is out of date: 9 to write, 0 to remove:\n"
+        f"{site} is out of date: 10 to write, 0 to remove:\n"
         f"  {site / document(1)}\n"
         f"  {site / document(2)}\n"
         f"  {site / '404.html'}\n"
         f"  {site / '_redirects'}\n"
         f"  {site / 'assets/front-page.css'}\n"
-        f"  and 4 more\n"
+        f"  and 5 more\n"
     )
     assert not site.exists()
     assert not state_of(site).exists()  # not even the build's state folder
@@ -242,9 +242,9 @@ def test_check_names_at_most_five_files(tmp_path: Path, capsys: pytest.CaptureFi
     assert build(ratings, tmp_path / "site", "--check") == 1
 
     message = capsys.readouterr().err.splitlines()
-    assert message[0] == f"{tmp_path / 'site'} is out of date: 15 to write, 0 to remove:"
+    assert message[0] == f"{tmp_path / 'site'} is out of date: 16 to write, 0 to remove:"
     assert message[1:6] == [f"  {tmp_path / 'site' / document(n)}" for n in range(1, 6)]
-    assert message[6:] == ["  and 10 more"]
+    assert message[6:] == ["  and 11 more"]
 
 
 def test_a_build_consumes_the_leftover_of_a_killed_build(tmp_path: Path) -> None:

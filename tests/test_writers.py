@@ -179,7 +179,7 @@ def test_check_of_a_site_without_its_articles_folder(
     assert build(ratings, site, "--check") == 1
 
     assert capsys.readouterr().err.startswith(
-        f"{site} is out of date: 2 to write, 0 to remove:\n  {site / document(7)}\n"
+        f"{site} is out of date: 3 to write, 0 to remove:\n  {site / document(7)}\n"
     )
 
 
