@@ -68,13 +68,13 @@ def test_publish_alone_writes_nothing_locally_and_uploads_what_a_build_writes(
     done = run(tmp_path, object_store, "--publish", "s3://alone/p")
     assert done.returncode == 0, done.stderr
     # (the requests are test_publish.py's concern)
-    assert done.stdout.startswith("published s3://alone/p: 9 uploaded, 0 removed, 0 unchanged; ")
+    assert done.stdout.startswith("published s3://alone/p: 10 uploaded, 0 removed, 0 unchanged; ")
     assert done.stderr == ""
     assert sorted(path.name for path in tmp_path.iterdir()) == ["ratings.yaml"]
 
     checked = run(tmp_path, object_store, "--check", "--publish", "s3://alone/p")
     assert checked.returncode == 0, checked.stderr
-    assert checked.stdout.startswith("checked s3://alone/p: 0 to upload, 0 to remove, 9 unchanged")
+    assert checked.stdout.startswith("checked s3://alone/p: 0 to upload, 0 to remove, 10 unchanged")
 
     # The same bytes as a publish of a built folder, which builds it as well.
     (tmp_path / "ratings.yaml").write_text(RATINGS.replace("2: [2, 3, 2]", "2: [2, 3, 3]"))
@@ -103,7 +103,7 @@ def test_check_publish_alone_needs_no_folder(tmp_path: Path, object_store: Store
     done = run(tmp_path, object_store, "--check", "--publish", "s3://check-alone/p")
     assert done.returncode == 1
     assert done.stderr.startswith(
-        "checked s3://check-alone/p: 9 to upload, 0 to remove, 0 unchanged; 1 request in "
+        "checked s3://check-alone/p: 10 to upload, 0 to remove, 0 unchanged; 1 request in "
     )
     assert "\n  upload away/api/articles/1/rating/index.json\n" in done.stderr
     assert sorted(path.name for path in tmp_path.iterdir()) == ["ratings.yaml"]
