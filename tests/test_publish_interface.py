@@ -80,13 +80,13 @@ def test_publish_alone_writes_nothing_locally_and_uploads_what_a_build_writes(
     (tmp_path / "ratings.yaml").write_text(RATINGS.replace("2: [2, 3, 2]", "2: [2, 3, 3]"))
     changed = run(tmp_path, object_store, "--check", "--publish", "s3://alone/p")
     assert changed.returncode == 1
-    assert changed.stderr.startswith("checked s3://alone/p: 2 to upload, 0 to remove, 7 unchanged")
+    assert changed.stderr.startswith("checked s3://alone/p: 2 to upload, 0 to remove, 8 unchanged")
     assert changed.stderr.endswith(
         "\n  upload away/api/articles/2/rating/index.json\n  upload index.html\n"
     )
     folder = run(tmp_path, object_store, "--output", "out", "--publish", "s3://alone/p")
     assert folder.returncode == 0, folder.stderr
-    assert folder.stdout.startswith("built out: 3 articles; files: 10 written, 0 removed")
+    assert folder.stdout.startswith("built out: 3 articles; files: 11 written, 0 removed")
     objects = stored(object_store, "alone")
     del objects[STATE_KEY]
     assert objects == built(tmp_path / "out")
