@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.contract import Host
+from tests.hosts import HOSTS
 from tests.objectstore import Store, remove_store, start_store
 
 # Variables that choose the base URL: a developer's shell or CI may set any of them.
@@ -76,3 +78,22 @@ def object_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
         yield store
     finally:
         remove_store(store)
+
+
+@pytest.fixture(scope="session", params=list(HOSTS))
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Host]:
+    """Each host of the HTTP contract suite (tests/hosts.py), running, one at a time.
+
+    Session-scoped, so that the contract suite (tests/test_http_contract.py) and
+    the property test that holds every host to the app (tests/test_hosts_agree.py)
+    start each host once between them: pytest runs every test of one host before
+    it stops that host and starts the next.
+    """
+    folder = tmp_path_factory.mktemp(request.param.replace(" ", "_"))
+    host = HOSTS[request.param](folder)
+    try:
+        yield host
+    finally:
+        host.stop()

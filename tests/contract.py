@@ -76,6 +76,9 @@ JSON_ERROR: Final = "the JSON error"
 ITS_LENGTH: Final = "the body's length"
 PREFLIGHT: Final = "204, `Allow` and the `Access-Control-Allow-*` headers"
 NOT_ALLOWED: Final = "405, `Allow` and " + JSON_ERROR
+WHOLE: Final = "200 and the whole document"
+WHOLE_206: Final = "206 and the whole document"
+NOT_SATISFIABLE: Final = "416 and `Content-Range: bytes */<size>`"
 
 # The contract's lines, in the order of tests/README.md's table, and what the app answers.
 POINTS: Final[dict[str, object]] = {
@@ -115,6 +118,14 @@ POINTS: Final[dict[str, object]] = {
     "`If-None-Match` with the `ETag`, GET and HEAD": "304 with the `ETag`",
     "`If-Modified-Since` the `Last-Modified`": 304,
     "`Range: bytes=0-9`": "206 and those 10 bytes",
+    "`Range`: one byte (`bytes=0-0`, `bytes=-1`)": "206 and that byte",
+    "`Range`: several (`bytes=0-1,3-4`)": WHOLE,
+    "`Range`: none satisfiable (`bytes=-0`, `bytes=500-`) or invalid (`bytes=5-2`)": NOT_SATISFIABLE,
+    "the 416's body": "empty",
+    "`Range` past 2⁶³ (`bytes=0-99999999999999999999`)": WHOLE_206,
+    "`If-None-Match: *`, a list, or the weak form of the `ETag`": 304,
+    "`If-Modified-Since` a later date": 304,
+    "`If-None-Match` with the `ETag` and an older or invalid `If-Modified-Since`": 304,
     # Other files
     "the front page `/index.html`": FOUND,
     "the `charset` of HTML and text files": '`charset="utf-8"`',
@@ -134,6 +145,8 @@ POINTS: Final[dict[str, object]] = {
     "a request line over 4094 bytes": 404,
     "a NUL byte in the request line": 404,
     "a non-ASCII byte in the request line": 404,
+    "another control byte in the request line (`\\x01`, `\\x7f`)": 404,
+    "a malformed `%` escape (`/%3G`, `/%`)": 404,
     # Symlinks in the site: none is followed, wherever it leads
     "a symlink to a folder outside the root (`site/system -> /etc`)": 404,
     "a symlink to a file outside the root (`-> ../secret.txt`)": 404,
@@ -429,5 +442,29 @@ NGINX_REQUEST_LINE: Final[dict[str, Difference]] = {
     "a NUL byte in the request line": Difference(
         400,
         "nginx refuses a request line holding a NUL byte",
+    ),
+    "another control byte in the request line (`\\x01`, `\\x7f`)": Difference(
+        400, "nginx refuses a control byte in the request line"
+    ),
+    "a malformed `%` escape (`/%3G`, `/%`)": Difference(
+        400, "nginx refuses a `%` not followed by two hex digits"
+    ),
+}
+
+
+# nginx's own answers to ranges, the same in front of a folder and of a bucket.
+NGINX_RANGES: Final[dict[str, Difference]] = {
+    "the 416's body": Difference(
+        "190 bytes of `text/html`",
+        "nginx's range filter answers a 416 with its own page, as `return 301` does",
+    ),
+    "`Range` past 2⁶³ (`bytes=0-99999999999999999999`)": Difference(
+        NOT_SATISFIABLE,
+        "nginx refuses a number too large for its 64-bit file offsets, as an invalid range",
+    ),
+    "`If-None-Match` with the `ETag` and an older or invalid `If-Modified-Since`": Difference(
+        200,
+        "nginx answers 304 only when both conditions hold, where HTTP ignores "
+        "If-Modified-Since when If-None-Match is sent (RFC 9110, 13.1.3)",
     ),
 }

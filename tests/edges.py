@@ -35,6 +35,7 @@ from ratings_api.publish import (
 )
 from tests.contract import (
     FOUND,
+    NGINX_RANGES,
     NGINX_REQUEST_LINE,
     NOT_RUN,
     POINTS,
@@ -391,6 +392,7 @@ DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
             "162 bytes of `text/html`",
             "nginx's `return 301` always sends its own HTML page",
         ),
+        **NGINX_RANGES,
         **NGINX_REQUEST_LINE,
     },
     "Worker → R2": {
@@ -413,6 +415,11 @@ DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
             "`wrangler pages dev`",
         ),
         "a NUL byte in the request line": Difference(400, "workerd refuses it"),
+        "another control byte in the request line (`\\x01`, `\\x7f`)": Difference(
+            FOUND,
+            "workerd reads the target as a WHATWG URL, which drops a control byte at its end: "
+            "the document, inside the root",
+        ),
     },
 }
 

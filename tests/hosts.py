@@ -37,12 +37,14 @@ from typing import Final
 from ratings_api.build import build
 from tests.contract import (
     FOUND,
+    NGINX_RANGES,
     NGINX_REQUEST_LINE,
     NO_ANSWER,
     RATINGS,
     READY_SECONDS,
     REPO,
     STOPS,
+    WHOLE,
     Difference,
     Host,
     hermetic_environ,
@@ -364,6 +366,19 @@ def start_wrangler(folder: Path, ratings: str = RATINGS) -> Host:
     )
 
 
+def ignores_range(host: str) -> dict[str, Difference]:
+    """The Range lines for a host that sends the whole file whatever the Range."""
+    why = "the same: it ignores Range"
+    return {
+        "`Range`: one byte (`bytes=0-0`, `bytes=-1`)": Difference(WHOLE, why),
+        "`Range`: none satisfiable (`bytes=-0`, `bytes=500-`) or invalid (`bytes=5-2`)": (
+            Difference(WHOLE, why)
+        ),
+        "the 416's body": Difference("no 416", why),
+        "`Range` past 2⁶³ (`bytes=0-99999999999999999999`)": Difference(WHOLE, why),
+    }
+
+
 HOSTS: Final[dict[str, Callable[..., Host]]] = {
     "generate --serve": start_serve,
     "gunicorn": start_gunicorn,
@@ -391,6 +406,7 @@ DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
             400,
             "gunicorn refuses control characters in the request line",
         ),
+        "another control byte in the request line (`\\x01`, `\\x7f`)": Difference(400, "the same"),
         "a non-ASCII byte in the request line": Difference(
             400,
             "gunicorn refuses bytes outside ASCII in the request target",
@@ -415,6 +431,7 @@ DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
             "nginx's `charset utf-8` writes the parameter unquoted, as "
             "most servers do; quoted or not, it is the same value (RFC 9110, 5.6.6)",
         ),
+        **NGINX_RANGES,
         **NGINX_REQUEST_LINE,
     },
     "netlify dev": {
@@ -442,6 +459,10 @@ DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
             "no Last-Modified",
         ),
         "`Range: bytes=0-9`": Difference("200 and the whole document", "netlify dev ignores Range"),
+        **ignores_range("netlify dev"),
+        "`If-Modified-Since` a later date": Difference(
+            "no `Last-Modified` to send", "no Last-Modified"
+        ),
         "no slash (`7/rating`): GET, HEAD, with a query": Difference(
             FOUND,
             "Netlify matches a rule with or without the trailing slash: the rewrite "
@@ -507,6 +528,9 @@ DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
         ),
         "`%00` in the path": Difference(400, "netlify dev refuses a path with a NUL byte"),
         "a NUL byte in the request line": Difference(400, "netlify dev refuses it"),
+        "another control byte in the request line (`\\x01`, `\\x7f`)": Difference(
+            400, "netlify dev refuses it"
+        ),
         "a non-ASCII byte in the request line": Difference(400, "netlify dev refuses it"),
         "a symlink to a folder outside the root (`site/system -> /etc`)": Difference(
             FOUND,
@@ -547,6 +571,13 @@ DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
         "`Range: bytes=0-9`": Difference(
             "200 and the whole document",
             "wrangler pages dev ignores Range",
+        ),
+        **ignores_range("wrangler pages dev"),
+        "`If-Modified-Since` a later date": Difference("no `Last-Modified` to send", "the same"),
+        "`If-None-Match: *`, a list, or the weak form of the `ETag`": Difference(
+            "`*`: 200; a list: 200; the weak form: 304",
+            "wrangler pages dev compares If-None-Match with its ETag as one value, "
+            "weak or strong: `*` and lists are not read",
         ),
         "no slash (`7/rating`): GET, HEAD, with a query": Difference(
             "301 to `/away/api/articles/7/rating/`",
@@ -655,6 +686,11 @@ DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
         ),
         "a symlink loop (`loop -> loop`)": Difference(502, "the same as a symlinked file"),
         "a NUL byte in the request line": Difference(400, "wrangler pages dev refuses it"),
+        "another control byte in the request line (`\\x01`, `\\x7f`)": Difference(
+            FOUND,
+            "workerd reads the target as a WHATWG URL, which drops a control byte at its end: "
+            "the document, inside the root",
+        ),
     },
 }
 

@@ -157,6 +157,15 @@ REWRITES: Final = {
     "/away/api/openapi.json": "/away/api/openapi.json",
     "/assets/front-page.css": "/assets/front-page.css",
     "/a%20b.txt": "/a%20b.txt",
+    # Each decoded segment is encoded whole again: `?`, `#` and `;` never reach
+    # S3 as they are (`?acl` would name a subresource of the object).
+    "/index.html%3Facl": "/index.html%3Facl",
+    "/index.html%3facl": "/index.html%3Facl",
+    "/robots.txt%23top": "/robots.txt%23top",
+    "/robots.txt%3Bx=1": "/robots.txt%3Bx%3D1",
+    "/a%2Bb.txt": "/a%2Bb.txt",
+    "/caf%C3%A9/": "/caf%C3%A9/index.html",
+    "/a%25b.txt": "/a%25b.txt",
 }
 
 

@@ -6,6 +6,8 @@ The contract itself is checked on every edge by tests/test_http_contract.py.
 from __future__ import annotations
 
 import http.server
+import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -14,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ratings_api.publish import STATE_NAME
-from tests.contract import Host, request, stop
+from tests.contract import NOT_FOUND, Host, request, stop
 from tests.edges import (
     BUCKET,
     NGINX_EDGE_CACHE_SECONDS,
@@ -78,6 +80,39 @@ def test_a_missing_article_is_the_json_404_and_cached_too(edge: tuple[Host, Stor
     assert [(reply.status, reply.body) for reply in replies] == [
         (404, b'{"detail": "Not found."}\n')
     ] * 3
+    assert store_reads(store) == before + 1
+
+
+def test_no_path_reads_the_cache_entry_of_the_existence_check(edge: tuple[Host, Store]) -> None:
+    """The check behind `7/rating`'s redirect fills no entry that `GET /7/exists` could read."""
+    host, _ = edge
+    assert request(host.port, "GET", "/away/api/articles/7/rating").status == 301
+    for method in ("GET", "HEAD"):
+        reply = request(host.port, method, "/7/exists")
+        assert (reply.status, reply.header("Content-Type")) == (404, "application/json")
+        assert reply.body == (NOT_FOUND if method == "GET" else b"")
+
+
+def test_no_path_poisons_the_redirect_of_an_article(edge: tuple[Host, Store]) -> None:
+    """A 404 cached for `GET /12/exists` does not take `12/rating`'s redirect offline."""
+    host, _ = edge
+    for path in ("/12/exists", "/away/api/articles/12/rating/index.json", "/1000000/exists"):
+        assert request(host.port, "GET", path).status == 404
+    for method in ("GET", "HEAD"):
+        for article in (12, 1000000):
+            reply = request(host.port, method, f"/away/api/articles/{article}/rating?v=1")
+            assert (reply.status, reply.header("Location")) == (301, "rating/?v=1")
+
+
+def test_the_existence_check_and_the_document_share_one_entry(edge: tuple[Host, Store]) -> None:
+    """One key per object: the redirect's check fills the entry the document is read from."""
+    host, store = edge
+    time.sleep(NGINX_EDGE_STALE_SECONDS + 0.1)  # every copy of article 31 expired
+    before = store_reads(store)
+    assert request(host.port, "GET", "/away/api/articles/31/rating").status == 301
+    reply = request(host.port, "GET", "/away/api/articles/31/rating/")
+    assert (reply.status, reply.header("X-Cache-Status")) == (200, "HIT")
+    assert reply.body == host.document(31)
     assert store_reads(store) == before + 1
 
 
@@ -151,3 +186,30 @@ def test_a_store_that_answers_403_in_xml_gives_the_json_404(
         assert (reply.status, reply.header("Content-Type")) == (404, "application/json")
         assert reply.body == (b'{"detail": "Not found."}\n' if method == "GET" else b"")
         assert reply.header("Access-Control-Allow-Origin") == "*"
+
+
+@pytest.mark.parametrize("shipped", ["nginx.conf", "nginx-object-storage.conf"])
+def test_nginx_t_is_clean_on_the_shipped_configurations(tmp_path: Path, shipped: str) -> None:
+    """`nginx -t` on each file with its documented edits: ok, and not one warning."""
+    from tests.edges import nginx_edge_conf
+    from tests.hosts import NGINX_MAIN, install_host_tools, nginx_site_conf
+
+    install_host_tools()
+    (tmp_path / "site").mkdir()
+    server = (
+        nginx_site_conf(8080, tmp_path / "site")
+        if shipped == "nginx.conf"
+        else nginx_edge_conf(8080, 8333, tmp_path)
+    )
+    (tmp_path / "ratings.conf").write_text(server, encoding="utf-8")
+    main = tmp_path / "nginx.conf"
+    main.write_text(NGINX_MAIN.format(user="", folder=tmp_path), encoding="utf-8")
+    done = subprocess.run(
+        [shutil.which("nginx") or "/usr/sbin/nginx", "-t", "-p", str(tmp_path), "-c", str(main)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "[warn]" not in done.stderr, done.stderr
+    assert done.stderr.endswith("test is successful\n"), done.stderr

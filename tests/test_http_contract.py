@@ -47,6 +47,7 @@ from tests.contract import (
     NO_ANSWER_SECONDS,
     NOT_ALLOWED,
     NOT_FOUND,
+    NOT_SATISFIABLE,
     POINTS,
     PREFLIGHT,
     RATINGS,
@@ -57,6 +58,8 @@ from tests.contract import (
     STOP_SECONDS,
     STOPS,
     USER_FILES,
+    WHOLE,
+    WHOLE_206,
     Host,
     Reply,
     after_head,
@@ -70,19 +73,10 @@ from tests.contract import (
     stop,
     wait_for,
 )
-from tests.hosts import DIFFERENCES, HOSTS, SERVING, refused_serve, serve_command
+from tests.hosts import DIFFERENCES, SERVING, refused_serve, serve_command
 
-
-@pytest.fixture(scope="module", params=list(HOSTS))
-def server(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Host]:
-    folder = tmp_path_factory.mktemp(request.param.replace(" ", "_"))
-    host = HOSTS[request.param](folder)
-    try:
-        yield host
-    finally:
-        host.stop()
+# The hosts are started by the ``server`` fixture of tests/conftest.py, once a
+# session for this module and tests/test_hosts_agree.py together.
 
 
 def rating_path(article_id: int | str) -> str:
@@ -522,6 +516,123 @@ def check_range(host: Host) -> None:
     assert_common_headers(host, reply, A_FILE)
 
 
+def range_said(host: Host, reply: Reply) -> str:
+    """A reply to a Range request of article 7's document, in a few words."""
+    whole = host.document(7)
+    if reply.status == 200 and reply.body == whole:
+        return WHOLE
+    if reply.status == 416:
+        said = f"416 and `Content-Range: {reply.header('Content-Range')}`"
+        return said.replace(f"*/{len(whole)}", "*/<size>")
+    span = reply.header("Content-Range") or ""
+    found = re.fullmatch(rf"bytes (\d+)-(\d+)/{len(whole)}", span)
+    if reply.status != 206 or found is None:
+        return f"{reply.status}, `Content-Range: {span}`"
+    first, last = int(found[1]), int(found[2])
+    assert reply.body == whole[first : last + 1]
+    assert reply.header("Content-Length") == str(last - first + 1)
+    if (first, last) == (0, len(whole) - 1):
+        return WHOLE_206
+    return "206 and that byte" if first == last else f"206 and bytes {first}-{last}"
+
+
+RANGES: Final = {
+    "`Range`: one byte (`bytes=0-0`, `bytes=-1`)": ("bytes=0-0", "bytes=-1", "bytes=9-9"),
+    "`Range`: several (`bytes=0-1,3-4`)": ("bytes=0-1,3-4", "bytes=0-,0-"),
+    "`Range`: none satisfiable (`bytes=-0`, `bytes=500-`) or invalid (`bytes=5-2`)": (
+        "bytes=-0",
+        "bytes=500-",
+        "bytes=500-600",
+        "bytes=5-2",
+        "bytes=abc",
+        "bytes=-",
+        "bytes=-0,500-",
+    ),
+    "`Range` past 2⁶³ (`bytes=0-99999999999999999999`)": ("bytes=0-99999999999999999999",),
+}
+
+
+@check("Range: one answer to every form")
+def check_range_forms(host: Host) -> None:
+    for point, values in RANGES.items():
+        said = set()
+        for value in values:
+            reply = request(host.port, "GET", rating_path(7), {"Range": value})
+            said.add(range_said(host, reply))
+            assert_common_headers(host, reply, A_FILE)
+            if reply.status == 416:
+                host.holds("the 416's body", "empty" if not reply.body else body_said(reply))
+            head = request(host.port, "HEAD", rating_path(7), {"Range": value})
+            assert (head.status, head.header("Content-Range"), head.body) == (
+                reply.status,
+                reply.header("Content-Range"),
+                b"",
+            )
+        host.holds(point, " or ".join(sorted(said)))
+    # One range left out of several: the other is sent.
+    for value in ("bytes=0-0,500-600", "bytes=-0,0-0"):
+        reply = request(host.port, "GET", rating_path(7), {"Range": value})
+        host.holds("`Range`: one byte (`bytes=0-0`, `bytes=-1`)", range_said(host, reply))
+    if not any(host.expect(point) == NOT_SATISFIABLE for point in RANGES):
+        host.holds("the 416's body", host.expect("the 416's body"))  # never asked
+
+
+@check("If-None-Match: *, a list, the weak form: 304")
+def check_if_none_match_forms(host: Host) -> None:
+    etag = request(host.port, "GET", rating_path(7)).header("ETag") or '"none"'
+    strong = etag.removeprefix("W/")
+    said: dict[str, set[int]] = {}
+    for form, value in (
+        ("`*`", "*"),
+        ("a list", f'"0-0", {etag}'),
+        ("a list", f'{etag}, "0-0"'),
+        ("the weak form", f"W/{strong}"),
+    ):
+        for method in ("GET", "HEAD"):
+            reply = request(host.port, method, rating_path(7), {"If-None-Match": value})
+            said.setdefault(form, set()).add(reply.status)
+            assert reply.body == (
+                b"" if reply.status == 304 or method == "HEAD" else host.document(7)
+            )
+    statuses = {status for found in said.values() for status in found}
+    host.holds(
+        "`If-None-Match: *`, a list, or the weak form of the `ETag`",
+        statuses.pop()
+        if len(statuses) == 1
+        else "; ".join(
+            f"{form}: {' or '.join(map(str, sorted(found)))}" for form, found in said.items()
+        ),
+    )
+
+
+@check("If-None-Match with the ETag and another If-Modified-Since: 304")
+def check_if_none_match_first(host: Host) -> None:
+    etag = request(host.port, "GET", rating_path(7)).header("ETag") or '"none"'
+    said = set()
+    for since in ("Thu, 01 Jan 1998 00:00:00 GMT", "garbage"):
+        reply = request(
+            host.port, "GET", rating_path(7), {"If-None-Match": etag, "If-Modified-Since": since}
+        )
+        said.add(reply.status)
+    host.holds(
+        "`If-None-Match` with the `ETag` and an older or invalid `If-Modified-Since`",
+        said.pop() if len(said) == 1 else " or ".join(map(str, sorted(said))),
+    )
+
+
+@check("If-Modified-Since a later date: 304")
+def check_if_modified_since_later(host: Host) -> None:
+    modified = request(host.port, "GET", rating_path(7)).header("Last-Modified")
+    if modified is None:
+        host.holds("`If-Modified-Since` a later date", "no `Last-Modified` to send")
+        return
+    later = email.utils.format_datetime(
+        email.utils.parsedate_to_datetime(modified) + datetime.timedelta(days=1), usegmt=True
+    )
+    reply = request(host.port, "GET", rating_path(7), {"If-Modified-Since": later})
+    host.holds("`If-Modified-Since` a later date", reply.status)
+
+
 def check_other_file(host: Host, path: str, file: str, content_type: str) -> None:
     reply = request(host.port, "GET", path)
     body = (host.site / file).read_bytes()
@@ -583,6 +694,7 @@ NUL: Final = "`%00` in the path"
 DOTS: Final = "dot segments inside the root (`api/./articles`, `rating/.`)"
 LONG: Final = "a path of 2,000 or 3,000 bytes"
 OUT: Final = "other paths out (`//etc/passwd`, `/./secret.txt`, `/..\\secret.txt`)"
+CONTROL: Final = "another control byte in the request line (`\\x01`, `\\x7f`)"
 TRAVERSALS: Final = {
     b"/../secret.txt": ABOVE,
     b"/../../../../../../../../etc/passwd": ABOVE,
@@ -615,6 +727,10 @@ TRAVERSALS: Final = {
     b"/away/api/articles/7/rating/\x00": "a NUL byte in the request line",
     b"/../secret.txt\x00": "a NUL byte in the request line",
     b"/away/api/articles/7/rating/\xff": "a non-ASCII byte in the request line",
+    b"/away/api/articles/7/rating/\x01": CONTROL,
+    b"/robots.txt\x7f": CONTROL,
+    b"/robots.txt%3G": "a malformed `%` escape (`/%3G`, `/%`)",
+    b"/away/api/articles/7/rating/%": "a malformed `%` escape (`/%3G`, `/%`)",
     # netlify dev exits on this one: it comes last, and the host is started again.
     b"/..%c0%af..%c0%afsecret.txt": "`/..%c0%af..%c0%afsecret.txt` (overlong UTF-8)",
 }

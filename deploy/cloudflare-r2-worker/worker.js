@@ -83,9 +83,14 @@ async function serveObject(request, env, key, extra) {
     "Last-Modified": object.uploaded.toUTCString(),
     ...extra,
   };
-  if (notModified(request.headers, object)) return answer(304, null, headers);
+  // A 304 carries the validator and the policy, not the body's own metadata,
+  // as the app's (RFC 9110, 15.4.5).
+  if (notModified(request.headers, object)) return answer(304, null, { ETag: object.httpEtag, ...extra });
   const body = new Uint8Array(await object.arrayBuffer());
   const range = byteRange(request.headers.get("Range"), body.length);
+  if (range === UNSATISFIABLE) {
+    return answer(416, null, { "Content-Range": `bytes */${body.length}` }, 0);
+  }
   if (range !== null) {
     const [first, last] = range;
     headers["Content-Range"] = `bytes ${first}-${last}/${body.length}`;
@@ -106,14 +111,35 @@ function notModified(headers, object) {
   return !Number.isNaN(since) && Math.floor(object.uploaded.getTime() / 1000) * 1000 <= since;
 }
 
-// One range of the forms bytes=A-B, bytes=A-, bytes=-N, or null: the whole file.
+// What a Range header asks of a file of `size` bytes (RFC 9110, 14), as the
+// app answers it (byte_range in ratings_api/server.py): [first, last], the
+// one range to send; UNSATISFIABLE, a 416; or null, the whole file. Another
+// unit than bytes is ignored; an invalid set of ranges is refused; ranges
+// that start past the end, and the empty suffix -0, are left out (a 416 when
+// none is left); several left are not merged: the whole file is sent.
+const UNSATISFIABLE = "unsatisfiable";
+
 function byteRange(value, size) {
-  const found = /^bytes=(\d*)-(\d*)$/.exec(value ?? "");
-  if (found === null || (found[1] === "" && found[2] === "") || size === 0) return null;
-  if (found[1] === "") return [Math.max(0, size - Number(found[2])), size - 1];
-  const first = Number(found[1]);
-  const last = found[2] === "" ? size - 1 : Math.min(Number(found[2]), size - 1);
-  return first <= last ? [first, last] : null;
+  const equals = (value ?? "").indexOf("=");
+  if (equals === -1 || value.slice(0, equals).toLowerCase() !== "bytes") return null;
+  const satisfiable = [];
+  for (const spec of value.slice(equals + 1).split(",")) {
+    const found = /^([0-9]*)-([0-9]*)$/.exec(spec.replace(/^[ \t]+|[ \t]+$/g, ""));
+    if (found === null || (found[1] === "" && found[2] === "")) return UNSATISFIABLE;
+    // Digits past what a Number holds exactly are still ordered right as BigInts.
+    const [first, last] = [found[1], found[2]].map((digits) => (digits === "" ? null : BigInt(digits)));
+    if (first !== null && last !== null && last < first) return UNSATISFIABLE;
+    const length = BigInt(size);
+    if (first === null) {
+      if (last > 0n && length > 0n) {
+        satisfiable.push([Number(last >= length ? 0n : length - last), size - 1]);
+      }
+    } else if (first < length) {
+      satisfiable.push([Number(first), Number(last === null || last >= length ? length - 1n : last)]);
+    }
+  }
+  if (satisfiable.length === 0) return UNSATISFIABLE;
+  return satisfiable.length === 1 ? satisfiable[0] : null;
 }
 
 function notFound(method) {

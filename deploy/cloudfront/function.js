@@ -65,8 +65,19 @@ function route(request) {
         return notFound();
     }
     // A folder's page, as static hosts serve it: `/` is the front page.
-    request.uri = encodeURI(path.charAt(path.length - 1) === '/' ? path + 'index.html' : path);
+    request.uri = encodedPath(path.charAt(path.length - 1) === '/' ? path + 'index.html' : path);
     return request;
+}
+
+// The decoded path as the URI of its object: each segment percent-encoded
+// whole. encodeURI would leave `?`, `#` and `;` as they are, and
+// `/index.html%3Facl` would reach S3 as `/index.html?acl`, a subresource.
+function encodedPath(path) {
+    var segments = path.split('/');
+    for (var i = 0; i < segments.length; i++) {
+        segments[i] = encodeURIComponent(segments[i]);
+    }
+    return segments.join('/');
 }
 
 // The path, %XX decoded (an encoded slash is a slash), or null where no

@@ -14,6 +14,9 @@ class Response:
     file: _Body
     def __init__(self, status: HTTPStatus, headers: _Headers, file: _Body) -> None: ...
 
+class SlicedFile(BufferedIOBase):
+    def __init__(self, fileobj: BinaryIO, start: int, end: int) -> None: ...
+
 class StaticFile:
     last_modified: tuple[int, ...] | None
     etag: str
