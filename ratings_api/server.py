@@ -266,8 +266,8 @@ def byte_range(value: str, size: int) -> tuple[int, int] | str | None:
     several left are not merged into a multipart answer: the whole file is.
     """
     unit, equals, specs = value.partition("=")
-    if unit.lower() != "bytes" or not equals:
-        return None
+    if unit.lower() != "bytes" or not equals or not specs.strip(" \t"):
+        return None  # `bytes=` names no range at all: nothing to refuse
     satisfiable = []
     for spec in specs.split(","):
         found = RANGE_SPEC.fullmatch(spec.strip(" \t"))

@@ -581,27 +581,27 @@ def check_range_forms(host: Host) -> None:
 def check_if_none_match_forms(host: Host) -> None:
     etag = request(host.port, "GET", rating_path(7)).header("ETag") or '"none"'
     strong = etag.removeprefix("W/")
-    said: dict[str, set[int]] = {}
+    said: dict[str, set[str]] = {}
     for form, value in (
         ("`*`", "*"),
         ("a list", f'"0-0", {etag}'),
         ("a list", f'{etag}, "0-0"'),
         ("the weak form", f"W/{strong}"),
     ):
-        for method in ("GET", "HEAD"):
-            reply = request(host.port, method, rating_path(7), {"If-None-Match": value})
-            said.setdefault(form, set()).add(reply.status)
-            assert reply.body == (
-                b"" if reply.status == 304 or method == "HEAD" else host.document(7)
-            )
+        reply = request(host.port, "GET", rating_path(7), {"If-None-Match": value})
+        if reply.status == 200 and not reply.body:
+            said.setdefault(form, set()).add("200 with an empty body")
+        else:
+            assert reply.body == (b"" if reply.status == 304 else host.document(7))
+            said.setdefault(form, set()).add(str(reply.status))
+        head = request(host.port, "HEAD", rating_path(7), {"If-None-Match": value})
+        assert head.body == b""
     statuses = {status for found in said.values() for status in found}
     host.holds(
         "`If-None-Match: *`, a list, or the weak form of the `ETag`",
-        statuses.pop()
-        if len(statuses) == 1
-        else "; ".join(
-            f"{form}: {' or '.join(map(str, sorted(found)))}" for form, found in said.items()
-        ),
+        int(statuses.pop())
+        if statuses in ({"304"}, {"200"})
+        else "; ".join(f"{form}: {' or '.join(sorted(found))}" for form, found in said.items()),
     )
 
 
@@ -728,9 +728,7 @@ TRAVERSALS: Final = {
     b"/../secret.txt\x00": "a NUL byte in the request line",
     b"/away/api/articles/7/rating/\xff": "a non-ASCII byte in the request line",
     b"/away/api/articles/7/rating/\x01": CONTROL,
-    b"/robots.txt\x7f": CONTROL,
     b"/robots.txt%3G": "a malformed `%` escape (`/%3G`, `/%`)",
-    b"/away/api/articles/7/rating/%": "a malformed `%` escape (`/%3G`, `/%`)",
     # netlify dev exits on this one: it comes last, and the host is started again.
     b"/..%c0%af..%c0%afsecret.txt": "`/..%c0%af..%c0%afsecret.txt` (overlong UTF-8)",
 }

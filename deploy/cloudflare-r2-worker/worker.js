@@ -122,6 +122,8 @@ const UNSATISFIABLE = "unsatisfiable";
 function byteRange(value, size) {
   const equals = (value ?? "").indexOf("=");
   if (equals === -1 || value.slice(0, equals).toLowerCase() !== "bytes") return null;
+  // `bytes=` names no range at all: nothing to refuse, as nginx and the app.
+  if (value.slice(equals + 1).replace(/[ \t]/g, "") === "") return null;
   const satisfiable = [];
   for (const spec of value.slice(equals + 1).split(",")) {
     const found = /^([0-9]*)-([0-9]*)$/.exec(spec.replace(/^[ \t]+|[ \t]+$/g, ""));
