@@ -327,9 +327,19 @@ def cell(figure: Figure | None) -> str:
 
 
 def sweep(
-    workers: list[int], size: int, store: Store, work: Path, delay_ms: int, peers: Path
+    workers: list[int],
+    size: int,
+    store: Store,
+    work: Path,
+    delay_ms: int,
+    peers: Path,
+    far_ceiling: bool,
 ) -> None:
-    """First publishes of ``size`` articles by each count of workers, near (and far)."""
+    """First publishes of ``size`` articles by each count of workers, near (and far).
+
+    Then the store's ceiling nearby, and far too if ``far_ceiling``: a million
+    uploads more through the proxy only tells whether the proxy is the limit.
+    """
     source, site = work / f"ratings-{size}.yaml", work / f"site-{size}"
     source.write_text(ratings(size))
     build(source, site)
@@ -343,14 +353,14 @@ def sweep(
                 store.create_bucket(bucket)
                 argv = [*command(TOOLS[0], Path(), store, site, source, bucket, fresh=True)]
                 argv += ["--publish-workers", str(count)]
-                figure = run_tool(argv, store, bucket, endpoint)
+                seconds, _, made, memory = run_tool(argv, store, bucket, endpoint)
                 print(
                     f"--publish-workers {count}, {where}: first publish of {size:,} articles "
-                    f"{cell(figure)} requests, {size / figure[0]:,.0f} articles/s; "
-                    f"load {loadavg()}",
+                    f"{seconds:.1f} s, {made:,} requests, {memory} MB, "
+                    f"{size / seconds:,.0f} articles/s; load {loadavg()}",
                     flush=True,
                 )
-        for where, endpoint in endpoints:
+        for where, endpoint in endpoints[: 2 if far_ceiling else 1]:
             ceiling(size, store, site, peers, f"ceiling-{len(where)}", endpoint)
 
 
@@ -428,6 +438,11 @@ def main() -> int:
     options.add_argument(
         "--delay-ms", type=int, default=0, help="--workers-sweep far too: this round trip"
     )
+    options.add_argument(
+        "--near-ceiling-only",
+        action="store_true",
+        help="--workers-sweep: measure the ceiling nearby only, not through the proxy",
+    )
     args = options.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     compared = Path(args.compare).resolve() if args.compare else None
@@ -438,7 +453,7 @@ def main() -> int:
         print(f"load before: {loadavg()}", flush=True)
         if args.workers_sweep:
             counts = [int(n) for n in args.workers_sweep.split(",")]
-            sweep(counts, min(sizes), store, work, args.delay_ms, peers)
+            sweep(counts, min(sizes), store, work, args.delay_ms, peers, not args.near_ceiling_only)
             return 0
         wanted = {"aws": TOOLS[1], "s5cmd": TOOLS[2]}
         chosen = (TOOLS[0], *(wanted[name] for name in args.peers.split(",") if name))
