@@ -3,7 +3,7 @@
     python bench/publish.py [--sizes 10000,100000] [--workers-sweep 4,8,16,32,64]
                             [--peers-first-up-to N] [--state-only-above N] [--tmp /dev/shm]
                             [--compare CHECKOUT] [--peers aws,s5cmd] [--ceiling]
-                            [--delay-ms 30]
+                            [--delay-ms 30] [--sweep-ceilings 2] [--window SECONDS]
 
 Starts SeaweedFS on 127.0.0.1 (tests/objectstore.py), builds a synthetic
 catalogue of each size, then publishes the same built site with three tools,
@@ -37,6 +37,10 @@ run, at the sizes the peers run at.
 given, to choose the default; with --delay-ms, each count is run twice,
 straight to the store and through bench/delay.py's proxy, which delays
 every byte by half the round trip each way (a store as far as a real one).
+--window SECONDS runs, for each size, --publish (no folder) and ``s5cmd sync``
+for that long each into a bucket of its own, then stops them as Ctrl-C would and
+counts what the store answered: side by side in one run, the objects a second of
+a first publish too long to run whole with both tools (a million articles).
 --ceiling measures what the store takes at most: ``s5cmd --numworkers 256
 cp`` of the built folder into a bucket of its own, in objects per second. /proc/loadavg is printed beside the figures:
 the machine is shared, so only ratios within one run mean much. Above
@@ -59,6 +63,7 @@ import os
 import re
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -188,9 +193,7 @@ Figure = tuple[float, float | None, int, int | None]
 
 def run_tool(argv: list[str], store: Store, bucket: str, endpoint: str | None = None) -> Figure:
     """Seconds, --publish's own seconds (if it is --publish) and requests of one run of ``argv``."""
-    environ = {**store.environ(), "PATH": "/usr/bin:/bin", "HOME": str(store.folder)}
-    if endpoint is not None:  # through bench/delay.py
-        environ["AWS_ENDPOINT_URL"] = endpoint
+    environ = tool_environ(store, endpoint)
     before = requests(store).get(bucket, 0)
     store_before, tool_before = store_cpu(store), resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
@@ -211,6 +214,52 @@ def run_tool(argv: list[str], store: Store, bucket: str, endpoint: str | None = 
     time.sleep(0.2)  # the counter is updated once the answer is sent
     made = requests(store).get(bucket, 0) - before
     return seconds, float(own[1]) if own else None, made, int(memory[1]) if memory else None
+
+
+def tool_environ(store: Store, endpoint: str | None = None) -> dict[str, str]:
+    """The store's credentials and endpoint (``endpoint`` instead if given), and nothing else."""
+    environ = {**store.environ(), "PATH": "/usr/bin:/bin", "HOME": str(store.folder)}
+    if endpoint is not None:  # through bench/delay.py
+        environ["AWS_ENDPOINT_URL"] = endpoint
+    return environ
+
+
+def window(size: int, store: Store, work: Path, peers: Path, seconds: float) -> None:
+    """--publish and s5cmd sync, each given ``seconds`` of a first publish: objects a second.
+
+    Where a whole first publish takes too long for both tools to run it, the same
+    window of it side by side, in one run: each tool into a bucket of its own,
+    stopped with SIGINT at the end of the window, its uploads counted by the store.
+    """
+    source, site = work / f"ratings-{size}.yaml", work / f"site-{size}"
+    source.write_text(ratings(size))
+    build(source, site)
+    for number, tool in enumerate((TOOLS[0], TOOLS[2])):
+        bucket = f"window-{size}-{number}"
+        store.create_bucket(bucket)
+        argv = command(tool, peers, store, site, source, bucket, fresh=True)
+        before = requests(store).get(bucket, 0)
+        started = time.perf_counter()
+        running = subprocess.Popen(
+            argv,
+            env=tool_environ(store),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # SIGINT to the tool and all it started, as Ctrl-C
+        )
+        try:
+            running.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            os.killpg(running.pid, signal.SIGINT)
+            running.wait()
+        elapsed = time.perf_counter() - started
+        time.sleep(0.2)  # the counter is updated once the answer is sent
+        made = requests(store).get(bucket, 0) - before
+        print(
+            f"{tool}, first publish of {size:,} articles for {elapsed:.1f} s: {made:,} requests, "
+            f"{made / elapsed:,.0f} a second; load {loadavg()}",
+            flush=True,
+        )
 
 
 def store_cpu(store: Store) -> float:
@@ -333,12 +382,13 @@ def sweep(
     work: Path,
     delay_ms: int,
     peers: Path,
-    far_ceiling: bool,
+    ceilings: int,
 ) -> None:
     """First publishes of ``size`` articles by each count of workers, near (and far).
 
-    Then the store's ceiling nearby, and far too if ``far_ceiling``: a million
-    uploads more through the proxy only tells whether the proxy is the limit.
+    Then the store's ceiling, nearby and far (``ceilings`` 2), nearby only (1) or
+    not at all (0): at a million, each is a million uploads more, and the far one
+    only tells whether the proxy is the limit.
     """
     source, site = work / f"ratings-{size}.yaml", work / f"site-{size}"
     source.write_text(ratings(size))
@@ -360,7 +410,7 @@ def sweep(
                     f"{size / seconds:,.0f} articles/s; load {loadavg()}",
                     flush=True,
                 )
-        for where, endpoint in endpoints[: 2 if far_ceiling else 1]:
+        for where, endpoint in endpoints[:ceilings]:
             ceiling(size, store, site, peers, f"ceiling-{len(where)}", endpoint)
 
 
@@ -439,9 +489,17 @@ def main() -> int:
         "--delay-ms", type=int, default=0, help="--workers-sweep far too: this round trip"
     )
     options.add_argument(
-        "--near-ceiling-only",
-        action="store_true",
-        help="--workers-sweep: measure the ceiling nearby only, not through the proxy",
+        "--sweep-ceilings",
+        type=int,
+        choices=(0, 1, 2),
+        default=2,
+        help="--workers-sweep: the ceiling nearby and far (2), nearby only (1), none (0)",
+    )
+    options.add_argument(
+        "--window",
+        type=float,
+        default=0,
+        help="--publish and s5cmd sync, this many seconds of a first publish each",
     )
     args = options.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
@@ -451,9 +509,13 @@ def main() -> int:
     store = start_store(work / "store")
     try:
         print(f"load before: {loadavg()}", flush=True)
+        if args.window:
+            for size in sizes:
+                window(size, store, work, peers, args.window)
+            return 0
         if args.workers_sweep:
             counts = [int(n) for n in args.workers_sweep.split(",")]
-            sweep(counts, min(sizes), store, work, args.delay_ms, peers, not args.near_ceiling_only)
+            sweep(counts, min(sizes), store, work, args.delay_ms, peers, args.sweep_ceilings)
             return 0
         wanted = {"aws": TOOLS[1], "s5cmd": TOOLS[2]}
         chosen = (TOOLS[0], *(wanted[name] for name in args.peers.split(",") if name))
