@@ -907,10 +907,7 @@ def _explain(target: Target, error: Exception) -> str:
             code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden")
             or _status(error) == 403
         ):
-            return (
-                f"{target}: access denied ({code or 403}): check the credentials "
-                "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE) and their permissions"
-            )
+            return _access_denied(target, code or "403")
         return f"{target}: the store refused: {code or _status(error)}"
     return f"{target}: {type(error).__name__}"
 
@@ -920,16 +917,21 @@ def _explain_upload(target: Target, endpoint: str, error: Exception) -> str:
     from obstore import exceptions
 
     if isinstance(error, (exceptions.PermissionDeniedError, exceptions.UnauthenticatedError)):
-        return (
-            f"{target}: access denied (403): check the credentials "
-            "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE) and their permissions"
-        )
+        return _access_denied(target, "403")
     if isinstance(error, exceptions.NotFoundError):
         return f"{target}: no such bucket"
     text = str(error).lower()
     if any(word in text for word in ("connect", "sending request", "timed out", "timeout")):
         return f"{target}: cannot reach {_safe_url(endpoint)} (AWS_ENDPOINT_URL)"
     return f"{target}: an upload failed: {type(error).__name__}"
+
+
+def _access_denied(target: Target, code: str) -> str:
+    """The one line for credentials the store refused, whichever client met them."""
+    return (
+        f"{target}: access denied ({code}): check the credentials "
+        "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE) and their permissions"
+    )
 
 
 def _endpoint(error: BaseException) -> str:

@@ -311,7 +311,12 @@ def nginx_edge(folder: Path, ratings: str = RATINGS) -> tuple[Host, Store]:
 
 
 def store_reads(store: Store, bucket: str = BUCKET) -> int:
-    """How many GET and HEAD requests the store has answered on ``bucket`` (its own count)."""
+    """How many GET and HEAD requests the store has answered on ``bucket`` (its own count).
+
+    SeaweedFS counts a request once its answer is sent: a count read the moment the
+    answer arrives can miss it, so the count is read a moment later.
+    """
+    time.sleep(0.05)
     url = f"http://127.0.0.1:{store.ports['metricsPort']}/metrics"
     with urllib.request.urlopen(url, timeout=10) as answer:
         text = answer.read().decode()

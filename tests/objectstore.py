@@ -46,6 +46,15 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
+# The catalogue the publishing tests publish: three articles, one change away from more.
+RATINGS: Final = """\
+base_url: https://ratings.example.com
+scale: [1, 5]
+articles:
+  1: [4, 5, 3, 4]
+  2: [2, 3, 2]
+  7: [5, 4, 5, 5, 5, 5]
+"""
 ACCESS_KEY: Final = "ratings-test-access"
 SECRET_KEY: Final = "ratings-test-secret-d41d8cd98f00b204"
 REGION: Final = "us-east-1"

@@ -15,20 +15,12 @@ from typing import Any, Final
 import pytest
 import yaml
 
-from tests.objectstore import Store
+from tests.objectstore import RATINGS, Store
 
 REPO: Final = Path(__file__).resolve().parent.parent
 WORKFLOW: Final = REPO / "deploy" / "github-actions" / "publish.yml"
 PAGE: Final = REPO / "docs" / "ci.md"
 ACTIONLINT: Final = Path(sys.executable).parent / "actionlint"  # requirements-dev.txt
-RATINGS: Final = """\
-base_url: https://ratings.example.com
-scale: [1, 5]
-articles:
-  1: [4, 5, 3, 4]
-  2: [2, 3, 2]
-  7: [5, 4, 5, 5, 5, 5]
-"""
 # GitHub runs `run:` steps with this shell when none is named.
 RUNNER_SHELL: Final = ("bash", "--noprofile", "--norc", "-eo", "pipefail", "-c")
 

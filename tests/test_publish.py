@@ -28,6 +28,7 @@ from ratings_api.errors import InputError
 from ratings_api.loader import Catalogue
 from ratings_api.rating import Renderer
 from ratings_api.record import shared_columns
+from tests.objectstore import RATINGS as CATALOGUE
 from tests.objectstore import CountingProxy, Store, free_port, start_counting_proxy
 
 REPO: Final = Path(__file__).resolve().parent.parent
@@ -35,15 +36,7 @@ CACHE_CONTROL: Final = "public, max-age=0, must-revalidate"
 STATE_KEY: Final = ".ratings-api/state.gz"
 BASE: Final = "https://ratings.example.com"
 UNSET: Final = "\0unset"  # a variable's value in Project.environ that removes it
-RATINGS: Final = """\
-base_url: https://ratings.example.com
-scale: [1, 5]
-articles:
-  1: [4, 5, 3, 4]
-  2: [2, 3, 2]
-  7: [5, 4, 5, 5, 5, 5]
-  31: []
-"""
+RATINGS: Final = CATALOGUE + "  31: []\n"  # and an article no one has rated yet
 TYPES: Final = {
     "index.html": "text/html; charset=utf-8",
     "404.html": "application/json",

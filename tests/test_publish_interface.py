@@ -11,17 +11,9 @@ from typing import Final
 import pytest
 
 from ratings_api.cli import main
-from tests.objectstore import Store
+from tests.objectstore import RATINGS, Store
 
 REPO: Final = Path(__file__).resolve().parent.parent
-RATINGS: Final = """\
-base_url: https://ratings.example.com
-scale: [1, 5]
-articles:
-  1: [4, 5, 3, 4]
-  2: [2, 3, 2]
-  7: [5, 4, 5, 5, 5, 5]
-"""
 STATE_KEY: Final = "p/.ratings-api/state.gz"
 
 
