@@ -158,6 +158,12 @@ OTHER_ERRORS: Final[list[tuple[str, str, str, str]]] = [
         "is a symbolic link: the build follows none where it writes; remove it",
     ),
     (
+        "cannot serve at 127.0.0.1:8000: Address already in use",
+        "Stop what serves at that port, or give another: `--port 8001` (`0`: any free one).",
+        "test_http_contract.py",
+        ": Address already in use",
+    ),
+    (
         "site: no such folder: build the site first (python generate.py)",
         "Build first, or give the server the folder the build wrote.",
         "test_http_contract.py",
@@ -252,21 +258,23 @@ LOCATION: Final = re.compile(r"^ratings\.yaml:\d+:\d+: ")
 
 
 def _rows(errors: list[tuple[str, str]]) -> str:
-    """The table's rows: messages that differ only in what was found share a row."""
-    groups: dict[tuple[str, str], list[str]] = {}
+    """The table's rows: one a fix, its messages joined; those that differ only in what
+    was found are shown once, with each value found."""
+    groups: dict[str, dict[str, list[str]]] = {}
     for message, fix in errors:
         stem, found, value = message.rpartition(", found ")
-        key = (stem, fix) if found else (message, fix)
-        values = groups.setdefault(key, [])
+        values = groups.setdefault(fix, {}).setdefault(stem if found else message, [])
         if (value if found else "") not in values:
             values.append(value if found else "")
-    rows, last = [], ""
-    for (stem, fix), values in groups.items():
-        shown = f"`{cell(stem)}, found {cell(values[0])}`" if values[0] else f"`{cell(stem)}`"
-        if len(values) > 1:
-            shown += ", or found " + ", ".join(f"`{cell(value)}`" for value in values[1:])
-        rows.append(f"| {shown} | {'the same' if fix == last else cell(fix)} |\n")
-        last = fix
+    rows = []
+    for fix, messages in groups.items():
+        shown = []
+        for stem, values in messages.items():
+            text = f"`{cell(stem)}, found {cell(values[0])}`" if values[0] else f"`{cell(stem)}`"
+            if len(values) > 1:
+                text += ", or found " + ", ".join(f"`{cell(value)}`" for value in values[1:])
+            shown.append(text)
+        rows.append(f"| {'; '.join(shown)} | {cell(fix)} |\n")
     return "".join(rows)
 
 
@@ -357,8 +365,7 @@ def troubleshooting_page() -> str:
         "argparse's\nusage line and `generate.py: error: ` before its message, also with exit "
         "status 2.\n\n" + table + _rows(other_errors()) + "\n## Publishing\n\n"
         "The bucket, prefix and counts are examples; a publishing option without `--publish`\n"
-        "gets argparse's usage line first. No message shows a key or a secret. How publishing\n"
-        "works: [Object storage](deploy-object-storage.md).\n\n"
+        "gets argparse's usage line first. No message shows a secret.\n\n"
         + table
         + _rows(other_errors(PUBLISH_ERRORS) + publish_errors())
     )
