@@ -1,7 +1,8 @@
 """The parts of docs/ rendered from the tests' own data, so that the pages cannot drift.
 
-- docs/troubleshooting.md, whole: every error of tests/cases/errors and every
-  command-line mistake of tests/test_user_errors.py, each with its fix;
+- docs/troubleshooting.md, whole: every error of tests/cases/errors, every
+  command-line mistake of tests/test_user_errors.py and every error of publishing
+  that tests/test_publish*.py hold as data, each with its fix;
 - docs/http-api.md's condensed table of how the hosts differ, from the contract
   suite's DIFFERENCES (the full table is in tests/README.md).
 
@@ -13,6 +14,7 @@ fix, write the troubleshooting page again:
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -131,7 +133,9 @@ COMMAND_FIXES: Final[dict[str, str]] = {
     "serve-bad-host": "Give `--host` an address of this machine: `127.0.0.1`, `0.0.0.0`.",
 }
 
-# Errors met while building, serving or publishing: an example of the line, its fix,
+_DENIED = "Check the key pair, and that it may read and write under the prefix."
+
+# Errors met while building or serving: an example of the line, its fix,
 # and the test file that asserts the line's text (the fragment must appear there).
 OTHER_ERRORS: Final[list[tuple[str, str, str, str]]] = [
     (
@@ -154,11 +158,21 @@ OTHER_ERRORS: Final[list[tuple[str, str, str, str]]] = [
         "is a symbolic link: the build follows none where it writes; remove it",
     ),
     (
+        "cannot serve at 127.0.0.1:8000: Address already in use",
+        "Stop what serves at that port, or give another: `--port 8001` (`0`: any free one).",
+        "test_http_contract.py",
+        ": Address already in use",
+    ),
+    (
         "site: no such folder: build the site first (python generate.py)",
         "Build first, or give the server the folder the build wrote.",
         "test_http_contract.py",
         "no such folder: build the site first (python generate.py)",
     ),
+]
+
+# Errors met while publishing, alike, besides those publish_errors() reads from the tests.
+PUBLISH_ERRORS: Final[list[tuple[str, str, str, str]]] = [
     (
         "--publish needs boto3 and obstore: pip install -r requirements-publish.txt",
         "Install the publishing libraries: `pip install -r requirements-publish.txt`.",
@@ -175,36 +189,92 @@ OTHER_ERRORS: Final[list[tuple[str, str, str, str]]] = [
         "; nothing was changed. If that is meant, run again with ",
     ),
     (
-        (
-            "s3://ratings/.ratings-api/state.gz: not a state this version can read; --repair "
-            "lists the bucket and writes a new one"
-        ),
-        "Run the publish once with `--repair`.",
+        "s3://ratings/v1: no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE",
+        "Set the two variables (in CI: the repository's secrets), or a profile.",
         "test_publish.py",
-        "not a state this version can read; --repair lists the bucket ",
+        ": no credentials: set AWS_ACCESS_KEY_ID and ",
+    ),
+    (
+        "s3://ratings/v1: AWS_PROFILE: no profile 'nope' in the AWS config or credentials files",
+        "Correct the profile's name, or unset `AWS_PROFILE`.",
+        "test_publish.py",
+        ": AWS_PROFILE: no profile 'nope' in the AWS config or ",
+    ),
+    (
+        (
+            "s3://ratings/v1: the endpoint (AWS_ENDPOINT_URL, or endpoint_url in the AWS "
+            "config) is not a URL such as https://HOST[:PORT]"
+        ),
+        "Give a URL; keys go in `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`, never in it.",
+        "test_publish.py",
+        "config) is not a URL such as https://HOST[:PORT]",
+    ),
+    (
+        (
+            "s3://ratings/v1: the profile's sign-in has expired or was never made: run aws "
+            "sso login, then publish again"
+        ),
+        "Run `aws sso login --profile NAME`, then publish again.",
+        "test_publish.py",
+        ": the profile's sign-in has expired or was never made: ",
+    ),
+    (
+        "s3://ratings/v1: the state keeps changing: is another publish running?",
+        "Run one publish per target at a time (a CI concurrency group), then again.",
+        "test_publish.py",
+        ": the state keeps changing: is another publish running?",
     ),
 ]
+
+# The fix for each error of publishing that a test holds as data, by its case: the
+# options of test_publishing_options_without_publish_are_refused, the targets of
+# test_a_bad_target_is_refused_before_building, the failures of
+# test_other_sdk_failures_are_one_line and test_a_failed_upload_is_one_line_without_secrets,
+# and the two states test_publish.py cannot read.
+_ALONE = "Add `--publish s3://BUCKET[/PREFIX]`, or leave the option out."
+_TARGET = "Write the target as `s3://BUCKET` or `s3://BUCKET/PREFIX`."
+PUBLISH_FIXES: Final[dict[str, str]] = {
+    "--repair": _ALONE,
+    "--max-removals": _ALONE,
+    "--publish-workers": _ALONE,
+    "--check": _ALONE,
+    "https://bucket/p": _TARGET,
+    "s3:///p": _TARGET,
+    "s3://b/a/../c": _TARGET,
+    "ExpiredToken": "Renew the temporary credentials, then publish again.",
+    "NoRegionError": "Set `AWS_REGION` (`auto` for R2), or `region` in the profile.",
+    "CredentialRetrievalError": "Run the profile's `credential_process` command yourself.",
+    "PermissionDeniedError": _DENIED,
+    "UnauthenticatedError": _DENIED,
+    "NotFoundError": "Create the bucket, or correct its name.",
+    "GenericError": "Check `AWS_ENDPOINT_URL`, and that the store is up and reachable.",
+    "NotSupportedError": "The store refused an upload: run again; if it persists, report it.",
+    "NEWER": "Upgrade ratings-api, or run once with `--repair` (this version's state).",
+    "UNREADABLE": "Run the publish once with `--repair`.",
+}
 
 
 LOCATION: Final = re.compile(r"^ratings\.yaml:\d+:\d+: ")
 
 
 def _rows(errors: list[tuple[str, str]]) -> str:
-    """The table's rows: messages that differ only in what was found share a row."""
-    groups: dict[tuple[str, str], list[str]] = {}
+    """The table's rows: one a fix, its messages joined; those that differ only in what
+    was found are shown once, with each value found."""
+    groups: dict[str, dict[str, list[str]]] = {}
     for message, fix in errors:
         stem, found, value = message.rpartition(", found ")
-        key = (stem, fix) if found else (message, fix)
-        values = groups.setdefault(key, [])
+        values = groups.setdefault(fix, {}).setdefault(stem if found else message, [])
         if (value if found else "") not in values:
             values.append(value if found else "")
-    rows, last = [], ""
-    for (stem, fix), values in groups.items():
-        shown = f"`{cell(stem)}, found {cell(values[0])}`" if values[0] else f"`{cell(stem)}`"
-        if len(values) > 1:
-            shown += ", or found " + ", ".join(f"`{cell(value)}`" for value in values[1:])
-        rows.append(f"| {shown} | {'the same' if fix == last else cell(fix)} |\n")
-        last = fix
+    rows = []
+    for fix, messages in groups.items():
+        shown = []
+        for stem, values in messages.items():
+            text = f"`{cell(stem)}, found {cell(values[0])}`" if values[0] else f"`{cell(stem)}`"
+            if len(values) > 1:
+                text += ", or found " + ", ".join(f"`{cell(value)}`" for value in values[1:])
+            shown.append(text)
+        rows.append(f"| {'; '.join(shown)} | {cell(fix)} |\n")
     return "".join(rows)
 
 
@@ -233,15 +303,42 @@ def command_errors() -> list[tuple[str, str]]:
     return [(param.values[3], COMMAND_FIXES[param.id]) for param in params]
 
 
-def other_errors() -> list[tuple[str, str]]:
-    """The errors of building, serving and publishing, each checked against its test's text."""
+def other_errors(
+    errors: list[tuple[str, str, str, str]] = OTHER_ERRORS,
+) -> list[tuple[str, str]]:
+    """The errors of building and serving (or ``errors``), each checked against its test's text."""
     rows = []
-    for message, fix, test_file, fragment in OTHER_ERRORS:
+    for message, fix, test_file, fragment in errors:
         source = (ROOT / "tests" / test_file).read_text(encoding="utf-8")
         assert fragment in message, fragment
         assert fragment in source, (test_file, fragment)
         rows.append((message, fix))
     return rows
+
+
+def _cases(test_file: str, test: str) -> list[tuple[str, ...]]:
+    """The parameters of a parametrized test of tests/<test_file>, as tuples."""
+    function = getattr(importlib.import_module(f"tests.{test_file}"), test)
+    mark = next(mark for mark in function.pytestmark if mark.name == "parametrize")
+    return [tuple(getattr(value, "values", value)) for value in mark.args[1]]
+
+
+def publish_errors() -> list[tuple[str, str]]:
+    """The errors of publishing its tests hold as data, each line with its fix."""
+    from tests import test_publish
+
+    cases = [
+        (options[0], line)
+        for options, line in _cases(
+            "test_publish_interface", "test_publishing_options_without_publish_are_refused"
+        )
+    ]
+    cases += _cases("test_publish", "test_a_bad_target_is_refused_before_building")
+    cases += _cases("test_publish", "test_other_sdk_failures_are_one_line")
+    cases += _cases("test_publish", "test_a_failed_upload_is_one_line_without_secrets")
+    cases += [("NEWER", test_publish.NEWER), ("UNREADABLE", test_publish.UNREADABLE)]
+    assert {key for key, _ in cases} == set(PUBLISH_FIXES), "a case without a fix"
+    return [(line, PUBLISH_FIXES[key]) for key, line in cases]
 
 
 def troubleshooting_page() -> str:
@@ -263,11 +360,14 @@ def troubleshooting_page() -> str:
         "[The command line](cli.md).\n\n"
         + table
         + _rows(command_errors())
-        + "\n## Building, serving, publishing\n\n"
-        "The paths and counts are examples. An unknown option, or `--check` with `--serve`, "
-        "gets\nargparse's usage line and its message, also with exit status 2.\n\n"
+        + "\n## Building and serving\n\n"
+        "The paths are examples. An unknown option, or `--check` with `--serve`, gets "
+        "argparse's\nusage line and `generate.py: error: ` before its message, also with exit "
+        "status 2.\n\n" + table + _rows(other_errors()) + "\n## Publishing\n\n"
+        "The bucket, prefix and counts are examples; a publishing option without `--publish`\n"
+        "gets argparse's usage line first. No message shows a secret.\n\n"
         + table
-        + _rows(other_errors())
+        + _rows(other_errors(PUBLISH_ERRORS) + publish_errors())
     )
 
 

@@ -1102,6 +1102,36 @@ def test_other_sdk_failures_are_one_line(error: str, line: str) -> None:
     assert publishing._explain(publishing.Target("b", "p"), failure) == line
 
 
+class ContestedBucket:
+    """A bucket whose state another publish rewrites before each of this one's writes."""
+
+    target = publishing.Target("b", "p")
+    requests = 0
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def read_state(self, *, repair: bool = False) -> publishing.Read:
+        self.reads += 1
+        return publishing.Read(publishing.State(), f'"v{self.reads}"')
+
+    def write_state(self, state: publishing.State, version: str | None) -> str | None:
+        return None  # the condition failed: another publish wrote the state
+
+
+def test_a_state_that_keeps_changing_stops_it_after_ten_plans() -> None:
+    bucket = ContestedBucket()
+    options = publishing.Options(
+        check=False, repair=False, max_removals=256, workers=4, progress=None
+    )
+
+    with pytest.raises(InputError) as error:
+        publishing._publish(bucket, site_of_numbers({1: (5, 1)}), options)  # type: ignore[arg-type]
+
+    assert str(error.value) == ("s3://b/p: the state keeps changing: is another publish running?")
+    assert bucket.reads == publishing.ATTEMPTS + 1
+
+
 def test_a_publish_that_planned_again_says_so() -> None:
     todo = publishing.Plan([("index.html", -1)], [], 3)
     outcome = publishing.Outcome(todo, 9, plans=2)
