@@ -94,7 +94,10 @@ FRESH: Final = STEPS[3:]  # --publish only, without --output: no folder read or 
 MEMORY: Final = re.compile(r"peak PSS sum (\d+) MB")
 CEILING_WORKERS: Final = 256
 PUBLISHED: Final = re.compile(r"published .* in ([0-9.]+) s")
-COUNT: Final = re.compile(r'^SeaweedFS_s3_request_seconds_count\{bucket="([^"]*)",[^}]*\} (\d+)$')
+# From a million on, SeaweedFS writes a count as a float, 1.00001e+06: six digits.
+COUNT: Final = re.compile(
+    r'^SeaweedFS_s3_request_seconds_count\{bucket="([^"]*)",[^}]*\} ([0-9.e+]+)$'
+)
 
 
 def ratings(count: int, changed: tuple[int, ...] = ()) -> str:
@@ -127,7 +130,7 @@ def requests(store: Store) -> dict[str, int]:
     for line in text.splitlines():
         found = COUNT.match(line)
         if found:
-            counts[found[1]] = counts.get(found[1], 0) + int(found[2])
+            counts[found[1]] = counts.get(found[1], 0) + round(float(found[2]))
     return counts
 
 
