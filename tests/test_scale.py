@@ -8,7 +8,9 @@ from pathlib import Path
 from ratings_api.cli import main
 from tests.trees import documents
 
-SIZE = 20_000
+# Thirty-odd writer batches of 256 (writer.BATCH): the paths a million articles take,
+# but for the batch size, which grows only past a million (workers.PIPE_TOKENS batches).
+SIZE = 8_000
 
 
 def catalogue(seed: int) -> dict[int, list[int]]:
