@@ -200,7 +200,11 @@ def run_tool(argv: list[str], store: Store, bucket: str, endpoint: str | None = 
     before = requests(store).get(bucket, 0)
     store_before, tool_before = store_cpu(store), resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run(argv, env=environ, capture_output=True, text=True, check=False)
+    # In the work folder: a checkout compared whose --publish builds `site` by default
+    # built it in the current folder, this checkout's.
+    done = subprocess.run(
+        argv, env=environ, cwd=store.folder, capture_output=True, text=True, check=False
+    )
     seconds = time.perf_counter() - started
     tool = resource.getrusage(resource.RUSAGE_CHILDREN)
     tool_cpu = tool.ru_utime - tool_before.ru_utime + tool.ru_stime - tool_before.ru_stime
@@ -246,6 +250,7 @@ def window(size: int, store: Store, work: Path, peers: Path, seconds: float) -> 
         running = subprocess.Popen(
             argv,
             env=tool_environ(store),
+            cwd=store.folder,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,  # SIGINT to the tool and all it started, as Ctrl-C
@@ -508,7 +513,7 @@ def main() -> int:
     sizes = [int(size) for size in args.sizes.split(",")]
     compared = Path(args.compare).resolve() if args.compare else None
     peers = install_peers()
-    work = Path(tempfile.mkdtemp(dir=args.tmp, prefix="publish-bench-"))
+    work = Path(tempfile.mkdtemp(dir=args.tmp, prefix="publish-bench-")).resolve()
     store = start_store(work / "store")
     try:
         print(f"load before: {loadavg()}", flush=True)
