@@ -82,11 +82,30 @@ class KillingRenderer(Renderer):
     def __init__(self, base_url: str, victim: int) -> None:
         super().__init__(base_url)
         self.victim = victim
+        self.test_process = os.getpid()
 
     def __call__(self, article_id: int, total: int, count: int) -> bytes:
         if article_id == self.victim:
+            # Never the test run itself, should the build have written in this process.
+            assert os.getpid() != self.test_process, "the build wrote without forking"
             os.kill(os.getpid(), signal.SIGKILL)
         return super().__call__(article_id, total, count)
+
+
+@pytest.fixture
+def alone() -> None:
+    """No other thread in this process, so that a build forks its writers.
+
+    A build running beside threads writes in its own process (see below); a thread
+    an earlier test started may still be ending, such as a subprocess's reader.
+    """
+    deadline = time.monotonic() + 10
+    while threading.active_count() > 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    others = [
+        thread.name for thread in threading.enumerate() if thread is not threading.current_thread()
+    ]
+    assert others == [], f"other threads still run: {others}"
 
 
 # --- the writer processes --------------------------------------------------
@@ -160,6 +179,7 @@ class FailingRenderer(Renderer):
         return super().__call__(article_id, total, count)
 
 
+@pytest.mark.usefixtures("alone")
 def test_a_bug_in_a_writer_is_raised_with_its_traceback(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError) as error:
         sync_site(str(tmp_path / "site"), catalogue(range(1, 1001)), FailingRenderer(OLD), jobs=2)
@@ -196,6 +216,7 @@ def test_one_job_writes_in_this_process(tmp_path: Path) -> None:
     assert [path.name for path in pids.iterdir()] == [str(os.getpid())]
 
 
+@pytest.mark.usefixtures("alone")
 def test_a_writer_that_fails_stops_the_build_with_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -211,6 +232,7 @@ def test_a_writer_that_fails_stops_the_build_with_one_line(
     assert not (state_of(site) / "record").exists()
 
 
+@pytest.mark.usefixtures("alone")
 def test_a_writer_killed_is_noticed(tmp_path: Path) -> None:
     site = tmp_path / "site"
 
