@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import io
 import mmap
 import os
 import shutil
@@ -11,6 +12,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
+from contextlib import redirect_stderr
 from pathlib import Path
 
 import pytest
@@ -92,20 +95,27 @@ class KillingRenderer(Renderer):
         return super().__call__(article_id, total, count)
 
 
-@pytest.fixture
-def alone() -> None:
-    """No other thread in this process, so that a build forks its writers.
+def run_alone(body: Callable[[Path], None], tmp_path: Path) -> None:
+    """``body(tmp_path)`` in a fresh interpreter, where no other test's thread runs.
 
-    A build running beside threads writes in its own process (see below); a thread
-    an earlier test started may still be ending, such as a subprocess's reader.
+    Beside a thread a build writes in its own process (see below), and the threads
+    of servers that earlier tests started may outlive them, waiting on a client's
+    kept-alive connection: a test of the writer processes runs where there are none.
     """
-    deadline = time.monotonic() + 10
-    while threading.active_count() > 1 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    others = [
-        thread.name for thread in threading.enumerate() if thread is not threading.current_thread()
-    ]
-    assert others == [], f"other threads still run: {others}"
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        f"from tests.test_writers import {body.__name__} as body\n"
+        "body(Path(sys.argv[1]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
 
 
 # --- the writer processes --------------------------------------------------
@@ -179,8 +189,11 @@ class FailingRenderer(Renderer):
         return super().__call__(article_id, total, count)
 
 
-@pytest.mark.usefixtures("alone")
 def test_a_bug_in_a_writer_is_raised_with_its_traceback(tmp_path: Path) -> None:
+    run_alone(a_bug_in_a_writer, tmp_path)
+
+
+def a_bug_in_a_writer(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError) as error:
         sync_site(str(tmp_path / "site"), catalogue(range(1, 1001)), FailingRenderer(OLD), jobs=2)
 
@@ -216,24 +229,29 @@ def test_one_job_writes_in_this_process(tmp_path: Path) -> None:
     assert [path.name for path in pids.iterdir()] == [str(os.getpid())]
 
 
-@pytest.mark.usefixtures("alone")
-def test_a_writer_that_fails_stops_the_build_with_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_writer_that_fails_stops_the_build_with_one_line(tmp_path: Path) -> None:
+    run_alone(a_writer_that_fails, tmp_path)
+
+
+def a_writer_that_fails(tmp_path: Path) -> None:
     site, ratings = tmp_path / "site", ratings_file(tmp_path / "ratings.yaml", range(1, 1001))
     assert build(ratings, site) == 0
     (site / document(700)).unlink()
     (site / document(700)).mkdir()  # a rename over it fails
     ratings_file(ratings, range(1, 1001), NEW)
 
-    assert build(ratings, site, "--jobs", "2") == 2
+    with redirect_stderr(io.StringIO()) as errors:
+        assert build(ratings, site, "--jobs", "2") == 2
 
-    assert capsys.readouterr().err == f"{site / document(700)}: cannot write: Is a directory\n"
+    assert errors.getvalue() == f"{site / document(700)}: cannot write: Is a directory\n"
     assert not (state_of(site) / "record").exists()
 
 
-@pytest.mark.usefixtures("alone")
 def test_a_writer_killed_is_noticed(tmp_path: Path) -> None:
+    run_alone(a_writer_killed, tmp_path)
+
+
+def a_writer_killed(tmp_path: Path) -> None:
     site = tmp_path / "site"
 
     with pytest.raises(InputError) as error:
