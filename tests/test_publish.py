@@ -103,6 +103,16 @@ class Project:
             check=False,
         )
 
+    def start(self, *options: str, **environ: str) -> subprocess.Popen[str]:
+        """``generate.py`` with ``options`` started in a process of its own, its output piped."""
+        return subprocess.Popen(
+            self.command(*options),
+            env=self.environ(**environ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
     def publish(
         self, *options: str, target: str | None = None, **environ: str
     ) -> subprocess.CompletedProcess[str]:
@@ -490,14 +500,8 @@ def test_a_publish_killed_midway_converges_when_run_again(project: Project) -> N
 def test_interrupted_publish_converges(project: Project, stop: signal.Signals, code: int) -> None:
     project.ratings.write_text(many(600))
     assert project.run("--quiet").returncode == 0
-    process = subprocess.Popen(
-        project.command(
-            "--quiet", "--publish", f"s3://{project.bucket}/p", "--publish-workers", "2"
-        ),
-        env=project.environ(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    process = project.start(
+        "--quiet", "--publish", f"s3://{project.bucket}/p", "--publish-workers", "2"
     )
     deadline = time.monotonic() + 60
     while project.proxy.count("PUT") < 100 and time.monotonic() < deadline:
@@ -525,13 +529,13 @@ def test_a_store_going_away_midway_exits_2_and_the_next_publish_converges(
 ) -> None:
     project.ratings.write_text(many(800))
     assert project.run("--quiet").returncode == 0
-    process = subprocess.Popen(
-        project.command(
-            "--quiet", "--publish", f"s3://{project.bucket}/p", "--publish-workers", "2"
-        ),
-        env=project.environ(AWS_ENDPOINT_URL=project.store.endpoint),
-        stderr=subprocess.PIPE,
-        text=True,
+    process = project.start(
+        "--quiet",
+        "--publish",
+        f"s3://{project.bucket}/p",
+        "--publish-workers",
+        "2",
+        AWS_ENDPOINT_URL=project.store.endpoint,
     )
     client = project.store.client()
     deadline = time.monotonic() + 60
@@ -644,13 +648,7 @@ def test_a_publish_that_read_the_state_before_another_ran_whole_replans(
     assert project.publish().returncode == 0
     held = project.proxy.hold_reply("GET", f"p/{STATE_KEY}")
     use(project, b)
-    process = subprocess.Popen(
-        project.command("--quiet", "--publish", f"s3://{project.bucket}/p"),
-        env=project.environ(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = project.start("--quiet", "--publish", f"s3://{project.bucket}/p")
     try:
         assert held.reached.wait(timeout=60), "B never read the state"
         use(project, a)
@@ -812,14 +810,8 @@ def test_a_stop_signal_ends_it_at_once_while_the_store_stalls(
 ) -> None:
     project.ratings.write_text(many(400))
     assert project.run("--quiet").returncode == 0
-    process = subprocess.Popen(
-        project.command(
-            "--quiet", "--publish", f"s3://{project.bucket}/p", "--publish-workers", "4"
-        ),
-        env=project.environ(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    process = project.start(
+        "--quiet", "--publish", f"s3://{project.bucket}/p", "--publish-workers", "4"
     )
     weed = project.store.process
     assert weed is not None
