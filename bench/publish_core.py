@@ -40,14 +40,12 @@ from array import array
 from ratings_api import publish
 from ratings_api.loader import Catalogue
 from ratings_api.rating import Renderer
-from ratings_api.record import shared_columns
 
 size, bucket = int(sys.argv[1]), sys.argv[2]
 ids = array("q", range(1, size + 1))
 sums = array("q", (n % 5 + 1 for n in range(1, size + 1)))
 counts = array("q", [1]) * size
-columns = shared_columns(ids, sums, counts)
-catalogue = Catalogue(*columns)
+catalogue = Catalogue(ids, sums, counts)
 site = publish.Site(catalogue, Renderer("https://ratings.example.com"), {"index.html": b"x\n"})
 target = publish.parse_target(f"s3://{bucket}/p")
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -67,13 +65,12 @@ from array import array
 from ratings_api import publish
 from ratings_api.loader import Catalogue
 from ratings_api.rating import Renderer
-from ratings_api.record import shared_columns
 
 size = int(sys.argv[1])
 ids = array("q", range(1, size + 1))
 sums = array("q", (n % 5 + 1 for n in range(1, size + 1)))
 counts = array("q", [1]) * size
-catalogue = Catalogue(*shared_columns(ids, sums, counts))
+catalogue = Catalogue(ids, sums, counts)
 site = publish.Site(catalogue, Renderer("https://ratings.example.com"), {"index.html": b"x\n"})
 def marks():
     todo, final = publish.plan(site, publish.State())

@@ -14,7 +14,6 @@ from ratings_api.hosting import hosting_files
 from ratings_api.limits import check as check_host_limits
 from ratings_api.loader import Catalogue, load
 from ratings_api.rating import Renderer
-from ratings_api.record import shared_columns
 from ratings_api.state import Waiting
 from ratings_api.writer import Changes, sync_site
 
@@ -55,7 +54,6 @@ def build(
     fallback_base_url: str | None = None,
     progress: Callable[[int, int], None] | None = None,
     host_notice: Callable[[str], None] | None = None,
-    jobs: int | None = None,
     waiting: Waiting | None = None,
 ) -> Result:
     """Build ``output`` from ``input_path``; with ``dry_run``, only say what would change.
@@ -64,8 +62,8 @@ def build(
     (``--serve`` passes the address it serves at). ``progress`` is called
     now and then with the articles handed to the writers so far, and all.
     ``host_notice``, where a static host's deploy follows, checks its limits first.
-    ``jobs`` caps the writer processes; ``waiting`` is told the process id of
-    another build that holds ``output``, before this one waits for it.
+    ``waiting`` is told the process id of another build that holds ``output``,
+    before this one waits for it.
     """
     site = render_site(input_path, base_url=base_url, environ=environ, fallback=fallback_base_url)
     catalogue, render, extras = site.catalogue, site.render, site.extras
@@ -81,7 +79,6 @@ def build(
         extras=extras,
         dry_run=dry_run,
         progress=report,
-        jobs=jobs,
         waiting=waiting,
     )
     return Result(total, changes, catalogue, render, extras)
@@ -118,18 +115,10 @@ def read_input(path: str) -> bytes:
 
 
 def load_catalogue(path: str, data: bytes) -> Catalogue:
-    """The fast reading where it applies, else the event walker, which also reports errors.
-
-    The columns come back in shared memory where every number fits in 64 bits
-    (``record.shared_columns``), so that forked writers do not each count the
-    lists in their resident memory; else as the lists read.
-    """
+    """The fast reading where it applies, else the event walker, which also reports errors."""
     catalogue = load_fast(path, data)
     if catalogue is None:
         catalogue = load(path, data)
-    columns = shared_columns(catalogue.ids, catalogue.sums, catalogue.counts)
-    if columns is not None:
-        catalogue.ids, catalogue.sums, catalogue.counts = columns
     return catalogue
 
 

@@ -15,7 +15,6 @@ from typing import Final
 
 from ratings_api.build import Result, build, count_articles, render_site
 from ratings_api.errors import InputError
-from ratings_api.platforms import unsupported
 from ratings_api.publish import (
     DEFAULT_MAX_REMOVALS,
     DEFAULT_WORKERS,
@@ -73,12 +72,6 @@ def parser() -> argparse.ArgumentParser:
         "--check",
         action="store_true",
         help="write nothing; exit 1 if the output is not what a build would make",
-    )
-    command.add_argument(
-        "--jobs",
-        type=_positive,
-        metavar="N",
-        help="write with at most N processes (default: the CPUs this process may use)",
     )
     command.add_argument(
         "--quiet",
@@ -151,10 +144,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = parser()
     args = command.parse_args(argv)
     _settle_publishing_options(command, args)
-    problem = unsupported()
-    if problem is not None:  # before anything is read or written
-        print(problem, file=sys.stderr)
-        return 2
     if args.serve:
         if args.check:
             command.error("--check and --serve do not go together")
@@ -235,7 +224,6 @@ def _build(args: argparse.Namespace, output: str, target: Target | None, progres
         progress=_show_progress if progress else None,
         # Not when publishing to object storage: no static host's limit applies.
         host_notice=_print_notice if target is None else None,
-        jobs=args.jobs,
         waiting=None if args.quiet else _waiting(output),
     )
 

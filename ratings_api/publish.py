@@ -105,7 +105,6 @@ from ratings_api.errors import InputError
 from ratings_api.hosting import NOT_FOUND_PAGE, REDIRECTS
 from ratings_api.loader import MAX_ID, Catalogue
 from ratings_api.rating import Renderer
-from ratings_api.record import shared_columns
 
 if TYPE_CHECKING:
     from boto3.session import Session
@@ -282,7 +281,7 @@ class Site:
         than 64 bits: then all of them by MD5, rendered here.
         """
         catalogue = self.catalogue
-        columns = shared_columns(catalogue.ids, catalogue.sums, catalogue.counts)
+        columns = _columns(catalogue)
         if columns is None:
             files = self.digests()
             ids: Sequence[int] = []
@@ -294,6 +293,14 @@ class Site:
             ids, sums, counts = columns
         digests = {path: digest for path, (digest, _) in files.items()}
         return State(self.render.stamp, ids, sums, counts, digests), files
+
+
+def _columns(catalogue: Catalogue) -> tuple[array[int], array[int], array[int]] | None:
+    """The catalogue's numbers as 64-bit columns; None if one needs more."""
+    try:
+        return array("q", catalogue.ids), array("q", catalogue.sums), array("q", catalogue.counts)
+    except OverflowError:
+        return None
 
 
 def _md5(body: bytes) -> str:

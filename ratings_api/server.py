@@ -40,7 +40,6 @@ from whitenoise.responders import Response, SlicedFile, StaticFile
 from ratings_api.build import build
 from ratings_api.describe import FRONT_PAGE, FRONT_PAGE_CSP
 from ratings_api.errors import InputError
-from ratings_api.platforms import unsupported
 from ratings_api.rating import ARTICLES_PATH
 
 if TYPE_CHECKING:
@@ -504,9 +503,6 @@ def create_app(root: str = "site") -> WSGIApplication:
     ``root`` is taken relative to the current directory once, here, as
     ``--output`` is; it must exist, as it does after a build.
     """
-    problem = unsupported()
-    if problem is not None:
-        raise InputError(problem)
     folder = os.path.abspath(root)
     if not os.path.isdir(folder):
         raise InputError(f"{root}: no such folder: build the site first (python generate.py)")

@@ -27,7 +27,6 @@ from ratings_api.cli import main
 from ratings_api.errors import InputError
 from ratings_api.loader import Catalogue
 from ratings_api.rating import Renderer
-from ratings_api.record import shared_columns
 from tests.objectstore import RATINGS as CATALOGUE
 from tests.objectstore import CountingProxy, Store, free_port, start_counting_proxy
 
@@ -860,9 +859,6 @@ def site_of_numbers(numbers: dict[int, tuple[int, int]], base_url: str = BASE) -
         sums=[total for total, _ in numbers.values()],
         counts=[count for _, count in numbers.values()],
     )
-    columns = shared_columns(catalogue.ids, catalogue.sums, catalogue.counts)
-    if columns is not None:
-        catalogue.ids, catalogue.sums, catalogue.counts = columns
     return publishing.Site(catalogue, Renderer(base_url), {"index.html": b"<!doctype html>\n"})
 
 
