@@ -105,9 +105,10 @@ def sync_site(
     when another build holds the folder, before this one waits for it.
     """
     try:
-        if dry_run and not os.path.isdir(root):
+        if not dry_run:
+            os.makedirs(root, exist_ok=True)
+        elif not os.path.isdir(root):
             return _all_missing(root, catalogue.ids, extras or {})
-        os.makedirs(root, exist_ok=True)
         with locked_state(root, write=not dry_run, waiting=waiting) as state:
             tmp = "" if state is None else os.path.join(state, TMP_NAME)
             writer = _Writer(root, tmp, dry_run)
