@@ -133,6 +133,8 @@ def built_from(articles: str, base_url: str = "https://example.com") -> Damage:
         (old_versions_state, 1),
         (leftover, 0),
         (linked_leftover, 0),
+        (lambda _, state: shutil.rmtree(state), 0),
+        (lambda _, state: (state / "lock").unlink(), 0),
         (built_from("  1: [1]\n  5: [5]\n  6: []\n  2: [4, 4]\n"), 1),
         (built_from(RATINGS, "https://cdn.example.org"), 1),
     ],
@@ -147,6 +149,8 @@ def built_from(articles: str, base_url: str = "https://example.com") -> Damage:
         "old-versions-state",
         "leftover",
         "linked-leftover",
+        "state-deleted",
+        "lock-deleted",
         "other-articles",
         "other-base-url",
     ],
@@ -182,6 +186,7 @@ def test_files_the_generator_did_not_make_are_kept(tmp_path: Path) -> None:
         "away/api/articles/drafts/index.html": b"<p>draft</p>\n",
         "away/api/articles/0099/rating/index.json": b"not an id the generator writes\n",
         "away/api/articles/9/README": b"a folder that looks like an id, without a document\n",
+        "away/api/articles/10/rating/README": b"one without a document either\n",
     }
     for name, content in users.items():
         (site / name).parent.mkdir(parents=True, exist_ok=True)
@@ -359,13 +364,30 @@ def folder_where_a_document_goes(tmp_path: Path) -> Path:
     return site
 
 
+def file_where_a_folder_goes(tmp_path: Path) -> Path:
+    site = folder_where_a_document_goes(tmp_path)
+    shutil.rmtree(site / "away")
+    (site / "away").write_text("not a folder\n")
+    return site
+
+
+def folder_where_a_file_goes(tmp_path: Path) -> Path:
+    site = tmp_path / "site"
+    assert build(ratings_file(tmp_path, "  1: [4]\n  2: [5]\n"), site, "--quiet") == 0
+    (site / "index.html").unlink()
+    (site / "index.html").mkdir()
+    return site
+
+
 @pytest.mark.parametrize(
     ("prepare", "message"),
     [
         (file_where_the_output_goes, "{site}: cannot write: Not a directory\n"),
         (folder_where_a_document_goes, "{site}/{doc2}: cannot write: Is a directory\n"),
+        (file_where_a_folder_goes, "{site}: cannot write: Not a directory\n"),
+        (folder_where_a_file_goes, "{site}/index.html: cannot write: Is a directory\n"),
     ],
-    ids=["output-below-a-file", "document-a-folder"],
+    ids=["output-below-a-file", "document-a-folder", "away-a-file", "front-page-a-folder"],
 )
 def test_an_output_that_cannot_be_written_is_one_line(
     tmp_path: Path,

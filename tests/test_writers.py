@@ -71,28 +71,34 @@ def assert_old_or_new(site: Path, old: dict[str, bytes]) -> None:
     assert 0 < len(new) < len(old)
 
 
-def hold_lock(site: Path) -> int:
-    """Take the build lock of ``site`` as a build of process 4242 would."""
+def hold_lock(site: Path, pid: bytes) -> int:
+    """Take the build lock of ``site`` as a build would, ``pid`` not yet written or written."""
     state_of(site).mkdir(exist_ok=True)
     fd = os.open(state_of(site) / "lock", os.O_RDWR | os.O_CREAT)
     fcntl.flock(fd, fcntl.LOCK_EX)
     os.ftruncate(fd, 0)
-    os.write(fd, b"4242\n")
+    os.write(fd, pid)
     return fd
 
 
-@pytest.mark.parametrize("check", [False, True], ids=["build", "check"])
-def test_a_second_build_waits_for_the_first(tmp_path: Path, check: bool) -> None:
+@pytest.mark.parametrize(
+    ("check", "pid", "other"),
+    [(False, b"4242\n", "the build in process 4242"), (True, b"", "another build")],
+    ids=["build", "check"],
+)
+def test_a_second_build_waits_for_the_first(
+    tmp_path: Path, check: bool, pid: bytes, other: str
+) -> None:
     site, ratings, _ = rewriting(tmp_path, 10)
     before = snapshot(site)
-    lock = hold_lock(site)
+    lock = hold_lock(site, pid)
     try:
         process = generate(ratings, site, *(["--check"] * check))
         assert process.stderr is not None
         waiting = process.stderr.readline()
         time.sleep(0.2)
         assert (waiting, process.poll(), snapshot(site)) == (
-            f"{site}: waiting for the build in process 4242 to finish\n".encode(),
+            f"{site}: waiting for {other} to finish\n".encode(),
             None,
             before,
         )
