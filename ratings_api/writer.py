@@ -145,20 +145,24 @@ def _sync_documents(
         for article_id in catalogue.ids:  # --check, and no articles folder yet
             writer.changes.add(os.path.join(articles, str(article_id), DOCUMENT))
         return []
-    present = _article_folders(articles)
+    others = _entries(articles)  # less each article's: then the stale, and the user's
     ids, sums, counts = catalogue.ids, catalogue.sums, catalogue.counts
     for index, article_id in enumerate(ids):
         if progress is not None and index % PROGRESS_EVERY == 0:
             progress(index)
-        folder = f"{articles}/{article_id}"  # not os.path.join: a fifth of a no-op's time
+        name = str(article_id)
+        folder = f"{articles}/{name}"  # not os.path.join: a fifth of a no-op's time
         path = f"{folder}/{DOCUMENT}"
         body = render(article_id, sums[index], counts[index])
         try:
-            if article_id in present and _holds(path, body):
-                writer.changes.unchanged += 1
-                continue
-            if article_id in present and not writer.dry_run:
-                real_folder(f"{folder}/rating", create=True)
+            if name in others:
+                others.discard(name)
+                if _holds(path, body):
+                    writer.changes.unchanged += 1
+                    continue
+                if not writer.dry_run:
+                    real_folder(folder, create=False)
+                    real_folder(f"{folder}/rating", create=True)
             elif not writer.dry_run:  # a new article: its folders are made, no question asked
                 os.mkdir(folder)
                 os.mkdir(f"{folder}/rating")
@@ -167,20 +171,18 @@ def _sync_documents(
             raise _write_error(path, error) from None
     if progress is not None:
         progress(len(ids))
-    return sorted(present.difference(ids))
+    return sorted(int(name) for name in others if ID_NAME.fullmatch(name))
 
 
-def _article_folders(articles: str) -> set[int]:
-    """The ids of the folders in ``articles`` that the build may have made; a link is an error."""
-    present = set()
+def _entries(articles: str) -> set[str]:
+    """The names in the articles folder; a link named as an article's folder is an error."""
+    names = set()
     with os.scandir(articles) as entries:
         for entry in entries:
-            if ID_NAME.fullmatch(entry.name):
-                if entry.is_symlink():
-                    raise symlink_error(entry.path)
-                if entry.is_dir(follow_symlinks=False):
-                    present.add(int(entry.name))
-    return present
+            if entry.is_symlink() and ID_NAME.fullmatch(entry.name):
+                raise symlink_error(entry.path)
+            names.add(entry.name)
+    return names
 
 
 def _holds(path: str, body: bytes) -> bool:
@@ -232,14 +234,15 @@ def _remove_stale(writer: _Writer, stale: list[int], *, emptied: bool) -> None:
         folder = os.path.join(articles, str(article_id))
         path = os.path.join(folder, DOCUMENT)
         try:
-            if not real_folder(os.path.join(folder, "rating"), create=False):
+            rating = os.path.join(folder, "rating")
+            if not (real_folder(folder, create=False) and real_folder(rating, create=False)):
                 continue  # a folder of the user's that happens to look like an id
             if writer.dry_run:
                 os.lstat(path)
             else:
                 os.unlink(path)  # the name itself: a link goes, never what it points to
-        except FileNotFoundError:
-            continue
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # a file of the user's, or a folder without a document
         except OSError as error:
             raise _write_error(path, error) from None
         if not writer.dry_run:

@@ -187,6 +187,7 @@ def test_files_the_generator_did_not_make_are_kept(tmp_path: Path) -> None:
         "away/api/articles/0099/rating/index.json": b"not an id the generator writes\n",
         "away/api/articles/9/README": b"a folder that looks like an id, without a document\n",
         "away/api/articles/10/rating/README": b"one without a document either\n",
+        "away/api/articles/11": b"a file named as an article's folder\n",
     }
     for name, content in users.items():
         (site / name).parent.mkdir(parents=True, exist_ok=True)
