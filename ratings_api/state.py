@@ -118,12 +118,15 @@ def real_folder(path: str, *, create: bool) -> bool:
 
     ``lstat`` sees the link itself: no link is ever followed to write or remove.
     """
+    if create:
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            pass  # there already, or made meanwhile by another build: looked at below
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
-        if create:
-            os.mkdir(path)
-        return create
+        return False
     if stat.S_ISLNK(mode):
         raise symlink_error(path)
     if not stat.S_ISDIR(mode):
