@@ -14,7 +14,8 @@ import threading
 import time
 import tracemalloc
 import urllib.request
-from collections.abc import Callable, Iterator
+from array import array
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Final
@@ -854,11 +855,16 @@ def test_publish_and_serve_do_not_go_together(capsys: pytest.CaptureFixture[str]
 
 
 def site_of_numbers(numbers: dict[int, tuple[int, int]], base_url: str = BASE) -> publishing.Site:
-    catalogue = Catalogue(
-        ids=list(numbers),
-        sums=[total for total, _ in numbers.values()],
-        counts=[count for _, count in numbers.values()],
+    columns: tuple[Sequence[int], ...] = (
+        list(numbers),
+        [total for total, _ in numbers.values()],
+        [count for _, count in numbers.values()],
     )
+    try:  # as 64-bit columns, where the numbers fit
+        columns = tuple(array("q", column) for column in columns)
+    except OverflowError:
+        pass
+    catalogue = Catalogue(*columns)
     return publishing.Site(catalogue, Renderer(base_url), {"index.html": b"<!doctype html>\n"})
 
 
