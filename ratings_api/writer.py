@@ -16,10 +16,11 @@ points to. One process, plain ``os`` calls on paths: the same code on every syst
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -107,9 +108,9 @@ def sync_site(
     try:
         if not dry_run:
             os.makedirs(root, exist_ok=True)
-        elif not os.path.isdir(root):
-            return _all_missing(root, catalogue.ids, extras or {})
-        with locked_state(root, write=not dry_run, waiting=waiting) as state:
+        there = os.path.isdir(root)  # false for a check only: nothing to lock, all to write
+        state_folder = locked_state(root, write=not dry_run, waiting=waiting)
+        with state_folder if there else contextlib.nullcontext(None) as state:
             tmp = "" if state is None else os.path.join(state, TMP_NAME)
             writer = _Writer(root, tmp, dry_run)
             stale = _sync_documents(writer, catalogue, render, progress)
@@ -123,16 +124,6 @@ def sync_site(
         raise _write_error(root, error) from None
 
 
-def _all_missing(root: str, ids: Sequence[int], extras: Mapping[str, bytes]) -> Changes:
-    """What a check of a folder that does not exist finds: everything to write."""
-    changes = Changes()
-    for article_id in ids:
-        changes.add(os.path.join(root, ARTICLES_PATH, str(article_id), DOCUMENT))
-    for name in sorted(extras):
-        changes.add(os.path.join(root, name))
-    return changes
-
-
 def _sync_documents(
     writer: _Writer,
     catalogue: Catalogue,
@@ -141,37 +132,39 @@ def _sync_documents(
 ) -> list[int]:
     """Each article's document, in the order of the input; the ids of stale ones, in order."""
     articles = os.path.join(writer.root, ARTICLES_PATH)
-    if not _folders(writer.root, ARTICLES_PATH, create=not writer.dry_run):
-        for article_id in catalogue.ids:  # --check, and no articles folder yet
-            writer.changes.add(os.path.join(articles, str(article_id), DOCUMENT))
-        return []
-    others = _entries(articles)  # less each article's: then the stale, and the user's
+    there = _folders(writer.root, ARTICLES_PATH, create=not writer.dry_run)
+    others = _entries(articles) if there else set()  # less each article's: the stale, the user's
     ids, sums, counts = catalogue.ids, catalogue.sums, catalogue.counts
     for index, article_id in enumerate(ids):
         if progress is not None and index % PROGRESS_EVERY == 0:
             progress(index)
         name = str(article_id)
         folder = f"{articles}/{name}"  # not os.path.join: a fifth of a no-op's time
-        path = f"{folder}/{DOCUMENT}"
-        body = render(article_id, sums[index], counts[index])
         try:
-            if name in others:
-                others.discard(name)
-                if _holds(path, body):
-                    writer.changes.unchanged += 1
-                    continue
-                if not writer.dry_run:
-                    real_folder(folder, create=False)
-                    real_folder(f"{folder}/rating", create=True)
-            elif not writer.dry_run:  # a new article: its folders are made, no question asked
-                os.mkdir(folder)
-                os.mkdir(f"{folder}/rating")
-            writer.write(path, body)
+            _sync_document(
+                writer, folder, render(article_id, sums[index], counts[index]), name in others
+            )
         except OSError as error:
-            raise _write_error(path, error) from None
+            raise _write_error(f"{folder}/{DOCUMENT}", error) from None
+        others.discard(name)
     if progress is not None:
         progress(len(ids))
     return sorted(int(name) for name in others if ID_NAME.fullmatch(name))
+
+
+def _sync_document(writer: _Writer, folder: str, body: bytes, there: bool) -> None:
+    """One article's document: unchanged, or written (in folders made, if it is new)."""
+    path = f"{folder}/{DOCUMENT}"
+    if there and _holds(path, body):
+        writer.changes.unchanged += 1
+        return
+    if there and not writer.dry_run:
+        real_folder(folder, create=False)
+        real_folder(f"{folder}/rating", create=True)
+    elif not writer.dry_run:  # a new article: its folders are made, no question asked
+        os.mkdir(folder)
+        os.mkdir(f"{folder}/rating")
+    writer.write(path, body)
 
 
 def _entries(articles: str) -> set[str]:
@@ -255,6 +248,8 @@ def _remove_stale(writer: _Writer, stale: list[int], *, emptied: bool) -> None:
 
 def _remove_old_state(writer: _Writer) -> None:
     """Earlier versions kept their record and temporary files in the output folder."""
+    if not os.path.isdir(writer.root):
+        return  # --check, and no output folder yet
     with os.scandir(writer.root) as entries:
         names = sorted(entry.name for entry in entries if OLD_STATE_NAME.fullmatch(entry.name))
     for name in names:

@@ -120,41 +120,26 @@ def built_from(articles: str, base_url: str = "https://example.com") -> Damage:
     return build_other
 
 
-@pytest.mark.parametrize(
-    ("damage", "check"),
-    [
-        (tamper_in_place, 1),
-        (replace_by_hand, 1),
-        (lambda site, _: (site / document(3)).unlink(), 1),
-        (lambda site, _: shutil.rmtree(site / "away"), 1),
-        (lambda site, _: shutil.rmtree(site), 1),
-        (add_stray, 1),
-        (link_document, 1),
-        (old_versions_state, 1),
-        (leftover, 0),
-        (linked_leftover, 0),
-        (lambda _, state: shutil.rmtree(state), 0),
-        (lambda _, state: (state / "lock").unlink(), 0),
-        (built_from("  1: [1]\n  5: [5]\n  6: []\n  2: [4, 4]\n"), 1),
-        (built_from(RATINGS, "https://cdn.example.org"), 1),
-    ],
-    ids=[
-        "edited-in-place",
-        "replaced",
-        "deleted",
-        "away-deleted",
-        "site-deleted",
-        "stray-document",
-        "linked-document",
-        "old-versions-state",
-        "leftover",
-        "linked-leftover",
-        "state-deleted",
-        "lock-deleted",
-        "other-articles",
-        "other-base-url",
-    ],
-)
+# What happened to the site, and what --check then says (1: out of date).
+DAMAGES: dict[str, tuple[Damage, int]] = {
+    "edited-in-place": (tamper_in_place, 1),
+    "replaced": (replace_by_hand, 1),
+    "deleted": (lambda site, _: (site / document(3)).unlink(), 1),
+    "away-deleted": (lambda site, _: shutil.rmtree(site / "away"), 1),
+    "site-deleted": (lambda site, _: shutil.rmtree(site), 1),
+    "stray-document": (add_stray, 1),
+    "linked-document": (link_document, 1),
+    "old-versions-state": (old_versions_state, 1),
+    "leftover": (leftover, 0),
+    "linked-leftover": (linked_leftover, 0),
+    "state-deleted": (lambda _, state: shutil.rmtree(state), 0),
+    "lock-deleted": (lambda _, state: (state / "lock").unlink(), 0),
+    "other-articles": (built_from("  1: [1]\n  5: [5]\n  6: []\n  2: [4, 4]\n"), 1),
+    "other-base-url": (built_from(RATINGS, "https://cdn.example.org"), 1),
+}
+
+
+@pytest.mark.parametrize(("damage", "check"), DAMAGES.values(), ids=DAMAGES)
 def test_a_rebuild_leaves_what_a_fresh_build_makes(
     tmp_path: Path, damage: Damage, check: int
 ) -> None:
@@ -254,41 +239,40 @@ def articles_folder_deleted(tmp_path: Path) -> Path:
     return ratings
 
 
-@pytest.mark.parametrize(
-    ("prepare", "code", "message"),
-    [
+# How the site came to be, what --check then exits with and prints.
+CHECKS: dict[str, tuple[Callable[[Path], Path], int, str]] = {
+    "missing-site": (
+        lambda tmp_path: ratings_file(tmp_path, "  1: [5]\n  2: [4]\n"),
+        1,
         (
-            lambda tmp_path: ratings_file(tmp_path, "  1: [5]\n  2: [4]\n"),
-            1,
-            (
-                "{site} is out of date: 10 to write, 0 to remove:\n  {site}/{doc1}\n  {site}/{doc2}\n"
-                "  {site}/404.html\n  {site}/_redirects\n  {site}/assets/front-page.css\n"
-                "  and 5 more\n"
-            ),
+            "{site} is out of date: 10 to write, 0 to remove:\n  {site}/{doc1}\n  {site}/{doc2}\n"
+            "  {site}/404.html\n  {site}/_redirects\n  {site}/assets/front-page.css\n  and 5 more\n"
         ),
+    ),
+    # The documents first, then the files describing the API (article 3 leaves the
+    # front page's table and the OpenAPI document's examples), then removals.
+    "edited-stale-and-old": (
+        edited_stale_and_old,
+        1,
         (
-            edited_stale_and_old,
-            1,
-            # The documents first, then the files describing the API (article 3 leaves
-            # the front page's table and the OpenAPI document's examples), then removals.
-            (
-                "{site} is out of date: 3 to write, 2 to remove:\n  {site}/{doc2}\n"
-                "  {site}/away/api/openapi.json\n  {site}/index.html\n  {site}/{doc3}\n"
-                "  {site}/.generate-1.tmp\n"
-            ),
+            "{site} is out of date: 3 to write, 2 to remove:\n  {site}/{doc2}\n"
+            "  {site}/away/api/openapi.json\n  {site}/index.html\n  {site}/{doc3}\n"
+            "  {site}/.generate-1.tmp\n"
         ),
+    ),
+    "articles-folder-deleted": (
+        articles_folder_deleted,
+        1,
         (
-            articles_folder_deleted,
-            1,
-            (
-                "{site} is out of date: 5 to write, 0 to remove:\n  {site}/{doc1}\n  {site}/{doc2}\n"
-                "  {site}/{doc3}\n  {site}/away/api/embed.js\n  {site}/away/api/openapi.json\n"
-            ),
+            "{site} is out of date: 5 to write, 0 to remove:\n  {site}/{doc1}\n  {site}/{doc2}\n"
+            "  {site}/{doc3}\n  {site}/away/api/embed.js\n  {site}/away/api/openapi.json\n"
         ),
-        (site_of_three, 0, "{site} is up to date: 3 articles\n"),
-    ],
-    ids=["missing-site", "edited-stale-and-old", "articles-folder-deleted", "up-to-date"],
-)
+    ),
+    "up-to-date": (site_of_three, 0, "{site} is up to date: 3 articles\n"),
+}
+
+
+@pytest.mark.parametrize(("prepare", "code", "message"), CHECKS.values(), ids=CHECKS)
 def test_check_names_what_a_build_would_change_and_writes_nothing(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
