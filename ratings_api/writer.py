@@ -139,7 +139,7 @@ def _sync_documents(
         if progress is not None and index % PROGRESS_EVERY == 0:
             progress(index)
         name = str(article_id)
-        folder = f"{articles}/{name}"  # not os.path.join: a fifth of a no-op's time
+        folder = f"{articles}/{name}"  # not os.path.join, slow for a loop run once an article
         try:
             _sync_document(
                 writer, folder, render(article_id, sums[index], counts[index]), name in others
