@@ -1,4 +1,9 @@
-"""The command line: ``python generate.py [options]``."""
+"""The command line: its options, its exit codes, every line a build or a publish prints.
+
+``main`` is the only reader of argv and the only printer; it runs ``build``,
+``server.serve`` or ``publish`` with plain values and turns their InputError
+into one line and exit 2, Ctrl-C or SIGTERM into one line and 128 + the signal.
+"""
 
 from __future__ import annotations
 
@@ -51,60 +56,61 @@ def parser() -> argparse.ArgumentParser:
         description="Build the static JSON rating API from a ratings file.",
         formatter_class=lambda prog: argparse.HelpFormatter(prog, width=HELP_WIDTH),
     )
-    command.add_argument(
+    _building(command)
+    _serving(command.add_argument_group("serving"))
+    _publishing(command.add_argument_group("publishing to object storage"))
+    return command
+
+
+def _building(command: argparse.ArgumentParser) -> None:
+    add = command.add_argument
+    add(
         "--input",
         default="ratings.yaml",
         metavar="FILE",
         help="the ratings to read (default: ratings.yaml)",
     )
-    command.add_argument(
+    add(
         "--output",
         metavar="DIR",
         help=f"the folder to build the site in (default: {DEFAULT_OUTPUT}; with "
         "--publish, none unless this option is given)",
     )
-    command.add_argument(
+    add(
         "--base-url",
         metavar="URL",
         help="the absolute URL the site is served at; overrides BASE_URL, "
         "base_url in the input and Netlify's URL",
     )
-    command.add_argument(
+    add(
         "--check",
         action="store_true",
         help="write nothing; exit 1 if the output is not what a build would make",
     )
-    command.add_argument(
-        "--jobs",
-        type=_positive,
-        metavar="N",
-        help="write with at most N processes (default: the CPUs this process may use)",
-    )
-    command.add_argument(
+    add(
         "--quiet",
         action="store_true",
         help="print nothing but errors: no progress, no summary (with --serve: "
         "no request log either, only the address)",
     )
-    serving = command.add_argument_group("serving")
-    serving.add_argument(
+
+
+def _serving(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
         "--serve",
         action="store_true",
         help="build, then serve the output folder and rebuild when the input changes",
     )
-    serving.add_argument(
-        "--host",
-        default="127.0.0.1",
-        help="the address to serve at (default: 127.0.0.1)",
+    group.add_argument(
+        "--host", default="127.0.0.1", help="the address to serve at (default: 127.0.0.1)"
     )
-    serving.add_argument(
-        "--port",
-        default=8000,
-        type=int,
-        help="the port to serve at (default: 8000)",
+    group.add_argument(
+        "--port", default=8000, type=int, help="the port to serve at (default: 8000)"
     )
-    publishing = command.add_argument_group("publishing to object storage")
-    publishing.add_argument(
+
+
+def _publishing(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
         "--publish",
         metavar="S3_URL",
         help="make s3://BUCKET[/PREFIX] hold exactly the site, rendered from the "
@@ -112,26 +118,25 @@ def parser() -> argparse.ArgumentParser:
         "credentials from the standard AWS variables and files); with --check, "
         "change nothing and exit 1 if the bucket differs",
     )
-    publishing.add_argument(
+    group.add_argument(
         "--max-removals",
         type=_count,
         metavar="N",
         help=f"stop before changing anything if a publish would remove more than N "
         f"files (default: {DEFAULT_MAX_REMOVALS})",
     )
-    publishing.add_argument(
+    group.add_argument(
         "--repair",
         action="store_true",
         help="list the bucket and compare every file, instead of trusting the state "
         "the last publish left: for a bucket changed by hand",
     )
-    publishing.add_argument(
+    group.add_argument(
         "--publish-workers",
         type=_positive,
         metavar="N",
         help=f"uploads at once (default: {DEFAULT_WORKERS})",
     )
-    return command
 
 
 def _count(text: str) -> int:
@@ -155,21 +160,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem is not None:  # before anything is read or written
         print(problem, file=sys.stderr)
         return 2
-    if args.serve:
-        if args.check:
-            command.error("--check and --serve do not go together")
-        if args.publish:
-            command.error("--publish and --serve do not go together")
-        from ratings_api.server import serve  # WhiteNoise is only needed to serve
+    if not args.serve:
+        return _build_and_publish(args)
+    if args.check:
+        command.error("--check and --serve do not go together")
+    if args.publish:
+        command.error("--publish and --serve do not go together")
+    from ratings_api.server import serve  # WhiteNoise is only needed to serve
 
-        return serve(
-            args.input,
-            args.output or DEFAULT_OUTPUT,
-            base_url=args.base_url,
-            host=args.host,
-            port=args.port,
-            quiet=args.quiet,
-        )
+    output = args.output or DEFAULT_OUTPUT
+    return serve(
+        args.input, output, base_url=args.base_url, host=args.host, port=args.port, quiet=args.quiet
+    )
+
+
+def _build_and_publish(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     show_progress = not args.quiet and sys.stderr.isatty()
     output = _output(args)
@@ -196,9 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return built
     elif output is not None and not args.quiet:
         print(result.summary(output, seconds))
-    if target is None:
-        return 0
-    return _publish(args, target, result, show_progress)
+    return 0 if target is None else _publish(args, target, result, show_progress)
 
 
 def _settle_publishing_options(command: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -235,7 +238,6 @@ def _build(args: argparse.Namespace, output: str, target: Target | None, progres
         progress=_show_progress if progress else None,
         # Not when publishing to object storage: no static host's limit applies.
         host_notice=_print_notice if target is None else None,
-        jobs=args.jobs,
         waiting=None if args.quiet else _waiting(output),
     )
 

@@ -1,12 +1,11 @@
-"""Files that describe the API beside its documents: an OpenAPI document and a front page.
+"""The files that describe the API beside its documents: the OpenAPI document, the front page.
 
-Both come from a few cheap passes over the catalogue's lists (the best-rated
-few with a heap, the smallest id not rated yet, the largest id), so a million
-articles add about 0.15 s to a build and nothing is written per article. The OpenAPI document is a dict dumped by ``json``; the front page is
-a Jinja template with autoescape on, because the base URL is the user's text
-and may hold ``<``, ``&`` or quotes. The page's script, style sheet and icon
-are separate files, so that a Content-Security-Policy without
-``'unsafe-inline'`` allows them.
+Both come from a few passes over the catalogue's columns (the best rated with a
+heap, the smallest id not rated yet, the largest id); nothing is written per
+article. The OpenAPI document is a dict dumped by ``json``; the front page a
+Jinja template, autoescaped: the base URL is the user's text. Its script, style
+sheet and icon are files of their own, for a Content-Security-Policy without
+``'unsafe-inline'``. ``render`` is the package's one way to fill a template.
 """
 
 from __future__ import annotations
@@ -24,8 +23,8 @@ from typing import Any, Final
 
 import jinja2
 
-from ratings_api.loader import MAX_ID, Catalogue
-from ratings_api.rating import ARTICLES_PATH, Renderer, article_url, rating_value
+from ratings_api.loader import Catalogue
+from ratings_api.rating import ARTICLES_PATH, MAX_ID, Renderer, article_url, rating_value
 
 # Package data: installed with the package, found beside this file.
 TEMPLATES: Final = Path(__file__).resolve().parent / "templates"
@@ -51,7 +50,7 @@ META_CSP: Final = "; ".join(
 RATING_PATH: Final = f"/{ARTICLES_PATH}/{{id}}/rating/"
 RATING_VALUE_PATTERN: Final = r"^-?[0-9]+\.[0-9]$"
 FIELDS: Final = ("article_url", "id", "rating_sum", "rating_count", "rating_value")
-NOT_FOUND: Final = {"detail": "Not found."}
+NOT_FOUND_BODY: Final = {"detail": "Not found."}
 # The characters a regular expression gives a meaning to, in Python as in
 # ECMAScript: escaped, each with a backslash, they are literal in both.
 REGEX_SYNTAX: Final = re.compile(r"([\\^$.|?*+()\[\]{}])")
@@ -78,11 +77,6 @@ class Examples:
     unrated: Article | None
     unlisted: int
 
-    @property
-    def first(self) -> Article | None:
-        """The article to show first: the best rated, else one not rated yet."""
-        return self.rated or self.unrated
-
 
 def describe_files(catalogue: Catalogue, base_url: str) -> dict[str, bytes]:
     """Generated files beside the documents, by their path below the output folder."""
@@ -90,13 +84,15 @@ def describe_files(catalogue: Catalogue, base_url: str) -> dict[str, bytes]:
     examples = Examples(
         best[0] if best else None, first_unrated(catalogue), missing_id(catalogue.ids)
     )
-    files = {
-        OPENAPI_PATH: openapi_bytes(openapi_document(catalogue, base_url, examples)),
-        FRONT_PAGE: front_page(catalogue, base_url, best, examples.first),
+    # Indented, as people read it too.
+    openapi = json.dumps(
+        openapi_document(catalogue, base_url, examples), indent=2, ensure_ascii=False
+    )
+    return {
+        OPENAPI_PATH: (openapi + "\n").encode(),
+        FRONT_PAGE: front_page(catalogue, base_url, best, examples.rated or examples.unrated),
+        **{name: (TEMPLATES / name).read_bytes() for name in ASSETS},
     }
-    for name in ASSETS:
-        files[name] = (TEMPLATES / name).read_bytes()
-    return files
 
 
 def best_rated(catalogue: Catalogue, size: int = BEST_RATED) -> list[Article]:
@@ -133,11 +129,6 @@ def missing_id(ids: Sequence[int]) -> int:
 
 
 # The OpenAPI document
-
-
-def openapi_bytes(document: dict[str, Any]) -> bytes:
-    """The document as UTF-8 JSON: indented, as people read it too, and one trailing newline."""
-    return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()
 
 
 def openapi_document(catalogue: Catalogue, base_url: str, examples: Examples) -> dict[str, Any]:
@@ -180,23 +171,6 @@ def _scale_text(scale: tuple[int, int] | None) -> str:
 
 
 def _operation(base_url: str, examples: Examples) -> dict[str, Any]:
-    json_ok: dict[str, Any] = {"schema": {"$ref": "#/components/schemas/Rating"}}
-    documents = {
-        name: {"summary": summary, "value": _document(base_url, article)}
-        for name, summary, article in (
-            ("rated", f"Article {_id(examples.rated)}, the best rated", examples.rated),
-            (
-                "unrated",
-                f"Article {_id(examples.unrated)}, listed but not rated yet",
-                examples.unrated,
-            ),
-        )
-        if article is not None
-    }
-    if documents:
-        json_ok["examples"] = documents
-    common = {name: {"$ref": f"#/components/headers/{name}"} for name in _COMMON_HEADERS}
-    validators = {name: {"$ref": f"#/components/headers/{name}"} for name in _VALIDATORS}
     return {
         "operationId": "retrieveArticleRating",
         "summary": "The rating of one article",
@@ -207,26 +181,39 @@ def _operation(base_url: str, examples: Examples) -> dict[str, Any]:
         ),
         "tags": ["ratings"],
         "parameters": [{"$ref": "#/components/parameters/ArticleId"}],
-        "responses": {
-            "200": {
-                "description": "The article's rating.",
-                "headers": {**validators, **common},
-                "content": {"application/json": json_ok},
-            },
-            "304": {
-                "description": "Not modified: the copy the client holds is current.",
-                "headers": {"ETag": validators["ETag"], **common},
-            },
-            "404": {
-                "description": "No article has this id.",
-                "headers": common,
-                "content": {
-                    "application/json": {
-                        "schema": {"$ref": "#/components/schemas/NotFound"},
-                        "example": NOT_FOUND,
-                    }
-                },
-            },
+        "responses": _responses(base_url, examples),
+    }
+
+
+def _responses(base_url: str, examples: Examples) -> dict[str, Any]:
+    json_ok: dict[str, Any] = {"schema": {"$ref": "#/components/schemas/Rating"}}
+    documents = {
+        name: {"summary": f"Article {article.id}, {summary}", "value": _document(base_url, article)}
+        for name, summary, article in (
+            ("rated", "the best rated", examples.rated),
+            ("unrated", "listed but not rated yet", examples.unrated),
+        )
+        if article is not None
+    }
+    if documents:
+        json_ok["examples"] = documents
+    common = {name: {"$ref": f"#/components/headers/{name}"} for name in _COMMON_HEADERS}
+    validators = {name: {"$ref": f"#/components/headers/{name}"} for name in _VALIDATORS}
+    not_found = {"schema": {"$ref": "#/components/schemas/NotFound"}, "example": NOT_FOUND_BODY}
+    return {
+        "200": {
+            "description": "The article's rating.",
+            "headers": {**validators, **common},
+            "content": {"application/json": json_ok},
+        },
+        "304": {
+            "description": "Not modified: the copy the client holds is current.",
+            "headers": {"ETag": validators["ETag"], **common},
+        },
+        "404": {
+            "description": "No article has this id.",
+            "headers": common,
+            "content": {"application/json": not_found},
         },
     }
 
@@ -239,16 +226,13 @@ def _document(base_url: str, article: Article) -> dict[str, Any]:
     return document
 
 
-def _id(article: Article | None) -> int | None:
-    return None if article is None else article.id
-
-
 def _article_id(examples: Examples) -> dict[str, Any]:
+    rated, unrated = examples.rated, examples.unrated
     values = {
         name: {"summary": summary, "value": value}
         for name, summary, value in (
-            ("rated", "The best-rated article: 200", _id(examples.rated)),
-            ("unrated", "An article not rated yet: 200", _id(examples.unrated)),
+            ("rated", "The best-rated article: 200", rated and rated.id),
+            ("unrated", "An article not rated yet: 200", unrated and unrated.id),
             ("unlisted", "An id no article has: 404", examples.unlisted),
         )
         if value is not None
@@ -264,8 +248,24 @@ def _article_id(examples: Examples) -> dict[str, Any]:
 
 
 def _rating_schema(catalogue: Catalogue, base_url: str, examples: Examples) -> dict[str, Any]:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "description": f"One article's rating. The fields always come in this order: {', '.join(FIELDS)}.",
+        "required": list(FIELDS),
+        "properties": _rating_properties(catalogue, base_url),
+        "additionalProperties": False,
+    }
+    documents = [
+        _document(base_url, a) for a in (examples.rated, examples.unrated) if a is not None
+    ]
+    if documents:
+        schema["examples"] = documents
+    return schema
+
+
+def _rating_properties(catalogue: Catalogue, base_url: str) -> dict[str, Any]:
     prefix = article_url(base_url, 0)[: -len("0/")]
-    properties = {
+    return {
         "article_url": {
             "type": "string",
             "format": "uri" if prefix.isascii() else "iri",
@@ -293,19 +293,6 @@ def _rating_schema(catalogue: Catalogue, base_url: str, examples: Examples) -> d
             ),
         },
     }
-    schema: dict[str, Any] = {
-        "type": "object",
-        "description": f"One article's rating. The fields always come in this order: {', '.join(FIELDS)}.",
-        "required": list(FIELDS),
-        "properties": properties,
-        "additionalProperties": False,
-    }
-    documents = [
-        _document(base_url, a) for a in (examples.rated, examples.unrated) if a is not None
-    ]
-    if documents:
-        schema["examples"] = documents
-    return schema
 
 
 def regex_literal(text: str) -> str:
@@ -318,32 +305,24 @@ def _not_found_schema() -> dict[str, Any]:
         "type": "object",
         "description": "The error body, in the style of Django REST framework.",
         "required": ["detail"],
-        "properties": {"detail": {"type": "string", "const": NOT_FOUND["detail"]}},
+        "properties": {"detail": {"type": "string", "const": NOT_FOUND_BODY["detail"]}},
         "additionalProperties": False,
-        "examples": [NOT_FOUND],
+        "examples": [NOT_FOUND_BODY],
     }
 
 
-_COMMON_HEADERS: Final = {
-    "Access-Control-Allow-Origin": (
-        "Any origin may read the response.",
-        {"type": "string", "const": "*"},
-    ),
-    "X-Content-Type-Options": (
-        "Browsers take the Content-Type as sent.",
-        {"type": "string", "const": "nosniff"},
-    ),
+# Each header: what it says, its schema. Every answer has the common ones.
+_COMMON_HEADERS: Final[dict[str, tuple[str, dict[str, str]]]] = {
+    "Access-Control-Allow-Origin": ("Any origin may read the response.", {"const": "*"}),
+    "X-Content-Type-Options": ("Browsers take the Content-Type as sent.", {"const": "nosniff"}),
     "Cache-Control": (
         "Caches may keep a copy but revalidate it: ratings change at every deploy.",
-        {"type": "string"},
+        {},
     ),
 }
-_VALIDATORS: Final = {
-    "ETag": (
-        "Changes whenever the document does: send it back in If-None-Match.",
-        {"type": "string"},
-    ),
-    "Last-Modified": ("When the document was last written.", {"type": "string"}),
+_VALIDATORS: Final[dict[str, tuple[str, dict[str, str]]]] = {
+    "ETag": ("Changes whenever the document does: send it back in If-None-Match.", {}),
+    "Last-Modified": ("When the document was last written.", {}),
 }
 # Not every static host sends Last-Modified (ETag is the validator to use): optional.
 _OPTIONAL_HEADERS: Final = frozenset({"Last-Modified"})
@@ -354,7 +333,7 @@ def _headers() -> dict[str, Any]:
         name: {
             "description": description,
             "required": name not in _OPTIONAL_HEADERS,
-            "schema": schema,
+            "schema": {"type": "string", **schema},
         }
         for name, (description, schema) in {**_COMMON_HEADERS, **_VALIDATORS}.items()
     }
@@ -363,19 +342,21 @@ def _headers() -> dict[str, Any]:
 # The front page
 
 
-def template_environment(**options: Any) -> jinja2.Environment:
-    """The package's templates: an unknown name is an error, the last newline is kept."""
+@functools.cache
+def _environment() -> jinja2.Environment:
+    """The package's templates: an unknown name is an error, the last newline is kept,
+    and only HTML is escaped (JavaScript and ``_redirects`` get numbers and paths)."""
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
-        **options,
+        autoescape=jinja2.select_autoescape(["html.j2"]),
     )
 
 
-@functools.cache
-def _environment() -> jinja2.Environment:
-    return template_environment(autoescape=True)
+def render(template: str, **values: Any) -> bytes:
+    """The template ``template`` of ratings_api/templates/, filled in, as UTF-8."""
+    return _environment().get_template(template).render(**values).encode()
 
 
 def front_page(
@@ -387,26 +368,22 @@ def front_page(
     document = (
         None if example is None else Renderer(base_url)(example.id, example.total, example.count)
     )
-    page = (
-        _environment()
-        .get_template("index.html.j2")
-        .render(
-            meta_csp=META_CSP,
-            base_url=base_url,
-            articles_path=ARTICLES_PATH,
-            openapi_path=OPENAPI_PATH,
-            assets=ASSETS,
-            curl=f"curl {shlex.quote(sample_url)}",
-            sample_id=sample_id,
-            example_document=None if document is None else document.decode().rstrip("\n"),
-            articles=len(catalogue.ids),
-            ratings=sum(catalogue.counts),
-            scale=catalogue.scale,
-            stars=stars_for(catalogue.scale),
-            best=best,
-        )
+    return render(
+        "index.html.j2",
+        meta_csp=META_CSP,
+        base_url=base_url,
+        articles_path=ARTICLES_PATH,
+        openapi_path=OPENAPI_PATH,
+        assets=ASSETS,
+        curl=f"curl {shlex.quote(sample_url)}",
+        sample_id=sample_id,
+        example_document=None if document is None else document.decode().rstrip("\n"),
+        articles=len(catalogue.ids),
+        ratings=sum(catalogue.counts),
+        scale=catalogue.scale,
+        stars=stars_for(catalogue.scale),
+        best=best,
     )
-    return page.encode()
 
 
 def stars_for(scale: tuple[int, int] | None) -> int | None:
