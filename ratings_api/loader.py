@@ -72,18 +72,25 @@ def read(path: str) -> Catalogue:
 
 def load(path: str, data: bytes) -> Catalogue:
     """Validate ``data``, the bytes of the file named ``path``, into a Catalogue."""
+    return load_fast(path, data) or load_strict(path, data)
+
+
+def load_fast(path: str, data: bytes) -> Catalogue | None:
+    """The catalogue as fastpath.py reads it, where it can and the walk of the rest agrees."""
     articles = fastpath.load(data)
-    if articles is not None:
-        try:
-            rest = _walk(path, articles.rest)
-        except InputError:  # the whole file's walk below says where
-            rest = None
-        if rest is not None and articles.agree(list(rest.ids), rest.scale):
-            return replace(rest, ids=articles.ids, sums=articles.sums, counts=articles.counts)
-    return _walk(path, data)
+    if articles is None:
+        return None
+    try:
+        rest = load_strict(path, articles.rest)
+    except InputError:  # the whole file's walk says where
+        return None
+    if not articles.agree(list(rest.ids), rest.scale):
+        return None
+    return replace(rest, ids=articles.ids, sums=articles.sums, counts=articles.counts)
 
 
-def _walk(path: str, data: bytes) -> Catalogue:
+def load_strict(path: str, data: bytes) -> Catalogue:
+    """The catalogue as the event walker reads it, or the InputError of the first mistake."""
     try:
         walker = Walker(path, data, scale=None)
         catalogue = walker.document()
