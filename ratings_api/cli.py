@@ -56,13 +56,13 @@ def parser() -> argparse.ArgumentParser:
         description="Build the static JSON rating API from a ratings file.",
         formatter_class=lambda prog: argparse.HelpFormatter(prog, width=HELP_WIDTH),
     )
-    _building(command)
-    _serving(command.add_argument_group("serving"))
-    _publishing(command.add_argument_group("publishing to object storage"))
+    _add_building(command)
+    _add_serving(command)
+    _add_publishing(command)
     return command
 
 
-def _building(command: argparse.ArgumentParser) -> None:
+def _add_building(command: argparse.ArgumentParser) -> None:
     add = command.add_argument
     add(
         "--input",
@@ -95,22 +95,20 @@ def _building(command: argparse.ArgumentParser) -> None:
     )
 
 
-def _serving(group: argparse._ArgumentGroup) -> None:
-    group.add_argument(
+def _add_serving(command: argparse.ArgumentParser) -> None:
+    serving = command.add_argument_group("serving").add_argument
+    serving(
         "--serve",
         action="store_true",
         help="build, then serve the output folder and rebuild when the input changes",
     )
-    group.add_argument(
-        "--host", default="127.0.0.1", help="the address to serve at (default: 127.0.0.1)"
-    )
-    group.add_argument(
-        "--port", default=8000, type=int, help="the port to serve at (default: 8000)"
-    )
+    serving("--host", default="127.0.0.1", help="the address to serve at (default: 127.0.0.1)")
+    serving("--port", default=8000, type=int, help="the port to serve at (default: 8000)")
 
 
-def _publishing(group: argparse._ArgumentGroup) -> None:
-    group.add_argument(
+def _add_publishing(command: argparse.ArgumentParser) -> None:
+    add = command.add_argument_group("publishing to object storage").add_argument
+    add(
         "--publish",
         metavar="S3_URL",
         help="make s3://BUCKET[/PREFIX] hold exactly the site, rendered from the "
@@ -118,20 +116,20 @@ def _publishing(group: argparse._ArgumentGroup) -> None:
         "credentials from the standard AWS variables and files); with --check, "
         "change nothing and exit 1 if the bucket differs",
     )
-    group.add_argument(
+    add(
         "--max-removals",
         type=_count,
         metavar="N",
         help=f"stop before changing anything if a publish would remove more than N "
         f"files (default: {DEFAULT_MAX_REMOVALS})",
     )
-    group.add_argument(
+    add(
         "--repair",
         action="store_true",
         help="list the bucket and compare every file, instead of trusting the state "
         "the last publish left: for a bucket changed by hand",
     )
-    group.add_argument(
+    add(
         "--publish-workers",
         type=_positive,
         metavar="N",
@@ -158,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _settle_publishing_options(command, args)
     problem = unsupported()
     if problem is not None:  # before anything is read or written
-        print(problem, file=sys.stderr)
+        _say(problem)
         return 2
     if not args.serve:
         return _build_and_publish(args)
@@ -186,14 +184,14 @@ def _build_and_publish(args: argparse.Namespace) -> int:
             else:
                 result = _build(args, output, target, show_progress)
     except InputError as error:
-        print(error, file=sys.stderr)
+        _say(error)
         return 2
     except Interrupted as stop:
-        print(_interrupted(output, args.input, stop.signum, args.check), file=sys.stderr)
+        _say(_interrupted(output, args.input, stop.signum, args.check))
         return 128 + stop.signum
     finally:
         if show_progress:
-            print("\r\x1b[K", end="", file=sys.stderr, flush=True)  # leave a clean line
+            _say("\r\x1b[K", end="")  # leave a clean line
     seconds = time.perf_counter() - started
     if output is not None and args.check:  # without a folder, the publish's line says it all
         built = _report_check(output, result, args.quiet or target is not None)
@@ -237,13 +235,9 @@ def _build(args: argparse.Namespace, output: str, target: Target | None, progres
         dry_run=args.check,
         progress=_show_progress if progress else None,
         # Not when publishing to object storage: no static host's limit applies.
-        host_notice=_print_notice if target is None else None,
+        host_notice=_say if target is None else None,
         waiting=None if args.quiet else _waiting(output),
     )
-
-
-def _print_notice(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 def _publish_target(url: str | None) -> Target | None:
@@ -269,21 +263,20 @@ def _publish(args: argparse.Namespace, target: Target, result: Result, show_prog
                 progress=_show_publishing if show_progress else None,
             )
     except InputError as error:
-        print(error, file=sys.stderr)
+        _say(error)
         return 2
     except Interrupted as stop:
         # The state marked every file to touch before the first upload: the next publish
         # finds them, whatever this one had done.
         name = signal.Signals(stop.signum).name
-        print(
+        _say(
             f"{target}: publish interrupted by {name}; each object is whole, old or new: "
-            "publish again to finish",
-            file=sys.stderr,
+            "publish again to finish"
         )
         return 128 + stop.signum
     finally:
         if show_progress:
-            print("\r\x1b[K", end="", file=sys.stderr, flush=True)
+            _say("\r\x1b[K", end="")
     seconds = time.perf_counter() - started
     line = describe(target, outcome, seconds, args.check)
     if args.check:
@@ -299,15 +292,12 @@ def _report_publish_check(line: str, outcome: Outcome, quiet: bool) -> int:
         if not quiet:
             print(line)
         return 0
-    listed = "".join(f"\n  {example}" for example in examples(todo))
-    more = len(todo.uploads) + len(todo.removals) - len(examples(todo))
-    etc = f"\n  and {more} more" if more > 0 else ""
-    print(f"{line}{listed}{etc}", file=sys.stderr)
+    _say(line + _listed(examples(todo), len(todo.uploads) + len(todo.removals)))
     return 1
 
 
 def _show_publishing(stage: str, done: int, total: int) -> None:
-    print(f"\r{stage}: {done:,} of {total:,}", end="", file=sys.stderr, flush=True)
+    _say(f"\r{stage}: {done:,} of {total:,}", end="")
 
 
 @contextmanager
@@ -344,19 +334,14 @@ def _interrupted(output: str | None, source: str, signum: int, check: bool) -> s
 def _waiting(output: str) -> Callable[[int | None], None]:
     def say(pid: int | None) -> None:
         other = "another build" if pid is None else f"the build in process {pid}"
-        print(f"{output}: waiting for {other} to finish", file=sys.stderr, flush=True)
+        _say(f"{output}: waiting for {other} to finish")
 
     return say
 
 
 def _show_progress(done: int, total: int) -> None:
     percent = 100 * done // total if total else 100
-    print(
-        f"\rwriting: {done:,} of {total:,} articles ({percent}%)",
-        end="",
-        file=sys.stderr,
-        flush=True,
-    )
+    _say(f"\rwriting: {done:,} of {total:,} articles ({percent}%)", end="")
 
 
 def _report_check(output: str, result: Result, quiet: bool) -> int:
@@ -365,12 +350,19 @@ def _report_check(output: str, result: Result, quiet: bool) -> int:
         if not quiet:
             print(f"{output} is up to date: {count_articles(result.articles)}")
         return 0
-    listed = "".join(f"\n  {path}" for path in changes.examples)
-    more = changes.written + changes.removed - len(changes.examples)
-    etc = f"\n  and {more} more" if more > 0 else ""
-    print(
-        f"{output} is out of date: {changes.written} to write, "
-        f"{changes.removed} to remove:{listed}{etc}",
-        file=sys.stderr,
+    listed = _listed(changes.examples, changes.written + changes.removed)
+    _say(
+        f"{output} is out of date: {changes.written} to write, {changes.removed} to remove:{listed}"
     )
     return 1
+
+
+def _listed(examples: Sequence[str], total: int) -> str:
+    """The examples, one an indented line, and how many more there are."""
+    more = f"\n  and {total - len(examples)} more" if total > len(examples) else ""
+    return "".join(f"\n  {example}" for example in examples) + more
+
+
+def _say(text: object, end: str = "\n") -> None:
+    """A line on stderr (or, with ``end=""``, a progress report), shown at once."""
+    print(text, end=end, file=sys.stderr, flush=True)

@@ -11,7 +11,7 @@ lets fastpath.py read the usual layout's articles first, and walks the rest.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final, NoReturn, cast
 
@@ -52,9 +52,9 @@ Parser = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
 class Catalogue:
     """What ratings.yaml says, validated: parallel columns, one entry an article."""
 
-    ids: Sequence[int] = field(default_factory=list)
-    sums: Sequence[int] = field(default_factory=list)
-    counts: Sequence[int] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)
+    sums: list[int] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)
     scale: tuple[int, int] | None = None
     base_url: str | None = None
     base_url_at: tuple[int, int] | None = None  # (line, column) of base_url, for messages
@@ -84,7 +84,7 @@ def load_fast(path: str, data: bytes) -> Catalogue | None:
         rest = load_strict(path, articles.rest)
     except InputError:  # the whole file's walk says where
         return None
-    if not articles.agree(list(rest.ids), rest.scale):
+    if not articles.agree(rest.ids, rest.scale):
         return None
     return replace(rest, ids=articles.ids, sums=articles.sums, counts=articles.counts)
 
@@ -168,9 +168,6 @@ class Walker:
         # at StreamEndEvent; a cast, not a check, as this is called for every event.
         self.next_event = cast("Callable[[], Event]", Parser(data).get_event)
         self.catalogue = Catalogue(scale=scale)
-        self.ids: list[int] = []
-        self.sums: list[int] = []
-        self.counts: list[int] = []
         self.scale_came_late = False
 
     def fail(self, event: Event, message: str) -> NoReturn:
@@ -211,9 +208,6 @@ class Walker:
         after = self.next_event()
         if not isinstance(after, StreamEndEvent):
             self.fail(after, "only one YAML document is allowed")
-        self.catalogue.ids, self.catalogue.sums, self.catalogue.counts = (
-            self.ids, self.sums, self.counts
-        )  # fmt: skip
         return self.catalogue
 
     def top_mapping(self) -> None:
@@ -321,9 +315,9 @@ class Walker:
                 f"article {article_id}: expected a list of ratings or "
                 f"{{sum: ..., count: ...}}, found {_describe(value)}",
             )
-        self.ids.append(article_id)
-        self.sums.append(total)
-        self.counts.append(count)
+        self.catalogue.ids.append(article_id)
+        self.catalogue.sums.append(total)
+        self.catalogue.counts.append(count)
 
     def ratings(self, article_id: int) -> tuple[int, int]:
         scale = self.catalogue.scale
