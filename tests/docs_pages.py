@@ -295,12 +295,10 @@ def input_errors() -> list[tuple[str, str]]:
 
 def command_errors() -> list[tuple[str, str]]:
     """Each command-line mistake of test_a_user_mistake_is_one_line_and_exit_2, with its fix."""
-    from tests import test_user_errors
+    from tests.test_user_errors import MISTAKES
 
-    marks = test_user_errors.test_a_user_mistake_is_one_line_and_exit_2.pytestmark
-    params = next(mark for mark in marks if mark.name == "parametrize").args[1]
-    assert {param.id for param in params} == set(COMMAND_FIXES), "a case without a fix"
-    return [(param.values[3], COMMAND_FIXES[param.id]) for param in params]
+    assert set(MISTAKES) == set(COMMAND_FIXES), "a case without a fix"
+    return [(message, COMMAND_FIXES[name]) for name, (*_, message) in MISTAKES.items()]
 
 
 def other_errors(

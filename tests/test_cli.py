@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Final
 
 import pytest
 
@@ -27,185 +28,121 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
-def article_url(site: Path, article_id: int = 7) -> str:
-    document = (site / f"away/api/articles/{article_id}/rating/index.json").read_text()
-    return re.match(r'\{"article_url": "([^"]*)"', document).group(1)
+NETLIFY: Final = {"CONTEXT": "production", "URL": "https://netlify.example"}
+PREVIEW: Final = "https://deploy-preview-4--ratings.netlify.app"
+PREVIEWS: Final = {"URL": "https://ratings.netlify.app", "DEPLOY_PRIME_URL": PREVIEW}
+NO_BASE_URL: Final = (
+    "{input}: no base URL to build article_url from: set base_url in {input}, "
+    "the BASE_URL environment variable, or --base-url"
+)
 
 
-@pytest.fixture
-def no_base_url(tmp_path: Path) -> Path:
-    return write(tmp_path / "ratings.yaml", "articles:\n  7: [5]\n")
-
-
-@pytest.fixture
-def with_base_url(tmp_path: Path) -> Path:
-    return write(tmp_path / "ratings.yaml", "base_url: https://file.example\narticles:\n  7: [5]\n")
-
-
-def test_base_url_option_wins_over_everything(
-    with_base_url: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+# (base_url in the file, the environment, the options): the base URL built with, or the error.
+@pytest.mark.parametrize(
+    ("in_file", "environ", "args", "expected"),
+    [
+        pytest.param(
+            True,
+            {"BASE_URL": "https://env.example", **NETLIFY},
+            ["--base-url", "https://option.example/"],
+            "https://option.example",
+            id="the-option-wins-over-everything",
+        ),
+        pytest.param(
+            True,
+            {"BASE_URL": "https://env.example", **NETLIFY},
+            [],
+            "https://env.example",
+            id="the-variable-wins-over-the-file",
+        ),
+        pytest.param(True, {"BASE_URL": ""}, [], "https://file.example", id="empty-is-unset"),
+        pytest.param(True, NETLIFY, [], "https://file.example", id="the-file-wins-over-netlify"),
+        *(
+            pytest.param(False, {"CONTEXT": context, **PREVIEWS}, [], url, id=f"netlify-{context}")
+            for context, url in [
+                ("production", "https://ratings.netlify.app"),
+                ("deploy-preview", PREVIEW),
+                ("branch-deploy", PREVIEW),
+            ]
+        ),
+        pytest.param(
+            False,
+            {"URL": "https://somewhere.example"},
+            [],
+            NO_BASE_URL,
+            id="url-alone-is-not-netlify",
+        ),
+        # Each context reads one variable: the other one, set, is not taken instead.
+        pytest.param(
+            False,
+            {"CONTEXT": "production", "URL": "", "DEPLOY_PRIME_URL": PREVIEW},
+            [],
+            NO_BASE_URL,
+            id="production-without-url",
+        ),
+        pytest.param(
+            False,
+            {"CONTEXT": "deploy-preview", "DEPLOY_PRIME_URL": "", "URL": PREVIEW},
+            [],
+            NO_BASE_URL,
+            id="preview-without-its-url",
+        ),
+        pytest.param(
+            False,
+            {},
+            ["--base-url", "https://"],
+            "--base-url: the base URL has no host, found 'https://'",
+            id="no-host",
+        ),
+        pytest.param(
+            False,
+            {},
+            ["--base-url", "example.com"],
+            "--base-url: the base URL must start with http:// or https://, found 'example.com'",
+            id="no-scheme",
+        ),
+        pytest.param(
+            False,
+            {"BASE_URL": "https://example.com/#top"},
+            [],
+            "BASE_URL (environment): the base URL must not have a query or a fragment, "
+            "found 'https://example.com/#top'",
+            id="a-fragment",
+        ),
+        pytest.param(
+            False,
+            {"CONTEXT": "production", "URL": "ftp://netlify.example"},
+            [],
+            "URL (Netlify, CONTEXT=production): the base URL must start with http:// or "
+            "https://, found 'ftp://netlify.example'",
+            id="netlify-ftp",
+        ),
+    ],
+)
+def test_the_base_url_comes_from_the_first_place_that_gives_one(
+    in_file: bool,
+    environ: dict[str, str],
+    args: list[str],
+    expected: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setenv("BASE_URL", "https://env.example")
-    monkeypatch.setenv("CONTEXT", "production")
-    monkeypatch.setenv("URL", "https://netlify.example")
+    base_url = "base_url: https://file.example\n" if in_file else ""
+    ratings = write(tmp_path / "ratings.yaml", f"{base_url}articles:\n  7: [5]\n")
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
     site = tmp_path / "site"
 
-    assert (
-        main(
-            [
-                "--input",
-                str(with_base_url),
-                "--output",
-                str(site),
-                "--base-url",
-                "https://option.example/",
-            ]
-        )
-        == 0
-    )
+    code = main(["--input", str(ratings), "--output", str(site), *args])
 
-    assert article_url(site) == "https://option.example/away/api/articles/7/"
-
-
-def test_base_url_variable_wins_over_the_file(
-    with_base_url: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("BASE_URL", "https://env.example")
-    monkeypatch.setenv("CONTEXT", "production")
-    monkeypatch.setenv("URL", "https://netlify.example")
-
-    assert main(["--input", str(with_base_url), "--output", str(tmp_path / "site")]) == 0
-
-    assert article_url(tmp_path / "site") == "https://env.example/away/api/articles/7/"
-
-
-def test_an_empty_base_url_variable_counts_as_unset(
-    with_base_url: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("BASE_URL", "")
-
-    assert main(["--input", str(with_base_url), "--output", str(tmp_path / "site")]) == 0
-
-    assert article_url(tmp_path / "site") == "https://file.example/away/api/articles/7/"
-
-
-def test_the_file_wins_over_netlify(
-    with_base_url: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("CONTEXT", "production")
-    monkeypatch.setenv("URL", "https://netlify.example")
-
-    assert main(["--input", str(with_base_url), "--output", str(tmp_path / "site")]) == 0
-
-    assert article_url(tmp_path / "site") == "https://file.example/away/api/articles/7/"
-
-
-@pytest.mark.parametrize(
-    ("context", "expected"),
-    [
-        ("production", "https://ratings.netlify.app/away/api/articles/7/"),
-        ("deploy-preview", "https://deploy-preview-4--ratings.netlify.app/away/api/articles/7/"),
-        ("branch-deploy", "https://deploy-preview-4--ratings.netlify.app/away/api/articles/7/"),
-    ],
-)
-def test_netlify_variables_by_context(
-    context: str, expected: str, no_base_url: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("CONTEXT", context)
-    monkeypatch.setenv("URL", "https://ratings.netlify.app")
-    monkeypatch.setenv("DEPLOY_PRIME_URL", "https://deploy-preview-4--ratings.netlify.app")
-
-    assert main(["--input", str(no_base_url), "--output", str(tmp_path / "site")]) == 0
-
-    assert article_url(tmp_path / "site") == expected
-
-
-def test_url_alone_is_not_taken_for_netlify(
-    no_base_url: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    monkeypatch.setenv("URL", "https://somewhere.example")
-
-    assert main(["--input", str(no_base_url), "--output", str(tmp_path / "site")]) == 2
-
-    assert capsys.readouterr().err == (
-        f"{no_base_url}: no base URL to build article_url from: set base_url in "
-        f"{no_base_url}, the BASE_URL environment variable, or --base-url\n"
-    )
-
-
-@pytest.mark.parametrize(
-    ("context", "unset", "other"),
-    [("production", "URL", "DEPLOY_PRIME_URL"), ("deploy-preview", "DEPLOY_PRIME_URL", "URL")],
-)
-def test_netlify_without_its_own_url_has_no_base_url(
-    context: str,
-    unset: str,
-    other: str,
-    no_base_url: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """Each context reads one variable: the other one, set, is not taken instead."""
-    monkeypatch.setenv("CONTEXT", context)
-    monkeypatch.setenv(unset, "")  # empty counts as unset
-    monkeypatch.setenv(other, "https://other.example")
-
-    assert main(["--input", str(no_base_url), "--output", str(tmp_path / "site")]) == 2
-
-    assert capsys.readouterr().err == (
-        f"{no_base_url}: no base URL to build article_url from: set base_url in "
-        f"{no_base_url}, the BASE_URL environment variable, or --base-url\n"
-    )
-    assert not (tmp_path / "site").exists()
-
-
-@pytest.mark.parametrize(
-    ("args", "variables", "message"),
-    [
-        (["--base-url", "https://"], {}, "--base-url: the base URL has no host, found 'https://'"),
-        (
-            ["--base-url", "example.com"],
-            {},
-            "--base-url: the base URL must start with http:// or https://, found 'example.com'",
-        ),
-        (
-            [],
-            {"BASE_URL": "https://example.com/#top"},
-            (
-                "BASE_URL (environment): the base URL must not have a query or a fragment, "
-                "found 'https://example.com/#top'"
-            ),
-        ),
-        (
-            [],
-            {"CONTEXT": "production", "URL": "ftp://netlify.example"},
-            (
-                "URL (Netlify, CONTEXT=production): the base URL must start with http:// or https://, "
-                "found 'ftp://netlify.example'"
-            ),
-        ),
-    ],
-)
-def test_a_bad_base_url_names_where_it_came_from(
-    args: list[str],
-    variables: dict[str, str],
-    message: str,
-    no_base_url: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    for name, value in variables.items():
-        monkeypatch.setenv(name, value)
-
-    assert main(["--input", str(no_base_url), "--output", str(tmp_path / "site"), *args]) == 2
-
-    assert capsys.readouterr().err == message + "\n"
-    assert not (tmp_path / "site").exists()
+    if expected.startswith("http"):
+        assert code == 0
+        document = (site / "away/api/articles/7/rating/index.json").read_bytes()
+        assert document.startswith(f'{{"article_url": "{expected}/away/api/articles/7/"'.encode())
+    else:
+        assert (code, capsys.readouterr().err) == (2, expected.format(input=ratings) + "\n")
+        assert not site.exists()
 
 
 def test_paths_are_relative_to_the_current_folder(

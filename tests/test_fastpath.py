@@ -112,7 +112,9 @@ def value(rng: random.Random, odd: bool) -> str:
 
 def articles(rng: random.Random, odd: bool, flow: bool) -> str:
     indent = rng.choice(["  ", "    ", " "])
-    ids = [rng.choice([rng.randint(1, 40), rng.randint(1, 10**6)]) for _ in range(rng.randint(0, 8))]
+    ids = [
+        rng.choice([rng.randint(1, 40), rng.randint(1, 10**6)]) for _ in range(rng.randint(0, 8))
+    ]
     key = rng.choice(["articles"] * 8 + ['"articles"', "? articles\n"]) if odd else "articles"
     if flow:
         return f"{key}: {{" + ", ".join(f"{i}: {value(rng, odd)}" for i in ids) + "}"
