@@ -23,6 +23,9 @@ INPUT_PAGE = (ROOT / "docs" / "input.md").read_text()
 CASES = ROOT / "tests" / "cases" / "errors"
 
 
+GOOD: Final = "base_url: https://example.com\narticles:\n  7: [5]\n"
+
+
 def write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
@@ -149,9 +152,7 @@ def test_paths_are_relative_to_the_current_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "data").mkdir()
-    write(
-        tmp_path / "data" / "ratings.yaml", "base_url: https://example.com\narticles:\n  7: [5]\n"
-    )
+    write(tmp_path / "data" / "ratings.yaml", GOOD)
     monkeypatch.chdir(tmp_path)
 
     assert main(["--input", "data/ratings.yaml", "--output", "public"]) == 0
@@ -175,19 +176,28 @@ def test_check_and_serve_do_not_go_together(capsys: pytest.CaptureFixture[str]) 
     )
 
 
-def test_the_script_reports_bad_input_without_traceback(tmp_path: Path) -> None:
+def test_in_a_pipe_a_build_prints_its_line_and_bad_input_one_line(tmp_path: Path) -> None:
+    """No progress where stderr is no terminal; a mistake is its line, with no traceback."""
     case = CASES / "rating-true"
-
-    result = subprocess.run(
+    bad = subprocess.run(
         [sys.executable, str(ROOT / "generate.py"), "--output", str(tmp_path / "site")],
         cwd=case,
         check=False,  # the exit code is what the test reads
         capture_output=True,
         text=True,
     )
+    assert (bad.returncode, bad.stdout, bad.stderr) == (2, "", (case / "error").read_text())
 
-    assert (result.returncode, result.stdout) == (2, "")
-    assert result.stderr == (case / "error").read_text()
+    ratings = write(tmp_path / "ratings.yaml", GOOD)
+    good = subprocess.run(
+        [sys.executable, str(ROOT / "generate.py"), "--input", str(ratings)],
+        cwd=tmp_path,
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    assert (good.returncode, good.stderr) == (0, "")
+    assert good.stdout.startswith("built site: 1 article; files: 9 written, ")
 
 
 def test_the_committed_site_is_up_to_date(
@@ -246,31 +256,24 @@ def run_on_terminal(*args: str) -> tuple[int, bytes, bytes]:
 
 
 def test_progress_shows_on_a_terminal(tmp_path: Path) -> None:
-    ratings = write(
-        tmp_path / "ratings.yaml",
-        "base_url: https://example.com\narticles:\n"
-        + "".join(f"  {n}: [5]\n" for n in range(1, 1001)),
-    )
+    lines = "".join(f"  {n}: [5]\n" for n in range(1, 1001))
+    ratings = write(tmp_path / "ratings.yaml", f"base_url: https://example.com\narticles:\n{lines}")
 
     code, stdout, terminal = run_on_terminal(
-        "--input", str(ratings), "--output", str(tmp_path / "site")
+        "--input", str(ratings), "--output", str(tmp_path / "s")
     )
 
     assert code == 0
     assert stdout.startswith(
-        f"built {tmp_path / 'site'}: 1,000 articles; files: 1008 written".encode()
+        f"built {tmp_path / 's'}: 1,000 articles; files: 1008 written".encode()
     )
     assert terminal.endswith(b"\rwriting: 1,000 of 1,000 articles (100%)\r\x1b[K"), terminal
     reports = terminal.removesuffix(b"\r\x1b[K").split(b"\r")[1:]
-    assert all(
-        re.fullmatch(rb"writing: [\d,]+ of 1,000 articles \(\d+%\)", line) for line in reports
-    )
+    assert all(re.fullmatch(rb"writing: [\d,]+ of 1,000 articles \(\d+%\)", r) for r in reports)
 
 
 def test_quiet_prints_nothing_even_on_a_terminal(tmp_path: Path) -> None:
-    ratings = write(
-        tmp_path / "ratings.yaml", "base_url: https://example.com\narticles:\n  7: [5]\n"
-    )
+    ratings = write(tmp_path / "ratings.yaml", GOOD)
 
     code, stdout, terminal = run_on_terminal(
         "--input", str(ratings), "--output", str(tmp_path / "site"), "--quiet"
@@ -278,29 +281,6 @@ def test_quiet_prints_nothing_even_on_a_terminal(tmp_path: Path) -> None:
 
     assert (code, stdout, terminal) == (0, b"", b"")
     assert (tmp_path / "site/away/api/articles/7/rating/index.json").is_file()
-
-
-def test_no_progress_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
-    ratings = write(
-        tmp_path / "ratings.yaml", "base_url: https://example.com\narticles:\n  7: [5]\n"
-    )
-
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "generate.py"),
-            "--input",
-            str(ratings),
-            "--output",
-            str(tmp_path / "site"),
-        ],
-        check=False,  # the exit code is what the test reads
-        capture_output=True,
-        text=True,
-    )
-
-    assert (result.returncode, result.stderr) == (0, "")
-    assert result.stdout.startswith(f"built {tmp_path / 'site'}: 1 article; files: 9 written, ")
 
 
 def test_the_summary_line_belongs_to_the_build_result() -> None:
