@@ -2,10 +2,11 @@
 
 Both come from a few passes over the catalogue's columns (the best rated with a
 heap, the smallest id not rated yet, the largest id); nothing is written per
-article. The OpenAPI document is a dict dumped by ``json``; the front page a
-Jinja template, autoescaped: the base URL is the user's text. Its script, style
-sheet and icon are files of their own, for a Content-Security-Policy without
-``'unsafe-inline'``. ``render`` is the package's one way to fill a template.
+article. The OpenAPI document is templates/openapi.json with this build's values
+filled in, dumped by ``json``; the front page a Jinja template, autoescaped: the
+base URL is the user's text. Its script, style sheet and icon are files of their
+own, for a Content-Security-Policy without ``'unsafe-inline'``. ``render`` is the
+package's one way to fill a Jinja template.
 """
 
 from __future__ import annotations
@@ -48,8 +49,6 @@ META_CSP: Final = "; ".join(
 )
 
 RATING_PATH: Final = f"/{ARTICLES_PATH}/{{id}}/rating/"
-RATING_VALUE_PATTERN: Final = r"^-?[0-9]+\.[0-9]$"
-FIELDS: Final = ("article_url", "id", "rating_sum", "rating_count", "rating_value")
 NOT_FOUND_BODY: Final = {"detail": "Not found."}
 # The characters a regular expression gives a meaning to, in Python as in
 # ECMAScript: escaped, each with a backslash, they are literal in both.
@@ -132,90 +131,51 @@ def missing_id(ids: Sequence[int]) -> int:
 
 
 def openapi_document(catalogue: Catalogue, base_url: str, examples: Examples) -> dict[str, Any]:
-    """The OpenAPI 3.1 description of the API as this build publishes it."""
-    return {
-        "openapi": "3.1.0",
-        "info": _info(catalogue),
-        "servers": [{"url": base_url, "description": "where this build is published"}],
-        "tags": [{"name": "ratings", "description": "Reader ratings of articles."}],
-        "paths": {RATING_PATH: {"get": _operation(base_url, examples)}},
-        "components": {
-            "schemas": {
-                "Rating": _rating_schema(catalogue, base_url, examples),
-                "NotFound": _not_found_schema(),
-            },
-            "parameters": {"ArticleId": _article_id(examples)},
-            "headers": _headers(),
-        },
+    """The OpenAPI 3.1 description of the API as this build publishes it.
+
+    templates/openapi.json is the document but for what depends on the build, which
+    is filled in here: the "{...}" values, and the examples of real articles.
+    """
+    document: dict[str, Any] = json.loads((TEMPLATES / "openapi.json").read_bytes())
+    scale = (
+        f", rated on the scale {catalogue.scale[0]}..{catalogue.scale[1]}"
+        if catalogue.scale
+        else ""
+    )
+    info = document["info"]
+    info["description"] = info["description"].format(
+        articles=f"{len(catalogue.ids):,}", scale=scale
+    )
+    document["servers"][0]["url"] = base_url
+    rating = document["components"]["schemas"]["Rating"]
+    url, value = rating["properties"]["article_url"], rating["properties"]["rating_value"]
+    prefix = article_url(base_url, 0)[: -len("0/")]
+    url["format"] = "uri" if prefix.isascii() else "iri"
+    url["pattern"] = f"^{regex_literal(prefix)}[1-9][0-9]*/$"
+    value["description"] = value["description"].format(scale=scale)
+    shown = [
+        (name, a) for name, a in (("rated", examples.rated), ("unrated", examples.unrated)) if a
+    ]
+    if shown:  # a 200's examples are the very documents of real articles
+        ok = document["paths"][RATING_PATH]["get"]["responses"]["200"]["content"]
+        ok["application/json"]["examples"] = {
+            name: {"summary": f"Article {a.id}, {SUMMARIES[name]}", "value": _document(base_url, a)}
+            for name, a in shown
+        }
+        rating["examples"] = [_document(base_url, a) for _, a in shown]
+    ids = [*((name, a.id) for name, a in shown), ("unlisted", examples.unlisted)]
+    document["components"]["parameters"]["ArticleId"]["examples"] = {
+        name: {"summary": ID_SUMMARIES[name], "value": article_id} for name, article_id in ids
     }
+    return document
 
 
-def _info(catalogue: Catalogue) -> dict[str, Any]:
-    return {
-        "title": "Article ratings",
-        "version": "1.0.0",
-        "summary": "The reader ratings of articles, one static JSON document per article.",
-        "description": (
-            "A read-only API of static files, generated from one ratings file. "
-            f"This build lists {len(catalogue.ids):,} articles{_scale_text(catalogue.scale)}. "
-            "Every response, errors included, carries `Access-Control-Allow-Origin: *`, "
-            "so any web page may read it. `HEAD` answers as `GET` without a body; "
-            "other methods answer 405 with an `Allow` header; the path without its "
-            "trailing slash redirects (301) to the one with it."
-        ),
-    }
-
-
-def _scale_text(scale: tuple[int, int] | None) -> str:
-    return f", rated on the scale {scale[0]}..{scale[1]}" if scale else ""
-
-
-def _operation(base_url: str, examples: Examples) -> dict[str, Any]:
-    return {
-        "operationId": "retrieveArticleRating",
-        "summary": "The rating of one article",
-        "description": (
-            "The sum, count and average of the article's ratings. An article that "
-            'is listed but not rated yet has a count of 0 and the value `"0.0"`. '
-            "Send `If-None-Match` with the `ETag` to be answered 304 when nothing changed."
-        ),
-        "tags": ["ratings"],
-        "parameters": [{"$ref": "#/components/parameters/ArticleId"}],
-        "responses": _responses(base_url, examples),
-    }
-
-
-def _responses(base_url: str, examples: Examples) -> dict[str, Any]:
-    json_ok: dict[str, Any] = {"schema": {"$ref": "#/components/schemas/Rating"}}
-    documents = {
-        name: {"summary": f"Article {article.id}, {summary}", "value": _document(base_url, article)}
-        for name, summary, article in (
-            ("rated", "the best rated", examples.rated),
-            ("unrated", "listed but not rated yet", examples.unrated),
-        )
-        if article is not None
-    }
-    if documents:
-        json_ok["examples"] = documents
-    common = {name: {"$ref": f"#/components/headers/{name}"} for name in _COMMON_HEADERS}
-    validators = {name: {"$ref": f"#/components/headers/{name}"} for name in _VALIDATORS}
-    not_found = {"schema": {"$ref": "#/components/schemas/NotFound"}, "example": NOT_FOUND_BODY}
-    return {
-        "200": {
-            "description": "The article's rating.",
-            "headers": {**validators, **common},
-            "content": {"application/json": json_ok},
-        },
-        "304": {
-            "description": "Not modified: the copy the client holds is current.",
-            "headers": {"ETag": validators["ETag"], **common},
-        },
-        "404": {
-            "description": "No article has this id.",
-            "headers": common,
-            "content": {"application/json": not_found},
-        },
-    }
+SUMMARIES: Final = {"rated": "the best rated", "unrated": "listed but not rated yet"}
+ID_SUMMARIES: Final = {
+    "rated": "The best-rated article: 200",
+    "unrated": "An article not rated yet: 200",
+    "unlisted": "An id no article has: 404",
+}
 
 
 def _document(base_url: str, article: Article) -> dict[str, Any]:
@@ -226,117 +186,9 @@ def _document(base_url: str, article: Article) -> dict[str, Any]:
     return document
 
 
-def _article_id(examples: Examples) -> dict[str, Any]:
-    rated, unrated = examples.rated, examples.unrated
-    values = {
-        name: {"summary": summary, "value": value}
-        for name, summary, value in (
-            ("rated", "The best-rated article: 200", rated and rated.id),
-            ("unrated", "An article not rated yet: 200", unrated and unrated.id),
-            ("unlisted", "An id no article has: 404", examples.unlisted),
-        )
-        if value is not None
-    }
-    return {
-        "name": "id",
-        "in": "path",
-        "required": True,
-        "description": "The article's id: a positive integer in plain decimal, at most 2^63-1.",
-        "schema": {"type": "integer", "minimum": 1, "maximum": MAX_ID},
-        "examples": values,
-    }
-
-
-def _rating_schema(catalogue: Catalogue, base_url: str, examples: Examples) -> dict[str, Any]:
-    schema: dict[str, Any] = {
-        "type": "object",
-        "description": f"One article's rating. The fields always come in this order: {', '.join(FIELDS)}.",
-        "required": list(FIELDS),
-        "properties": _rating_properties(catalogue, base_url),
-        "additionalProperties": False,
-    }
-    documents = [
-        _document(base_url, a) for a in (examples.rated, examples.unrated) if a is not None
-    ]
-    if documents:
-        schema["examples"] = documents
-    return schema
-
-
-def _rating_properties(catalogue: Catalogue, base_url: str) -> dict[str, Any]:
-    prefix = article_url(base_url, 0)[: -len("0/")]
-    return {
-        "article_url": {
-            "type": "string",
-            "format": "uri" if prefix.isascii() else "iri",
-            "pattern": f"^{regex_literal(prefix)}[1-9][0-9]*/$",
-            "description": "The article's absolute URL.",
-        },
-        "id": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": MAX_ID,
-            "description": "The article's id.",
-        },
-        "rating_sum": {"type": "integer", "description": "The sum of its ratings."},
-        "rating_count": {
-            "type": "integer",
-            "minimum": 0,
-            "description": "The number of its ratings.",
-        },
-        "rating_value": {
-            "type": "string",
-            "pattern": RATING_VALUE_PATTERN,
-            "description": (
-                "rating_sum / rating_count with exactly one decimal, ties rounded away "
-                f'from zero; "0.0" when rating_count is 0{_scale_text(catalogue.scale)}.'
-            ),
-        },
-    }
-
-
 def regex_literal(text: str) -> str:
     """``text`` as a regular expression that matches just it, in any flavour JSON Schema meets."""
     return REGEX_SYNTAX.sub(r"\\\1", text)
-
-
-def _not_found_schema() -> dict[str, Any]:
-    return {
-        "type": "object",
-        "description": "The error body, in the style of Django REST framework.",
-        "required": ["detail"],
-        "properties": {"detail": {"type": "string", "const": NOT_FOUND_BODY["detail"]}},
-        "additionalProperties": False,
-        "examples": [NOT_FOUND_BODY],
-    }
-
-
-# Each header: what it says, its schema. Every answer has the common ones.
-_COMMON_HEADERS: Final[dict[str, tuple[str, dict[str, str]]]] = {
-    "Access-Control-Allow-Origin": ("Any origin may read the response.", {"const": "*"}),
-    "X-Content-Type-Options": ("Browsers take the Content-Type as sent.", {"const": "nosniff"}),
-    "Cache-Control": (
-        "Caches may keep a copy but revalidate it: ratings change at every deploy.",
-        {},
-    ),
-}
-_VALIDATORS: Final[dict[str, tuple[str, dict[str, str]]]] = {
-    "ETag": ("Changes whenever the document does: send it back in If-None-Match.", {}),
-    "Last-Modified": ("When the document was last written.", {}),
-}
-# Not every static host sends Last-Modified (ETag is the validator to use): optional.
-_OPTIONAL_HEADERS: Final = frozenset({"Last-Modified"})
-
-
-def _headers() -> dict[str, Any]:
-    return {
-        name: {
-            "description": description,
-            "required": name not in _OPTIONAL_HEADERS,
-            "schema": {"type": "string", **schema},
-        }
-        for name, (description, schema) in {**_COMMON_HEADERS, **_VALIDATORS}.items()
-    }
 
 
 # The front page
