@@ -153,6 +153,12 @@ def openapi_document(catalogue: Catalogue, base_url: str, examples: Examples) ->
     url["format"] = "uri" if prefix.isascii() else "iri"
     url["pattern"] = f"^{regex_literal(prefix)}[1-9][0-9]*/$"
     value["description"] = value["description"].format(scale=scale)
+    _add_examples(document, base_url, examples)
+    return document
+
+
+def _add_examples(document: dict[str, Any], base_url: str, examples: Examples) -> None:
+    rating = document["components"]["schemas"]["Rating"]
     shown = [
         (name, a) for name, a in (("rated", examples.rated), ("unrated", examples.unrated)) if a
     ]
@@ -167,7 +173,6 @@ def openapi_document(catalogue: Catalogue, base_url: str, examples: Examples) ->
     document["components"]["parameters"]["ArticleId"]["examples"] = {
         name: {"summary": ID_SUMMARIES[name], "value": article_id} for name, article_id in ids
     }
-    return document
 
 
 SUMMARIES: Final = {"rated": "the best rated", "unrated": "listed but not rated yet"}
