@@ -26,11 +26,15 @@ def strict(data: bytes) -> Catalogue | str:
 
 
 def taken_alike(data: bytes) -> bool:
-    """Whether the fast reading took ``data``; if it did, the walker must read the same."""
+    """Whether the fast reading took ``data``; if it did, the walker must read the same.
+
+    The walker reads every document: a catalogue or one line, never another exception.
+    """
+    walked = strict(data)
     fast = load_fast("ratings.yaml", data)
     if fast is None:
         return False
-    assert fast == strict(data), data
+    assert fast == walked, data
     return True
 
 
@@ -92,7 +96,7 @@ def test_a_file_the_walker_refuses_gets_the_walker_s_message() -> None:
 
 ODD_VALUES: Final = (
     "[5,4]", "[-1, 1]", "{count: 2, sum: 9}", "\n    - 5\n    - 4", "[ 5 ]", "~", "[05]",
-    "[5, 4] #c", "[5, 4]#c", "[5, 4]  # c: [1]", '["5"]', "[!!int 5]", "&a [5]", "[10, 2]",
+    "[5, 4] #c", "[5, 4]#c", "[5, 4]  # c: [1]", '["5"]', "[!!int 5]", "&a [5]", "[10, 2]", "[{a: 1}]",
 )  # fmt: skip
 NOISE: Final = ("\t", "\r", "#", ":", "[", "'", '"', " ", "\n", "\u2028", "\x85", "é", "-", "  ")
 BREAKS: Final = ("\r\n", "\r", "\x85", "\u2028", "\u2029")
@@ -153,7 +157,7 @@ def document(rng: random.Random) -> bytes:
 
 def test_fast_and_walker_agree_on_random_documents() -> None:
     rng = random.Random(7)
-    documents = [document(rng) for _ in range(20_000)]
+    documents = [document(rng) for _ in range(10_000)]
     taken = sum(taken_alike(data) for data in documents)
-    assert 4_000 < taken < 16_000, taken  # both readings were exercised
+    assert 2_000 < taken < 8_000, taken  # both readings were exercised
     assert {data[:1] for data in documents} >= {b"{", b"a", b"-", b"\xef", b"%"}
