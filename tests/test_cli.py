@@ -12,8 +12,11 @@ from typing import Final
 
 import pytest
 
-from ratings_api.build import Result
+from ratings_api import loader
+from ratings_api.build import Result, resolve_base_url
 from ratings_api.cli import main, parser
+from ratings_api.errors import InputError
+from ratings_api.loader import Catalogue
 from ratings_api.writer import Changes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -300,3 +303,31 @@ def test_the_server_does_not_import_the_command_line() -> None:
     server = (ROOT / "ratings_api" / "server.py").read_text()
 
     assert "ratings_api.cli" not in server
+
+
+def test_an_error_keeps_where_it_is_apart_from_what_it_is(tmp_path: Path) -> None:
+    """As tomli's TOMLDecodeError: path, line and column as fields; None where there is none."""
+    missing = str(tmp_path / "missing.yaml")
+    in_file = Catalogue(base_url="ftp://x.example", base_url_at=(3, 11))
+    must = "the base URL must start with http:// or https://, found 'ftp://x.example'"
+    errors = []
+    for mistake in (
+        lambda: loader.read(missing),
+        lambda: resolve_base_url("r.yaml", "ftp://x.example", {}, Catalogue()),
+        lambda: resolve_base_url("r.yaml", None, {}, in_file),
+    ):
+        with pytest.raises(InputError) as caught:
+            mistake()
+        error = caught.value
+        errors.append((str(error), error.msg, error.path, error.lineno, error.colno))
+    assert errors == [
+        (
+            f"{missing}: cannot read: No such file or directory",
+            "cannot read: No such file or directory",
+            missing,
+            None,
+            None,
+        ),
+        (f"--base-url: {must}", f"--base-url: {must}", None, None, None),
+        (f"r.yaml:3:11: base_url: {must}", f"base_url: {must}", "r.yaml", 3, 11),
+    ]
