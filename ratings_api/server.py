@@ -210,21 +210,23 @@ class App:
         Each name is checked with lstat: a file is served only if no link leads
         to it, wherever it points, as nginx's ``disable_symlinks`` does.
         """
-        path = self.root
+        *folders, name = relative.split("/")
+        path = self.root  # itself a link maybe, as deploys often make it: followed
         try:
-            status = os.stat(path)  # the root may be a link, as deploys often make it
-            for name in relative.split("/"):
-                path = os.path.join(path, name)
-                status = os.lstat(path)
-                if stat.S_ISLNK(status.st_mode):
+            for folder in folders:
+                path = f"{path}{os.sep}{folder}"
+                if stat.S_ISLNK(os.lstat(path).st_mode):
                     return None
+            path = f"{path}{os.sep}{name}"
+            status = os.lstat(path)  # a link is not a regular file here
         except OSError as error:
-            if path == self.root:
-                raise ServerError(
-                    f"{path}: cannot open the site's folder: {error.strerror}"
-                ) from None
             if error.errno not in UNSERVABLE:
                 raise ServerError(f"{path}: {error.strerror}") from None
+            try:
+                os.stat(self.root)
+            except OSError as lost:
+                message = f"{self.root}: cannot open the site's folder: {lost.strerror}"
+                raise ServerError(message) from None
             return None
         return status if stat.S_ISREG(status.st_mode) else None
 
