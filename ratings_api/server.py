@@ -1,4 +1,4 @@
-"""Serve the built site over HTTP: the WSGI app, and ``python generate.py --serve``.
+"""The WSGI app serving the built site: ``gunicorn 'generate:create_app()'``, and --serve's.
 
 The app is WhiteNoise, through its documented options, inside a WSGI function
 for what the contract (docs/http-api.md) wants and WhiteNoise does not give:
@@ -9,27 +9,18 @@ every answer, and HTTP's conditions and ranges where WhiteNoise reads them other
 from __future__ import annotations
 
 import errno
-import functools
 import json
 import os
 import re
 import stat
-import sys
-import threading
-import time
-import traceback
 from collections.abc import Callable, Iterable, Iterator
 from email.utils import formatdate
-from socketserver import ThreadingMixIn
 from typing import IO, TYPE_CHECKING, Final, NamedTuple
-from urllib.parse import unquote
 from wsgiref.headers import Headers
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 from wsgiref.util import FileWrapper
 
 from whitenoise import WhiteNoise
 
-from ratings_api.build import build
 from ratings_api.describe import FRONT_PAGE, FRONT_PAGE_CSP
 from ratings_api.errors import InputError
 from ratings_api.platforms import unsupported
@@ -56,14 +47,12 @@ PREFLIGHT: Final = (
     ("Access-Control-Max-Age", "86400"),  # browsers cap it lower anyway (Chrome: 2 hours)
 )
 MAX_URL_PATH: Final = 1024  # far longer than any path the site has; bounds a request's work
-POLL_SECONDS: Final = 0.5
 
 ARTICLES_URL: Final = f"/{ARTICLES_PATH}"
 # An id has at most 19 digits, the loader's limit: a longer one is not looked for.
 ARTICLE_URL: Final = re.compile(rf"/{ARTICLES_PATH}/([1-9][0-9]{{0,18}})/rating(/?)")
 # Nothing hidden, no "." or "..", no backslash or NUL, no name too long for a disk.
 NAME: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
-ID_NAME: Final = re.compile(r"[1-9][0-9]*")
 RANGE_SPEC: Final = re.compile(r"([0-9]*)-([0-9]*)")
 UNSATISFIABLE: Final = "unsatisfiable"
 # Read here, not by WhiteNoise: its ranges differ from HTTP's, it reads no
@@ -149,8 +138,7 @@ def _add_etag(headers: Headers, path: str, url: str) -> None:
     headers["ETag"] = etag(os.stat(path))
 
 
-def _identity(file: IO[bytes] | os.stat_result) -> tuple[int, int, int, int]:
-    status = file if isinstance(file, os.stat_result) else os.fstat(file.fileno())
+def _identity(status: os.stat_result) -> tuple[int, int, int, int]:
     return status.st_ino, status.st_dev, status.st_size, status.st_mtime_ns
 
 
@@ -163,23 +151,17 @@ class App:
 
     def __init__(self, root: str) -> None:
         self.root = root
-        # autorefresh: WhiteNoise looks a file up when it is asked for, rather
-        # than walking the whole tree at start-up (minutes and gigabytes for a
-        # million files). Every path is routed and checked here first.
-        self.files: WSGIApplication = WhiteNoise(
-            _passed_on,
-            root,
-            autorefresh=True,
-            max_age=None,
-            allow_all_origins=False,
-            add_headers_function=_add_etag,
-        )
+        # autorefresh: WhiteNoise looks a file up when it is asked for, rather than
+        # walking the whole tree at start-up (minutes and gigabytes for a million
+        # files). Every path is routed and checked here first; one WhiteNoise does
+        # not find (gone since) gets no answer from the app it wraps: a 404 here.
+        options = {"max_age": None, "allow_all_origins": False, "add_headers_function": _add_etag}
+        self.files: WSGIApplication = WhiteNoise(lambda *_: [], root, autorefresh=True, **options)
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         method, url = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
         if method == "OPTIONS":
-            start_response("204 No Content", [*PREFLIGHT, *COMMON_HEADERS])
-            return []
+            return _answer(start_response, "204 No Content", *PREFLIGHT)
         if method != "GET" and method != "HEAD":
             body = json_body(f'Method "{method}" not allowed.')
             return _error(start_response, "405 Method Not Allowed", body, method, ("Allow", ALLOW))
@@ -197,11 +179,8 @@ class App:
             # the public scheme, host or path. "rating/" against ".../7/rating".
             query = environ.get("QUERY_STRING", "")
             location = f"rating/?{query}" if query else "rating/"
-            start_response(
-                "301 Moved Permanently",
-                [("Location", location), ("Content-Length", "0"), *COMMON_HEADERS],
-            )
-            return []
+            moved = ("Location", location), ("Content-Length", "0")
+            return _answer(start_response, "301 Moved Permanently", *moved)
         return self._serve(environ, start_response, target.file, status)
 
     def _lookup(self, relative: str) -> os.stat_result | None:
@@ -214,10 +193,10 @@ class App:
         path = self.root  # itself a link maybe, as deploys often make it: followed
         try:
             for folder in folders:
-                path = f"{path}{os.sep}{folder}"
+                path = f"{path}/{folder}"
                 if stat.S_ISLNK(os.lstat(path).st_mode):
                     return None
-            path = f"{path}{os.sep}{name}"
+            path = f"{path}/{name}"
             status = os.lstat(path)  # a link is not a regular file here
         except OSError as error:
             if error.errno not in UNSERVABLE:
@@ -240,14 +219,15 @@ class App:
         """WhiteNoise's answer for the file looked up, with the contract's changes."""
         current, answer = etag(status), _Answer()
         self.files(answer.asking(environ, relative, current), answer.start_response)
-        if answer.file is not None and _identity(answer.file) != _identity(status):
+        file = answer.file
+        if file is not None and _identity(os.fstat(file.fileno())) != _identity(status):
             # Replaced by a rebuild, or by a link, since the lookup: its headers
             # would not describe it, or it may not be served. Again from the start.
-            answer.file.close()
+            file.close()
             return self(environ, start_response)
-        if not answer.status:  # gone since the lookup: WhiteNoise passed it on
+        if not answer.status:  # gone since the lookup
             return _error(start_response, "404 Not Found", NOT_FOUND, environ["REQUEST_METHOD"])
-        line, headers, file = answer.status, answer.headers, answer.file
+        line, headers = answer.status, answer.headers
         if relative == FRONT_PAGE:  # it loads its own files: the browser refuses any other
             headers = [*headers, ("Content-Security-Policy", FRONT_PAGE_CSP)]
         wanted = None
@@ -291,17 +271,10 @@ class _Answer:
         return file
 
 
-def _passed_on(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-    return []  # what WhiteNoise did not find: no answer, which App._serve reads as a 404
-
-
 def _as_sent(environ: WSGIEnvironment) -> bool:
-    """Whether the no-slash path ends in ``/rating`` as sent, so that ``rating/`` leads to it.
-
-    ``7%2Frating`` is read as ``7/rating``, but a client resolves ``rating/``
-    against the path it sent, to ``articles/rating/``: that one is a 404.
-    gunicorn gives the path as sent in RAW_URI, uWSGI and mod_wsgi in REQUEST_URI.
-    """
+    """Whether the path as sent ends in ``/rating``: a client resolves ``rating/`` against it,
+    and from ``7%2Frating`` would reach ``articles/rating/``. gunicorn (and --serve) give
+    the path as sent in RAW_URI, uWSGI and mod_wsgi in REQUEST_URI."""
     sent = environ.get("RAW_URI") or environ.get("REQUEST_URI")
     return sent is None or sent.partition("?")[0].endswith("/rating")
 
@@ -346,11 +319,16 @@ def _slice(file: IO[bytes], first: int, last: int) -> Iterator[bytes]:
             yield chunk
 
 
+def _answer(start_response: StartResponse, status: str, *headers: tuple[str, str]) -> list[bytes]:
+    start_response(status, [*headers, *COMMON_HEADERS])
+    return []
+
+
 def _error(
     start_response: StartResponse, status: str, body: bytes, method: str, *extra: tuple[str, str]
 ) -> list[bytes]:
-    headers = [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
-    start_response(status, [*headers, *extra, *COMMON_HEADERS])
+    length = ("Content-Length", str(len(body)))
+    _answer(start_response, status, ("Content-Type", "application/json"), length, *extra)
     return [] if method == "HEAD" else [body]  # wsgiref sends whatever it is given
 
 
@@ -367,158 +345,3 @@ def create_app(root: str = "site") -> WSGIApplication:
     if not os.path.isdir(folder):
         raise InputError(f"{root}: no such folder: build the site first (python generate.py)")
     return App(folder)
-
-
-class _Server(ThreadingMixIn, WSGIServer):
-    """wsgiref's server with a thread a connection, so one slow client blocks no other."""
-
-    daemon_threads = True  # Ctrl-C stops the server without waiting for clients
-    request_queue_size = 128  # socketserver's 5 drops connections when a page asks for many
-
-
-class _Handler(WSGIRequestHandler):
-    """wsgiref's handler, giving the app the path as it was sent, as gunicorn does.
-
-    http.server turns a leading ``//`` into ``/`` (against open redirects, which
-    the app never makes): the other hosts of the API do not, and all must agree.
-    """
-
-    quiet = False  # --quiet: no line a request
-
-    def get_environ(self) -> WSGIEnvironment:
-        environ = super().get_environ()
-        environ["RAW_URI"] = self.requestline.split()[1]
-        environ["PATH_INFO"] = unquote(environ["RAW_URI"].partition("?")[0], "iso-8859-1")
-        return environ
-
-    def log_message(self, format: str, *args: object) -> None:
-        if not self.quiet:
-            super().log_message(format, *args)
-
-
-def serve(
-    input_path: str,
-    output: str,
-    *,
-    base_url: str | None,
-    host: str,
-    port: int,
-    quiet: bool = False,
-) -> int:
-    """Build ``output``, serve it at ``host:port``, rebuild when ``input_path`` changes.
-
-    ``quiet`` keeps the build summaries and the request log to itself: only
-    the address served at and errors are printed.
-    Returns the exit code: 0 after Ctrl-C, 2 when the input or the address is unusable.
-    """
-    say = _silent if quiet else _say
-    try:
-        with _listen(host, port, type("Handler", (_Handler,), {"quiet": quiet})) as server:
-            address = f"http://{host}:{server.server_port}"  # the bound port, for --port 0
-            rebuild = functools.partial(_build, input_path, output, base_url, address)
-            seen = _signature(input_path)  # before the build, so no edit falls in between
-            say(rebuild())
-            server.set_app(create_app(output))
-            print(_serving_line(output, address), flush=True)
-            stop = threading.Event()
-            watcher = threading.Thread(target=_watch, args=(input_path, seen, rebuild, stop, say))
-            watcher.start()
-            try:
-                server.serve_forever()
-            finally:
-                stop.set()
-                watcher.join()  # a rebuild under way finishes: a build is never cut short
-    except InputError as error:
-        print(error, file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        pass  # Ctrl-C is how a development server stops: no traceback
-    return 0
-
-
-def _say(line: str) -> None:
-    print(line, flush=True)
-
-
-def _silent(line: str) -> None:
-    del line  # --quiet: a summary nobody asked for
-
-
-def _listen(host: str, port: int, handler: type[WSGIRequestHandler]) -> _Server:
-    try:
-        # The socket module encodes a non-ASCII name with the IDNA codec, and
-        # turns its failure into a bare TypeError: ask the codec first.
-        host.encode("idna")
-    except UnicodeError as error:
-        reason = error.__cause__ or error  # the codec's own words, without its wrapping
-        raise InputError(f"--host {host}: not a host name ({reason})") from None
-    try:
-        return _Server((host, port), handler)
-    except OverflowError:
-        raise InputError(f"--port {port}: a port is a number from 0 to 65535") from None
-    except OSError as error:
-        raise InputError(f"cannot serve at {host}:{port}: {error.strerror}") from None
-
-
-def _build(input_path: str, output: str, base_url: str | None, address: str) -> str:
-    """Build the site, the served address as the last resort base URL; the summary line."""
-    started = time.perf_counter()
-    result = build(
-        input_path, output, base_url=base_url, environ=os.environ, fallback_base_url=address
-    )
-    return result.summary(output, time.perf_counter() - started)
-
-
-def _serving_line(output: str, address: str) -> str:
-    first = first_article(output)
-    sample = f"try {address}/{ARTICLES_PATH}/{first}/rating/" if first else "no articles yet"
-    return f"Serving {os.path.join(output, '')} at {address}/ — {sample}"
-
-
-def first_article(root: str) -> int | None:
-    """The smallest article id in the site built in ``root``, if any."""
-    try:
-        with os.scandir(os.path.join(root, ARTICLES_PATH)) as entries:
-            return min((int(e.name) for e in entries if ID_NAME.fullmatch(e.name)), default=None)
-    except FileNotFoundError:
-        return None
-
-
-def _signature(path: str) -> tuple[int, int, int, int] | None:
-    try:
-        status = os.stat(path)
-    except OSError:
-        return None  # gone for a moment while an editor saves by rename
-    return status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns
-
-
-def _watch(
-    input_path: str,
-    seen: tuple[int, int, int, int] | None,
-    rebuild: Callable[[], str],
-    stop: threading.Event,
-    say: Callable[[str], None],
-) -> None:
-    """Rebuild whenever the input file changes, until ``stop`` is set."""
-    while not stop.wait(POLL_SECONDS):
-        current = _signature(input_path)
-        if current is None or current == seen:
-            continue
-        seen = current
-        try:
-            say(f"{input_path} changed: {rebuild()}")
-        except InputError as error:
-            _still_serving(str(error))
-        except OSError as error:  # the machine's doing (a full disk...), not a bug: one line
-            _still_serving(f"{input_path}: the rebuild failed: {error}")
-        except Exception:  # noqa: BLE001 - a bug, but this thread is what keeps the site fresh
-            # Loud, as a bug should be, yet the watching goes on: the next edit
-            # may well rebuild, and a dead watcher would serve an old site silently.
-            traceback.print_exc(file=sys.stderr)
-            _still_serving(
-                f"{input_path}: the rebuild failed (a bug: please report the traceback above)"
-            )
-
-
-def _still_serving(error: str) -> None:
-    print(f"{error}\nstill serving the last good build", file=sys.stderr, flush=True)

@@ -15,7 +15,8 @@ from wsgiref.types import WSGIApplication
 from wsgiref.util import setup_testing_defaults
 
 from ratings_api.build import build
-from ratings_api.server import POLL_SECONDS, create_app
+from ratings_api.devserver import POLL_SECONDS
+from ratings_api.server import create_app
 from tests.contract import NOT_FOUND, SECRET, make_project, start, stop, wait_for
 from tests.hosts import SERVING, refused_serve, serve_command
 
