@@ -9,6 +9,7 @@ tests/README.md's table is rendered from the same data (``contract_table``).
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 import re
@@ -260,14 +261,33 @@ def wait_for(pattern: str, log: Path, process: subprocess.Popen[bytes]) -> re.Ma
 
 
 def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
-    """Stop ``process`` with ``sig`` and wait until it has exited (SIGKILL after STOP_SECONDS)."""
+    """Stop ``process`` with ``sig``, and wait until it and what it started have exited.
+
+    wrangler's workerd outlives wrangler for a moment. Any process still there
+    after STOP_SECONDS is killed.
+    """
+    started = process_tree(process.pid) - {process.pid}
     if process.poll() is None:
         process.send_signal(sig)
-        try:
-            process.wait(STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    try:
+        process.wait(STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    deadline = time.monotonic() + STOP_SECONDS
+    while started := {pid for pid in started if running(pid)}:
+        for pid in started if time.monotonic() > deadline else ():
+            with contextlib.suppress(ProcessLookupError):  # it may exit meanwhile
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not exited (a zombie has)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def wait_answering(port: int) -> None:

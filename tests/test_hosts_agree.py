@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import datetime
 import email.utils
-import http.client
 import io
 import re
-import socket
 import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -35,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ratings_api.server import create_app, route
-from tests.contract import ARTICLES, NOT_FOUND, POINTS, REQUEST_SECONDS, STOPS, Host
+from tests.contract import ARTICLES, NOT_FOUND, POINTS, STOPS, Host, raw_request
 from tests.test_cloudfront import headers as cloudfront_headers
 from tests.test_cloudfront import node, viewer_request
 
@@ -152,20 +150,10 @@ def contract_headers(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
 
 def send(port: int, asked: Asked) -> tuple[Answer, Message]:
     """The host's answer to ``asked``, sent byte for byte on a new connection, and its headers."""
-    lines = [asked.method.encode() + b" " + asked.target + b" HTTP/1.1", b"Host: 127.0.0.1"]
-    lines += [f"{name}: {value}".encode() for name, value in asked.headers.items()]
-    lines += [b"Content-Length: 0"] if asked.method in ("POST", "PUT") else []
-    with socket.create_connection(("127.0.0.1", port), timeout=REQUEST_SECONDS) as connection:
-        connection.sendall(b"\r\n".join([*lines, b"Connection: close", b"", b""]))
-        response = http.client.HTTPResponse(connection, method=asked.method)
-        try:
-            response.begin()
-            body = response.read()
-            return Answer(response.status, contract_headers(response.headers.items()), body), (
-                response.headers
-            )
-        finally:
-            response.close()
+    lines = [f"{name}: {value}\r\n".encode() for name, value in asked.headers.items()]
+    lines += [b"Content-Length: 0\r\n"] if asked.method in ("POST", "PUT") else []
+    reply = raw_request(port, asked.target, asked.method, b"".join(lines))
+    return Answer(reply.status, contract_headers(reply.headers.items()), reply.body), reply.headers
 
 
 APPS: dict[Path, WSGIApplication] = {}
