@@ -86,29 +86,19 @@ def host(name: str, site: Path, started: tuple[subprocess.Popen[bytes], int, Pat
 SERVING: Final = r"^Serving site/ at http://127\.0\.0\.1:(\d+)/ "
 
 
-def serve_command(*options: str) -> list[str]:
-    return [
-        sys.executable,
-        "-W",
-        "error",
-        str(REPO / "generate.py"),
-        "--serve",
-        "--port",
-        "0",
-        *options,
-    ]
+def serve_command(*options: str, port: str = "0") -> list[str]:
+    generate = str(REPO / "generate.py")
+    return [sys.executable, "-W", "error", generate, "--serve", "--port", port, *options]
 
 
 def refused_serve(folder: Path, port: str = "0") -> subprocess.CompletedProcess[str]:
     """``python generate.py --serve --port PORT`` in ``folder``, which must stop by itself."""
-    command = [*serve_command()[:-1], port]
-    environ = hermetic_environ()
     return subprocess.run(  # check=False: the exit code is what the test reads
-        command,
+        serve_command(port=port),
         cwd=folder,
         capture_output=True,
         text=True,
-        env=environ,
+        env=hermetic_environ(),
         timeout=READY_SECONDS,
         check=False,
     )
@@ -125,11 +115,9 @@ def start_serve(folder: Path, ratings: str = RATINGS) -> Host:
 def start_gunicorn(folder: Path, ratings: str = RATINGS) -> Host:
     """The production command, run in the folder that holds site/."""
     site = build_project(folder, ratings)
-    command = [sys.executable, *["-W", "error", "-m", "gunicorn", "--bind", "127.0.0.1:0"]]
-    command += [
-        *["--workers", "2", "--threads", "4", "--no-control-socket", "--pythonpath"],
-        str(REPO),
-    ]
+    command = [sys.executable, "-W", "error", "-m", "gunicorn", "--bind", "127.0.0.1:0"]
+    command += ["--workers", "2", "--threads", "4", "--no-control-socket"]
+    command += ["--pythonpath", str(REPO)]
     process = started(
         [*command, "generate:create_app()"], folder, r"Listening at: http://127\.0\.0\.1:(\d+)"
     )
@@ -220,13 +208,10 @@ def run_nginx(folder: Path, port: int, server: str) -> tuple[subprocess.Popen[by
     return started(command, folder, "start worker process", port=port, log=log)
 
 
-NETLIFY_ENVIRON: Final = {
-    # No telemetry, no browser, no questions; offline, it asks the network for nothing.
-    "NETLIFY_TELEMETRY_DISABLED": "1",
-    "BROWSER": "none",
-    "CI": "1",
-    # netlify dev listens on every interface: this preload keeps its servers on 127.0.0.1.
-    "NODE_OPTIONS": f'--require "{NODE_PROJECT / "loopback.cjs"}"',
+# No telemetry, no browser, no questions; offline, it asks the network for nothing. It
+# listens on every interface: the preload (NODE_OPTIONS) keeps its servers on 127.0.0.1.
+NETLIFY_ENVIRON: Final = {"NETLIFY_TELEMETRY_DISABLED": "1", "BROWSER": "none", "CI": "1"} | {
+    "NODE_OPTIONS": f'--require "{NODE_PROJECT / "loopback.cjs"}"'
 }
 
 
@@ -238,11 +223,8 @@ def start_netlify_dev(folder: Path, ratings: str = RATINGS) -> Host:
         build_project(folder, ratings)
         shutil.copyfile(NETLIFY_TOML, folder / "netlify.toml")
     port = free_port()
-    command = [
-        str(NODE_BIN / "netlify"),
-        *["dev", "--offline", "--internal-disable-edge-functions"],
-    ]
-    command += [*["--no-open", "--skip-gitignore", "--dir", "site", "--port"], str(port)]
+    command = [str(NODE_BIN / "netlify"), "dev", "--offline", "--internal-disable-edge-functions"]
+    command += ["--no-open", "--skip-gitignore", "--dir", "site", "--port", str(port)]
     # Its static server's own default port is 3999: two suites at once would share it.
     command += ["--staticServerPort", str(free_port())]
     ready = r"Local dev server ready: http://localhost:(\d+)"
@@ -258,11 +240,8 @@ WRANGLER_COMPATIBILITY_DATE: Final = "2026-04-01"
 
 def wrangler_environ(folder: Path) -> dict[str, str]:
     """No metrics, and its logs and caches in the test's folder."""
-    return {
-        "WRANGLER_SEND_METRICS": "false",
-        "CI": "1",
-        "XDG_CONFIG_HOME": str(folder / ".config"),
-    } | {"HOME": str(folder)}
+    environ = {"WRANGLER_SEND_METRICS": "false", "CI": "1", "HOME": str(folder)}
+    return environ | {"XDG_CONFIG_HOME": str(folder / ".config")}
 
 
 def start_wrangler(folder: Path, ratings: str = RATINGS) -> Host:
@@ -281,12 +260,8 @@ def start_wrangler(folder: Path, ratings: str = RATINGS) -> Host:
         f"{CLOUDFLARE_BUILD}: {done.returncode}\n{done.stdout}{done.stderr}"
     )
     port = free_port()
-    command = [
-        str(NODE_BIN / "wrangler"),
-        *["pages", "dev", "site", "--ip", "127.0.0.1", "--port"],
-        str(port),
-    ]
-    command += ["--compatibility-date", WRANGLER_COMPATIBILITY_DATE]
+    command = [str(NODE_BIN / "wrangler"), "pages", "dev", "site", "--ip", "127.0.0.1"]
+    command += ["--port", str(port), "--compatibility-date", WRANGLER_COMPATIBILITY_DATE]
     process = started(command, folder, WRANGLER_READY, wrangler_environ(folder), port)
     return host("wrangler pages dev", folder / "site", process)
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime
 import email.utils
-import io
 import re
 import urllib.parse
 from collections.abc import Iterable, Mapping
@@ -26,14 +25,13 @@ from dataclasses import dataclass, field
 from email.message import Message
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
-from wsgiref.util import setup_testing_defaults
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ratings_api.server import create_app, route
-from tests.contract import ARTICLES, NOT_FOUND, POINTS, STOPS, Host, raw_request
+from tests.contract import ARTICLES, NOT_FOUND, POINTS, STOPS, Host, call_app, raw_request
 from tests.test_cloudfront import headers as cloudfront_headers
 from tests.test_cloudfront import node, viewer_request
 
@@ -160,27 +158,10 @@ APPS: dict[Path, WSGIApplication] = {}
 
 
 def oracle(site: Path, asked: Asked) -> tuple[Answer, dict[str, str]]:
-    """The app's answer, as gunicorn would have it given (PEP 3333), and all its headers."""
-    path, _, query = asked.target.partition(b"?")
-    environ = {
-        "REQUEST_METHOD": asked.method,
-        "PATH_INFO": urllib.parse.unquote_to_bytes(path).decode("latin-1"),
-        "QUERY_STRING": query.decode("latin-1"),
-        "RAW_URI": asked.target.decode("latin-1"),
-        "wsgi.errors": io.StringIO(),
-        **{
-            f"HTTP_{name.upper().replace('-', '_')}": value for name, value in asked.headers.items()
-        },
-    }
-    setup_testing_defaults(environ)
-    said: list[tuple[str, list[tuple[str, str]]]] = []
+    """The app's answer, called as gunicorn calls it, and all its headers (names in lower case)."""
     app = APPS.get(site) or APPS.setdefault(site, create_app(str(site)))
-    chunks = app(environ, lambda status, headers, *_: said.append((status, headers)))
-    body = b"".join(chunks)
-    getattr(chunks, "close", lambda: None)()
-    status, headers = said[0]
-    answer = Answer(int(status.split()[0]), contract_headers(headers), body)
-    return answer, {name.lower(): value for name, value in headers}
+    status, headers, body = call_app(app, asked.method, asked.target, asked.headers)
+    return Answer(status, contract_headers(headers), body), {k.lower(): v for k, v in headers}
 
 
 def with_validators(asked: Asked, etag: str | None, modified: str | None) -> Asked:

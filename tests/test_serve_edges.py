@@ -1,6 +1,6 @@
 """Corners of serving that the contract suite does not reach: files replaced while
-they are served, a port out of range, a site with no article yet, an input gone
-for a moment. The WSGI app is called in this process, as a WSGI server calls it."""
+they are served (the WSGI app called in this process, as a WSGI server calls it),
+a site with no article yet, an input gone for a moment."""
 
 from __future__ import annotations
 
@@ -10,38 +10,14 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
-from wsgiref.types import WSGIApplication
-from wsgiref.util import setup_testing_defaults
 
 from ratings_api.build import build
 from ratings_api.devserver import POLL_SECONDS
 from ratings_api.server import create_app
-from tests.contract import NOT_FOUND, SECRET, make_project, start, stop, wait_for
-from tests.hosts import SERVING, refused_serve, serve_command
+from tests.contract import NOT_FOUND, SECRET, call_app, make_project, start, stop, wait_for
+from tests.hosts import SERVING, serve_command
 
 RACE_SECONDS = 0.5
-
-
-def get(app: WSGIApplication, path: str) -> tuple[str, dict[str, str], bytes]:
-    """The status line, headers and body of a GET, asked of the WSGI app in this process."""
-    environ: dict[str, Any] = {}
-    setup_testing_defaults(environ)
-    environ.update(REQUEST_METHOD="GET", PATH_INFO=path)
-    said = []
-
-    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-        said.append((status, dict(headers)))
-        return lambda data: None
-
-    answer = app(environ, start_response)
-    try:
-        body = b"".join(answer)
-    finally:
-        close = getattr(answer, "close", None)
-        if close is not None:
-            close()  # the file it read from
-    return *said[0], body
 
 
 def test_a_file_removed_by_a_rebuild_is_a_404(tmp_path: Path) -> None:
@@ -49,10 +25,10 @@ def test_a_file_removed_by_a_rebuild_is_a_404(tmp_path: Path) -> None:
     source.write_text("articles:\n  1: [5]\n  2: [4]\n", encoding="utf-8")
     build(str(source), str(tmp_path / "site"), base_url="https://a.example", environ={})
     app = create_app(str(tmp_path / "site"))
-    assert get(app, "/away/api/articles/2/rating/")[0] == "200 OK"
+    assert call_app(app, "GET", b"/away/api/articles/2/rating/")[0] == 200
     source.write_text("articles:\n  1: [5]\n", encoding="utf-8")
     build(str(source), str(tmp_path / "site"), base_url="https://a.example", environ={})
-    assert get(app, "/away/api/articles/2/rating/")[::2] == ("404 Not Found", NOT_FOUND)
+    assert call_app(app, "GET", b"/away/api/articles/2/rating/")[::2] == (404, NOT_FOUND)
 
 
 @contextmanager
@@ -92,8 +68,8 @@ def test_the_headers_describe_the_bytes_sent_while_a_rebuild_replaces_the_file(
     with swapping(replace):
         deadline = time.monotonic() + RACE_SECONDS
         while time.monotonic() < deadline:
-            status, headers, body = get(app, "/file.txt")
-            assert (status, headers["Content-Length"]) == ("200 OK", str(len(body)))
+            status, headers, body = call_app(app, "GET", b"/file.txt")
+            assert (status, dict(headers)["Content-Length"]) == (200, str(len(body)))
             assert body in versions
 
 
@@ -114,16 +90,8 @@ def test_a_link_swapped_in_for_a_file_is_never_followed(tmp_path: Path) -> None:
     with swapping(swap):
         deadline = time.monotonic() + RACE_SECONDS
         while time.monotonic() < deadline:
-            status, _, body = get(app, "/file.txt")
-            assert (status, body) in (("200 OK", b"plain\n"), ("404 Not Found", NOT_FOUND))
-
-
-def test_serve_refuses_a_port_out_of_range_with_exit_2(tmp_path: Path) -> None:
-    (tmp_path / "ratings.yaml").write_text("articles:\n  7: [5]\n", encoding="utf-8")
-    done = refused_serve(tmp_path, "65536")
-    assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == "--port 65536: a port is a number from 0 to 65535\n"
-    assert not (tmp_path / "site").exists()  # refused before building
+            status, _, body = call_app(app, "GET", b"/file.txt")
+            assert (status, body) in ((200, b"plain\n"), (404, NOT_FOUND))
 
 
 def test_serve_with_no_article_yet_says_so(tmp_path: Path) -> None:
