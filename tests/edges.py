@@ -12,6 +12,7 @@ third, CloudFront, cannot run here: its function is tested in node
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -95,11 +96,13 @@ def fill_r2(folder: Path, site: Path) -> None:
     """Put the site into the local R2 that ``wrangler dev`` reads, as --publish and a user would.
 
     wrangler's R2 has no S3 interface for --publish to write to: every file of
-    the site (no link) with the headers --publish gives it, and a state object.
+    the site (no link, and not `_redirects`, which only Netlify and Pages read and
+    --publish leaves out) with the headers --publish gives it, and a state object.
     """
-    files = [path.relative_to(site).as_posix() for path in site.rglob("*")]
-    objects = [bucket_object(site, name) for name in files if (site / name).is_file()]
-    objects = [entry for entry in objects if not Path(entry["file"]).is_symlink()]
+    walked = [(top, name) for top, _, names in os.walk(site) for name in names]
+    files = [os.path.relpath(os.path.join(*file), site) for file in walked]
+    kept = [name for name in files if name != "_redirects" and not (site / name).is_symlink()]
+    objects = [bucket_object(site, name) for name in kept]
     (folder / "state.gz").write_bytes(b"the publisher's state, never served")
     objects.append({"key": f"{PREFIX}/{STATE_NAME}", "file": str(folder / "state.gz")})
     for entry in objects:
