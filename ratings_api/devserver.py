@@ -74,7 +74,7 @@ def serve(
     the address served at and errors are printed.
     Returns the exit code: 0 after Ctrl-C, 2 when the input or the address is unusable.
     """
-    say = _silent if quiet else _say
+    say = _silent if quiet else functools.partial(print, flush=True)
     try:
         with _listen(host, port, type("Handler", (_Handler,), {"quiet": quiet})) as server:
             address = f"http://{host}:{server.server_port}"  # the bound port, for --port 0
@@ -97,10 +97,6 @@ def serve(
     except KeyboardInterrupt:
         pass  # Ctrl-C is how a development server stops: no traceback
     return 0
-
-
-def _say(line: str) -> None:
-    print(line, flush=True)
 
 
 def _silent(line: str) -> None:
