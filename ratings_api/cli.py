@@ -164,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command.error("--check and --serve do not go together")
     if args.publish:
         command.error("--publish and --serve do not go together")
-    from ratings_api.server import serve  # WhiteNoise is only needed to serve
+    from ratings_api.devserver import serve  # WhiteNoise is only needed to serve
 
     output = args.output or DEFAULT_OUTPUT
     return serve(

@@ -35,7 +35,7 @@ PORTABLE: Final = {
         *("O_CLOEXEC", "O_CREAT", "O_DIRECTORY", "O_EXCL", "O_NOFOLLOW"),
         *("O_RDONLY", "O_RDWR", "O_WRONLY", "WIFSIGNALED", "WTERMSIG", "_exit", "close"),
         *("cpu_count", "environ", "fdopen", "fork", "fstat", "ftruncate", "getpid"),
-        *("getppid", "kill", "makedirs", "mkdir", "open", "path", "pipe", "pread"),
+        *("getppid", "kill", "lstat", "makedirs", "mkdir", "open", "path", "pipe", "pread"),
         *("pwrite", "read", "replace", "rmdir", "scandir", "stat", "stat_result"),
         *("strerror", "supports_dir_fd", "unlink", "waitpid", "waitstatus_to_exitcode"),
         "write",
@@ -53,8 +53,6 @@ PORTABLE: Final = {
 WITH_FALLBACK: Final = {
     ("os", "process_cpu_count"),  # Python 3.13: else sched_getaffinity, else cpu_count
     ("os", "sched_getaffinity"),  # Linux only: else cpu_count
-    ("os", "O_PATH"),  # Linux only: folders are opened O_RDONLY instead
-    ("os", "O_NONBLOCK"),  # not on Windows, which the platform check refuses anyway
 }
 # Names this Python has on Linux that macOS's lacks: the docs say "Availability:
 # Linux" (or Linux and some BSDs), or the call is one macOS's C library has not.

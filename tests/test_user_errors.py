@@ -21,7 +21,7 @@ from typing import Final
 
 import pytest
 
-from ratings_api import server
+from ratings_api import devserver
 from tests.contract import READY_SECONDS, hermetic_environ, make_project, start, stop, wait_for
 from tests.hosts import SERVING, serve_command
 
@@ -199,8 +199,14 @@ def watch_with(rebuild: Callable[[], str], edits: int, source: Path) -> tuple[li
     errors = io.StringIO()
     with redirect_stderr(errors):
         watcher = threading.Thread(
-            target=server._watch,
-            args=(str(source), server._signature(str(source)), rebuild, stop_watching, said.append),
+            target=devserver._watch,
+            args=(
+                str(source),
+                devserver._signature(str(source)),
+                rebuild,
+                stop_watching,
+                said.append,
+            ),
         )
         watcher.start()
         try:
