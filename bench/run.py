@@ -47,7 +47,7 @@ from typing import Final
 ROOT: Final = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ratings_api.build import load_catalogue  # noqa: E402
+from ratings_api.loader import load as load_catalogue  # noqa: E402
 from ratings_api.rating import ARTICLES_PATH, Renderer  # noqa: E402
 
 BASE_URL: Final = "https://ratings.example.com"

@@ -1,4 +1,4 @@
-"""One build: read and validate the input, settle the base URL, sync the output."""
+"""One build: read and validate the input, settle the base URL, render, sync the output."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from ratings_api import loader
 from ratings_api.describe import describe_files
 from ratings_api.embed import embed_files
 from ratings_api.errors import InputError
-from ratings_api.fastpath import load_fast
 from ratings_api.hosting import hosting_files
 from ratings_api.limits import check as check_host_limits
-from ratings_api.loader import Catalogue, load
+from ratings_api.loader import Catalogue
 from ratings_api.rating import Renderer
 from ratings_api.state import Waiting
 from ratings_api.writer import Changes, sync_site
@@ -60,17 +60,15 @@ def build(
 
     ``fallback_base_url`` is used when no base URL is configured anywhere
     (``--serve`` passes the address it serves at). ``progress`` is called
-    now and then with the articles handed to the writers so far, and all.
-    ``host_notice``, where a static host's deploy follows, checks its limits first.
-    ``waiting`` is told the process id of another build that holds ``output``,
-    before this one waits for it.
+    now and then with the articles written so far, and all. ``host_notice``,
+    where a static host's deploy follows, checks its limits first. ``waiting``
+    is told the process id of another build that holds ``output``, before
+    this one waits for it.
     """
     site = render_site(input_path, base_url=base_url, environ=environ, fallback=fallback_base_url)
-    catalogue, render, extras = site.catalogue, site.render, site.extras
+    catalogue, render, extras, total = site.catalogue, site.render, site.extras, site.articles
     assert catalogue is not None and render is not None
-    total = site.articles
-    report = None if progress is None else lambda done: progress(done, total)
-    if host_notice is not None:  # a static host's deploy follows: its limits (limits.py)
+    if host_notice is not None:
         check_host_limits(total, extras, environ, host_notice)
     changes = sync_site(
         output,
@@ -78,7 +76,7 @@ def build(
         render,
         extras=extras,
         dry_run=dry_run,
-        progress=report,
+        progress=None if progress is None else lambda done: progress(done, total),
         waiting=waiting,
     )
     return Result(total, changes, catalogue, render, extras)
@@ -96,30 +94,14 @@ def render_site(
     ``--publish`` without an output folder uploads from this: the documents are
     rendered from the catalogue when uploaded, the other files are bytes here.
     """
-    catalogue = load_catalogue(input_path, read_input(input_path))
+    catalogue = loader.read(input_path)
     url = resolve_base_url(input_path, base_url, environ, catalogue, fallback)
     extras = {
         **describe_files(catalogue, url),
-        **hosting_files(catalogue, url),
+        **hosting_files(),
         **embed_files(catalogue),
     }
     return Result(len(catalogue.ids), Changes(), catalogue, Renderer(url), extras)
-
-
-def read_input(path: str) -> bytes:
-    try:
-        with open(path, "rb") as file:
-            return file.read()
-    except OSError as error:
-        raise InputError(f"{path}: cannot read: {error.strerror}") from None
-
-
-def load_catalogue(path: str, data: bytes) -> Catalogue:
-    """The fast reading where it applies, else the event walker, which also reports errors."""
-    catalogue = load_fast(path, data)
-    if catalogue is None:
-        catalogue = load(path, data)
-    return catalogue
 
 
 def resolve_base_url(
@@ -139,7 +121,7 @@ def resolve_base_url(
     if environ.get("BASE_URL"):
         return _checked(environ["BASE_URL"], "BASE_URL (environment)")
     if catalogue.base_url is not None:
-        return _checked(catalogue.base_url, f"{catalogue.base_url_at}: base_url")
+        return _checked(catalogue.base_url, "base_url", input_path, catalogue.base_url_at)
     if "CONTEXT" in environ:  # only Netlify's builds set CONTEXT; URL alone is too common a name
         name = "URL" if environ["CONTEXT"] == "production" else "DEPLOY_PRIME_URL"
         if environ.get(name):
@@ -147,16 +129,19 @@ def resolve_base_url(
     if fallback is not None:
         return _checked(fallback, "the served address")
     raise InputError(
-        f"{input_path}: no base URL to build article_url from: set base_url in "
-        f"{input_path}, the BASE_URL environment variable, or --base-url"
+        f"no base URL to build article_url from: set base_url in {input_path}, "
+        "the BASE_URL environment variable, or --base-url",
+        input_path,
     )
 
 
-def _checked(url: str, source: str) -> str:
+def _checked(
+    url: str, source: str, path: str | None = None, at: tuple[int, int] | None = None
+) -> str:
     """``url`` without its trailing slashes, or an InputError naming ``source``."""
     problem = _url_problem(url)
     if problem:
-        raise InputError(f"{source}: {problem}, found '{url}'")
+        raise InputError(f"{source}: {problem}, found '{url}'", path, *(at or ()))
     return url.rstrip("/")
 
 

@@ -1,4 +1,9 @@
-"""The command line: ``python generate.py [options]``."""
+"""The command line: its options, its exit codes, every line a build or a publish prints.
+
+``main`` is the only reader of argv and the only printer; it runs ``build``,
+``server.serve`` or ``publish`` with plain values and turns their InputError
+into one line and exit 2, Ctrl-C or SIGTERM into one line and 128 + the signal.
+"""
 
 from __future__ import annotations
 
@@ -50,54 +55,59 @@ def parser() -> argparse.ArgumentParser:
         description="Build the static JSON rating API from a ratings file.",
         formatter_class=lambda prog: argparse.HelpFormatter(prog, width=HELP_WIDTH),
     )
-    command.add_argument(
+    _add_building(command)
+    _add_serving(command)
+    _add_publishing(command)
+    return command
+
+
+def _add_building(command: argparse.ArgumentParser) -> None:
+    add = command.add_argument
+    add(
         "--input",
         default="ratings.yaml",
         metavar="FILE",
         help="the ratings to read (default: ratings.yaml)",
     )
-    command.add_argument(
+    add(
         "--output",
         metavar="DIR",
         help=f"the folder to build the site in (default: {DEFAULT_OUTPUT}; with "
         "--publish, none unless this option is given)",
     )
-    command.add_argument(
+    add(
         "--base-url",
         metavar="URL",
         help="the absolute URL the site is served at; overrides BASE_URL, "
         "base_url in the input and Netlify's URL",
     )
-    command.add_argument(
+    add(
         "--check",
         action="store_true",
         help="write nothing; exit 1 if the output is not what a build would make",
     )
-    command.add_argument(
+    add(
         "--quiet",
         action="store_true",
         help="print nothing but errors: no progress, no summary (with --serve: "
         "no request log either, only the address)",
     )
-    serving = command.add_argument_group("serving")
-    serving.add_argument(
+
+
+def _add_serving(command: argparse.ArgumentParser) -> None:
+    serving = command.add_argument_group("serving").add_argument
+    serving(
         "--serve",
         action="store_true",
         help="build, then serve the output folder and rebuild when the input changes",
     )
-    serving.add_argument(
-        "--host",
-        default="127.0.0.1",
-        help="the address to serve at (default: 127.0.0.1)",
-    )
-    serving.add_argument(
-        "--port",
-        default=8000,
-        type=int,
-        help="the port to serve at (default: 8000)",
-    )
-    publishing = command.add_argument_group("publishing to object storage")
-    publishing.add_argument(
+    serving("--host", default="127.0.0.1", help="the address to serve at (default: 127.0.0.1)")
+    serving("--port", default=8000, type=int, help="the port to serve at (default: 8000)")
+
+
+def _add_publishing(command: argparse.ArgumentParser) -> None:
+    add = command.add_argument_group("publishing to object storage").add_argument
+    add(
         "--publish",
         metavar="S3_URL",
         help="make s3://BUCKET[/PREFIX] hold exactly the site, rendered from the "
@@ -105,26 +115,25 @@ def parser() -> argparse.ArgumentParser:
         "credentials from the standard AWS variables and files); with --check, "
         "change nothing and exit 1 if the bucket differs",
     )
-    publishing.add_argument(
+    add(
         "--max-removals",
         type=_count,
         metavar="N",
         help=f"stop before changing anything if a publish would remove more than N "
         f"files (default: {DEFAULT_MAX_REMOVALS})",
     )
-    publishing.add_argument(
+    add(
         "--repair",
         action="store_true",
         help="list the bucket and compare every file, instead of trusting the state "
         "the last publish left: for a bucket changed by hand",
     )
-    publishing.add_argument(
+    add(
         "--publish-workers",
         type=_positive,
         metavar="N",
         help=f"uploads at once (default: {DEFAULT_WORKERS})",
     )
-    return command
 
 
 def _count(text: str) -> int:
@@ -144,21 +153,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = parser()
     args = command.parse_args(argv)
     _settle_publishing_options(command, args)
-    if args.serve:
-        if args.check:
-            command.error("--check and --serve do not go together")
-        if args.publish:
-            command.error("--publish and --serve do not go together")
-        from ratings_api.server import serve  # WhiteNoise is only needed to serve
+    if not args.serve:
+        return _build_and_publish(args)
+    if args.check:
+        command.error("--check and --serve do not go together")
+    if args.publish:
+        command.error("--publish and --serve do not go together")
+    from ratings_api.devserver import serve  # WhiteNoise is only needed to serve
 
-        return serve(
-            args.input,
-            args.output or DEFAULT_OUTPUT,
-            base_url=args.base_url,
-            host=args.host,
-            port=args.port,
-            quiet=args.quiet,
-        )
+    output = args.output or DEFAULT_OUTPUT
+    return serve(
+        args.input, output, base_url=args.base_url, host=args.host, port=args.port, quiet=args.quiet
+    )
+
+
+def _build_and_publish(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     show_progress = not args.quiet and sys.stderr.isatty()
     output = _output(args)
@@ -170,14 +179,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 result = _build(args, output, target, show_progress)
     except InputError as error:
-        print(error, file=sys.stderr)
+        _say(error)
         return 2
     except Interrupted as stop:
-        print(_interrupted(output, args.input, stop.signum, args.check), file=sys.stderr)
+        _say(_interrupted(output, args.input, stop.signum, args.check))
         return 128 + stop.signum
     finally:
         if show_progress:
-            print("\r\x1b[K", end="", file=sys.stderr, flush=True)  # leave a clean line
+            _say("\r\x1b[K", end="")  # leave a clean line
     seconds = time.perf_counter() - started
     if output is not None and args.check:  # without a folder, the publish's line says it all
         built = _report_check(output, result, args.quiet or target is not None)
@@ -185,9 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return built
     elif output is not None and not args.quiet:
         print(result.summary(output, seconds))
-    if target is None:
-        return 0
-    return _publish(args, target, result, show_progress)
+    return 0 if target is None else _publish(args, target, result, show_progress)
 
 
 def _settle_publishing_options(command: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -223,13 +230,9 @@ def _build(args: argparse.Namespace, output: str, target: Target | None, progres
         dry_run=args.check,
         progress=_show_progress if progress else None,
         # Not when publishing to object storage: no static host's limit applies.
-        host_notice=_print_notice if target is None else None,
+        host_notice=_say if target is None else None,
         waiting=None if args.quiet else _waiting(output),
     )
-
-
-def _print_notice(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 def _publish_target(url: str | None) -> Target | None:
@@ -255,21 +258,20 @@ def _publish(args: argparse.Namespace, target: Target, result: Result, show_prog
                 progress=_show_publishing if show_progress else None,
             )
     except InputError as error:
-        print(error, file=sys.stderr)
+        _say(error)
         return 2
     except Interrupted as stop:
         # The state marked every file to touch before the first upload: the next publish
         # finds them, whatever this one had done.
         name = signal.Signals(stop.signum).name
-        print(
+        _say(
             f"{target}: publish interrupted by {name}; each object is whole, old or new: "
-            "publish again to finish",
-            file=sys.stderr,
+            "publish again to finish"
         )
         return 128 + stop.signum
     finally:
         if show_progress:
-            print("\r\x1b[K", end="", file=sys.stderr, flush=True)
+            _say("\r\x1b[K", end="")
     seconds = time.perf_counter() - started
     line = describe(target, outcome, seconds, args.check)
     if args.check:
@@ -285,15 +287,12 @@ def _report_publish_check(line: str, outcome: Outcome, quiet: bool) -> int:
         if not quiet:
             print(line)
         return 0
-    listed = "".join(f"\n  {example}" for example in examples(todo))
-    more = len(todo.uploads) + len(todo.removals) - len(examples(todo))
-    etc = f"\n  and {more} more" if more > 0 else ""
-    print(f"{line}{listed}{etc}", file=sys.stderr)
+    _say(line + _listed(examples(todo), len(todo.uploads) + len(todo.removals)))
     return 1
 
 
 def _show_publishing(stage: str, done: int, total: int) -> None:
-    print(f"\r{stage}: {done:,} of {total:,}", end="", file=sys.stderr, flush=True)
+    _say(f"\r{stage}: {done:,} of {total:,}", end="")
 
 
 @contextmanager
@@ -330,19 +329,14 @@ def _interrupted(output: str | None, source: str, signum: int, check: bool) -> s
 def _waiting(output: str) -> Callable[[int | None], None]:
     def say(pid: int | None) -> None:
         other = "another build" if pid is None else f"the build in process {pid}"
-        print(f"{output}: waiting for {other} to finish", file=sys.stderr, flush=True)
+        _say(f"{output}: waiting for {other} to finish")
 
     return say
 
 
 def _show_progress(done: int, total: int) -> None:
     percent = 100 * done // total if total else 100
-    print(
-        f"\rwriting: {done:,} of {total:,} articles ({percent}%)",
-        end="",
-        file=sys.stderr,
-        flush=True,
-    )
+    _say(f"\rwriting: {done:,} of {total:,} articles ({percent}%)", end="")
 
 
 def _report_check(output: str, result: Result, quiet: bool) -> int:
@@ -351,12 +345,19 @@ def _report_check(output: str, result: Result, quiet: bool) -> int:
         if not quiet:
             print(f"{output} is up to date: {count_articles(result.articles)}")
         return 0
-    listed = "".join(f"\n  {path}" for path in changes.examples)
-    more = changes.written + changes.removed - len(changes.examples)
-    etc = f"\n  and {more} more" if more > 0 else ""
-    print(
-        f"{output} is out of date: {changes.written} to write, "
-        f"{changes.removed} to remove:{listed}{etc}",
-        file=sys.stderr,
+    listed = _listed(changes.examples, changes.written + changes.removed)
+    _say(
+        f"{output} is out of date: {changes.written} to write, {changes.removed} to remove:{listed}"
     )
     return 1
+
+
+def _listed(examples: Sequence[str], total: int) -> str:
+    """The examples, one an indented line, and how many more there are."""
+    more = f"\n  and {total - len(examples)} more" if total > len(examples) else ""
+    return "".join(f"\n  {example}" for example in examples) + more
+
+
+def _say(text: object, end: str = "\n") -> None:
+    """A line on stderr (or, with ``end=""``, a progress report), shown at once."""
+    print(text, end=end, file=sys.stderr, flush=True)

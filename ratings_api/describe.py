@@ -1,12 +1,12 @@
-"""Files that describe the API beside its documents: an OpenAPI document and a front page.
+"""The files that describe the API beside its documents: the OpenAPI document, the front page.
 
-Both come from a few cheap passes over the catalogue's lists (the best-rated
-few with a heap, the smallest id not rated yet, the largest id), so a million
-articles add about 0.15 s to a build and nothing is written per article. The OpenAPI document is a dict dumped by ``json``; the front page is
-a Jinja template with autoescape on, because the base URL is the user's text
-and may hold ``<``, ``&`` or quotes. The page's script, style sheet and icon
-are separate files, so that a Content-Security-Policy without
-``'unsafe-inline'`` allows them.
+Both come from a few passes over the catalogue's columns (the best rated with a
+heap, the smallest id not rated yet, the largest id); nothing is written per
+article. The OpenAPI document is templates/openapi.json with this build's values
+filled in, dumped by ``json``; the front page a Jinja template, autoescaped: the
+base URL is the user's text. Its script, style sheet and icon are files of their
+own, for a Content-Security-Policy without ``'unsafe-inline'``. ``render`` is the
+package's one way to fill a Jinja template.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from typing import Any, Final
 
 import jinja2
 
-from ratings_api.loader import MAX_ID, Catalogue
-from ratings_api.rating import ARTICLES_PATH, Renderer, article_url, rating_value
+from ratings_api.loader import Catalogue
+from ratings_api.rating import ARTICLES_PATH, MAX_ID, Renderer, article_url, rating_value
 
 # Package data: installed with the package, found beside this file.
 TEMPLATES: Final = Path(__file__).resolve().parent / "templates"
@@ -49,9 +49,7 @@ META_CSP: Final = "; ".join(
 )
 
 RATING_PATH: Final = f"/{ARTICLES_PATH}/{{id}}/rating/"
-RATING_VALUE_PATTERN: Final = r"^-?[0-9]+\.[0-9]$"
-FIELDS: Final = ("article_url", "id", "rating_sum", "rating_count", "rating_value")
-NOT_FOUND: Final = {"detail": "Not found."}
+NOT_FOUND_BODY: Final = {"detail": "Not found."}
 # The characters a regular expression gives a meaning to, in Python as in
 # ECMAScript: escaped, each with a backslash, they are literal in both.
 REGEX_SYNTAX: Final = re.compile(r"([\\^$.|?*+()\[\]{}])")
@@ -78,11 +76,6 @@ class Examples:
     unrated: Article | None
     unlisted: int
 
-    @property
-    def first(self) -> Article | None:
-        """The article to show first: the best rated, else one not rated yet."""
-        return self.rated or self.unrated
-
 
 def describe_files(catalogue: Catalogue, base_url: str) -> dict[str, bytes]:
     """Generated files beside the documents, by their path below the output folder."""
@@ -90,13 +83,15 @@ def describe_files(catalogue: Catalogue, base_url: str) -> dict[str, bytes]:
     examples = Examples(
         best[0] if best else None, first_unrated(catalogue), missing_id(catalogue.ids)
     )
-    files = {
-        OPENAPI_PATH: openapi_bytes(openapi_document(catalogue, base_url, examples)),
-        FRONT_PAGE: front_page(catalogue, base_url, best, examples.first),
+    # Indented, as people read it too.
+    openapi = json.dumps(
+        openapi_document(catalogue, base_url, examples), indent=2, ensure_ascii=False
+    )
+    return {
+        OPENAPI_PATH: (openapi + "\n").encode(),
+        FRONT_PAGE: front_page(catalogue, base_url, best, examples.rated or examples.unrated),
+        **{name: (TEMPLATES / name).read_bytes() for name in ASSETS},
     }
-    for name in ASSETS:
-        files[name] = (TEMPLATES / name).read_bytes()
-    return files
 
 
 def best_rated(catalogue: Catalogue, size: int = BEST_RATED) -> list[Article]:
@@ -135,100 +130,57 @@ def missing_id(ids: Sequence[int]) -> int:
 # The OpenAPI document
 
 
-def openapi_bytes(document: dict[str, Any]) -> bytes:
-    """The document as UTF-8 JSON: indented, as people read it too, and one trailing newline."""
-    return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()
-
-
 def openapi_document(catalogue: Catalogue, base_url: str, examples: Examples) -> dict[str, Any]:
-    """The OpenAPI 3.1 description of the API as this build publishes it."""
-    return {
-        "openapi": "3.1.0",
-        "info": _info(catalogue),
-        "servers": [{"url": base_url, "description": "where this build is published"}],
-        "tags": [{"name": "ratings", "description": "Reader ratings of articles."}],
-        "paths": {RATING_PATH: {"get": _operation(base_url, examples)}},
-        "components": {
-            "schemas": {
-                "Rating": _rating_schema(catalogue, base_url, examples),
-                "NotFound": _not_found_schema(),
-            },
-            "parameters": {"ArticleId": _article_id(examples)},
-            "headers": _headers(),
-        },
+    """The OpenAPI 3.1 description of the API as this build publishes it.
+
+    templates/openapi.json is the document but for what depends on the build, which
+    is filled in here: the "{...}" values, and the examples of real articles.
+    """
+    document: dict[str, Any] = json.loads((TEMPLATES / "openapi.json").read_bytes())
+    scale = (
+        f", rated on the scale {catalogue.scale[0]}..{catalogue.scale[1]}"
+        if catalogue.scale
+        else ""
+    )
+    info = document["info"]
+    info["description"] = info["description"].format(
+        articles=f"{len(catalogue.ids):,}", scale=scale
+    )
+    document["servers"][0]["url"] = base_url
+    rating = document["components"]["schemas"]["Rating"]
+    url, value = rating["properties"]["article_url"], rating["properties"]["rating_value"]
+    prefix = article_url(base_url, 0)[: -len("0/")]
+    url["format"] = "uri" if prefix.isascii() else "iri"
+    url["pattern"] = f"^{regex_literal(prefix)}[1-9][0-9]*/$"
+    value["description"] = value["description"].format(scale=scale)
+    _add_examples(document, base_url, examples)
+    return document
+
+
+def _add_examples(document: dict[str, Any], base_url: str, examples: Examples) -> None:
+    rating = document["components"]["schemas"]["Rating"]
+    shown = [
+        (name, a) for name, a in (("rated", examples.rated), ("unrated", examples.unrated)) if a
+    ]
+    if shown:  # a 200's examples are the very documents of real articles
+        ok = document["paths"][RATING_PATH]["get"]["responses"]["200"]["content"]
+        ok["application/json"]["examples"] = {
+            name: {"summary": f"Article {a.id}, {SUMMARIES[name]}", "value": _document(base_url, a)}
+            for name, a in shown
+        }
+        rating["examples"] = [_document(base_url, a) for _, a in shown]
+    ids = [*((name, a.id) for name, a in shown), ("unlisted", examples.unlisted)]
+    document["components"]["parameters"]["ArticleId"]["examples"] = {
+        name: {"summary": ID_SUMMARIES[name], "value": article_id} for name, article_id in ids
     }
 
 
-def _info(catalogue: Catalogue) -> dict[str, Any]:
-    return {
-        "title": "Article ratings",
-        "version": "1.0.0",
-        "summary": "The reader ratings of articles, one static JSON document per article.",
-        "description": (
-            "A read-only API of static files, generated from one ratings file. "
-            f"This build lists {len(catalogue.ids):,} articles{_scale_text(catalogue.scale)}. "
-            "Every response, errors included, carries `Access-Control-Allow-Origin: *`, "
-            "so any web page may read it. `HEAD` answers as `GET` without a body; "
-            "other methods answer 405 with an `Allow` header; the path without its "
-            "trailing slash redirects (301) to the one with it."
-        ),
-    }
-
-
-def _scale_text(scale: tuple[int, int] | None) -> str:
-    return f", rated on the scale {scale[0]}..{scale[1]}" if scale else ""
-
-
-def _operation(base_url: str, examples: Examples) -> dict[str, Any]:
-    json_ok: dict[str, Any] = {"schema": {"$ref": "#/components/schemas/Rating"}}
-    documents = {
-        name: {"summary": summary, "value": _document(base_url, article)}
-        for name, summary, article in (
-            ("rated", f"Article {_id(examples.rated)}, the best rated", examples.rated),
-            (
-                "unrated",
-                f"Article {_id(examples.unrated)}, listed but not rated yet",
-                examples.unrated,
-            ),
-        )
-        if article is not None
-    }
-    if documents:
-        json_ok["examples"] = documents
-    common = {name: {"$ref": f"#/components/headers/{name}"} for name in _COMMON_HEADERS}
-    validators = {name: {"$ref": f"#/components/headers/{name}"} for name in _VALIDATORS}
-    return {
-        "operationId": "retrieveArticleRating",
-        "summary": "The rating of one article",
-        "description": (
-            "The sum, count and average of the article's ratings. An article that "
-            'is listed but not rated yet has a count of 0 and the value `"0.0"`. '
-            "Send `If-None-Match` with the `ETag` to be answered 304 when nothing changed."
-        ),
-        "tags": ["ratings"],
-        "parameters": [{"$ref": "#/components/parameters/ArticleId"}],
-        "responses": {
-            "200": {
-                "description": "The article's rating.",
-                "headers": {**validators, **common},
-                "content": {"application/json": json_ok},
-            },
-            "304": {
-                "description": "Not modified: the copy the client holds is current.",
-                "headers": {"ETag": validators["ETag"], **common},
-            },
-            "404": {
-                "description": "No article has this id.",
-                "headers": common,
-                "content": {
-                    "application/json": {
-                        "schema": {"$ref": "#/components/schemas/NotFound"},
-                        "example": NOT_FOUND,
-                    }
-                },
-            },
-        },
-    }
+SUMMARIES: Final = {"rated": "the best rated", "unrated": "listed but not rated yet"}
+ID_SUMMARIES: Final = {
+    "rated": "The best-rated article: 200",
+    "unrated": "An article not rated yet: 200",
+    "unlisted": "An id no article has: 404",
+}
 
 
 def _document(base_url: str, article: Article) -> dict[str, Any]:
@@ -239,143 +191,29 @@ def _document(base_url: str, article: Article) -> dict[str, Any]:
     return document
 
 
-def _id(article: Article | None) -> int | None:
-    return None if article is None else article.id
-
-
-def _article_id(examples: Examples) -> dict[str, Any]:
-    values = {
-        name: {"summary": summary, "value": value}
-        for name, summary, value in (
-            ("rated", "The best-rated article: 200", _id(examples.rated)),
-            ("unrated", "An article not rated yet: 200", _id(examples.unrated)),
-            ("unlisted", "An id no article has: 404", examples.unlisted),
-        )
-        if value is not None
-    }
-    return {
-        "name": "id",
-        "in": "path",
-        "required": True,
-        "description": "The article's id: a positive integer in plain decimal, at most 2^63-1.",
-        "schema": {"type": "integer", "minimum": 1, "maximum": MAX_ID},
-        "examples": values,
-    }
-
-
-def _rating_schema(catalogue: Catalogue, base_url: str, examples: Examples) -> dict[str, Any]:
-    prefix = article_url(base_url, 0)[: -len("0/")]
-    properties = {
-        "article_url": {
-            "type": "string",
-            "format": "uri" if prefix.isascii() else "iri",
-            "pattern": f"^{regex_literal(prefix)}[1-9][0-9]*/$",
-            "description": "The article's absolute URL.",
-        },
-        "id": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": MAX_ID,
-            "description": "The article's id.",
-        },
-        "rating_sum": {"type": "integer", "description": "The sum of its ratings."},
-        "rating_count": {
-            "type": "integer",
-            "minimum": 0,
-            "description": "The number of its ratings.",
-        },
-        "rating_value": {
-            "type": "string",
-            "pattern": RATING_VALUE_PATTERN,
-            "description": (
-                "rating_sum / rating_count with exactly one decimal, ties rounded away "
-                f'from zero; "0.0" when rating_count is 0{_scale_text(catalogue.scale)}.'
-            ),
-        },
-    }
-    schema: dict[str, Any] = {
-        "type": "object",
-        "description": f"One article's rating. The fields always come in this order: {', '.join(FIELDS)}.",
-        "required": list(FIELDS),
-        "properties": properties,
-        "additionalProperties": False,
-    }
-    documents = [
-        _document(base_url, a) for a in (examples.rated, examples.unrated) if a is not None
-    ]
-    if documents:
-        schema["examples"] = documents
-    return schema
-
-
 def regex_literal(text: str) -> str:
     """``text`` as a regular expression that matches just it, in any flavour JSON Schema meets."""
     return REGEX_SYNTAX.sub(r"\\\1", text)
 
 
-def _not_found_schema() -> dict[str, Any]:
-    return {
-        "type": "object",
-        "description": "The error body, in the style of Django REST framework.",
-        "required": ["detail"],
-        "properties": {"detail": {"type": "string", "const": NOT_FOUND["detail"]}},
-        "additionalProperties": False,
-        "examples": [NOT_FOUND],
-    }
-
-
-_COMMON_HEADERS: Final = {
-    "Access-Control-Allow-Origin": (
-        "Any origin may read the response.",
-        {"type": "string", "const": "*"},
-    ),
-    "X-Content-Type-Options": (
-        "Browsers take the Content-Type as sent.",
-        {"type": "string", "const": "nosniff"},
-    ),
-    "Cache-Control": (
-        "Caches may keep a copy but revalidate it: ratings change at every deploy.",
-        {"type": "string"},
-    ),
-}
-_VALIDATORS: Final = {
-    "ETag": (
-        "Changes whenever the document does: send it back in If-None-Match.",
-        {"type": "string"},
-    ),
-    "Last-Modified": ("When the document was last written.", {"type": "string"}),
-}
-# Not every static host sends Last-Modified (ETag is the validator to use): optional.
-_OPTIONAL_HEADERS: Final = frozenset({"Last-Modified"})
-
-
-def _headers() -> dict[str, Any]:
-    return {
-        name: {
-            "description": description,
-            "required": name not in _OPTIONAL_HEADERS,
-            "schema": schema,
-        }
-        for name, (description, schema) in {**_COMMON_HEADERS, **_VALIDATORS}.items()
-    }
-
-
 # The front page
-
-
-def template_environment(**options: Any) -> jinja2.Environment:
-    """The package's templates: an unknown name is an error, the last newline is kept."""
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        **options,
-    )
 
 
 @functools.cache
 def _environment() -> jinja2.Environment:
-    return template_environment(autoescape=True)
+    """The package's templates: an unknown name is an error, the last newline is kept,
+    and only HTML is escaped (JavaScript and ``_redirects`` get numbers and paths)."""
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=jinja2.select_autoescape(["html.j2"]),
+    )
+
+
+def render(template: str, **values: Any) -> bytes:
+    """The template ``template`` of ratings_api/templates/, filled in, as UTF-8."""
+    return _environment().get_template(template).render(**values).encode()
 
 
 def front_page(
@@ -387,26 +225,22 @@ def front_page(
     document = (
         None if example is None else Renderer(base_url)(example.id, example.total, example.count)
     )
-    page = (
-        _environment()
-        .get_template("index.html.j2")
-        .render(
-            meta_csp=META_CSP,
-            base_url=base_url,
-            articles_path=ARTICLES_PATH,
-            openapi_path=OPENAPI_PATH,
-            assets=ASSETS,
-            curl=f"curl {shlex.quote(sample_url)}",
-            sample_id=sample_id,
-            example_document=None if document is None else document.decode().rstrip("\n"),
-            articles=len(catalogue.ids),
-            ratings=sum(catalogue.counts),
-            scale=catalogue.scale,
-            stars=stars_for(catalogue.scale),
-            best=best,
-        )
+    return render(
+        "index.html.j2",
+        meta_csp=META_CSP,
+        base_url=base_url,
+        articles_path=ARTICLES_PATH,
+        openapi_path=OPENAPI_PATH,
+        assets=ASSETS,
+        curl=f"curl {shlex.quote(sample_url)}",
+        sample_id=sample_id,
+        example_document=None if document is None else document.decode().rstrip("\n"),
+        articles=len(catalogue.ids),
+        ratings=sum(catalogue.counts),
+        scale=catalogue.scale,
+        stars=stars_for(catalogue.scale),
+        best=best,
     )
-    return page.encode()
 
 
 def stars_for(scale: tuple[int, int] | None) -> int | None:

@@ -1,17 +1,18 @@
-"""Strict reading of ratings.yaml from the YAML event stream.
+"""Strict reading of ratings.yaml into a Catalogue: every input rule and every message.
 
 The file is never turned into Python objects by PyYAML: its resolver guesses
 types (``010`` is 8, ``1:30`` is 90, ``yes`` is true) and a repeated key
 silently replaces the first. Walking the events instead keeps every scalar's
 exact text and position, needs no node tree (flat memory for a million
-articles), and stops at the first alias, tag or unexpected nesting.
+articles), and stops at the first alias, tag or unexpected nesting. ``load``
+lets fastpath.py read the usual layout's articles first, and walks the rest.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final, NoReturn, cast
 
 import yaml
@@ -28,7 +29,9 @@ from yaml.events import (
     StreamEndEvent,
 )
 
+from ratings_api import fastpath
 from ratings_api.errors import InputError
+from ratings_api.rating import MAX_ID as MAX_ID  # re-exported: the id's bound, an input rule
 
 if TYPE_CHECKING:
     from yaml._yaml import Mark as CMark  # libyaml's marks: the same fields, another class
@@ -36,7 +39,6 @@ if TYPE_CHECKING:
 TOP_KEYS: Final = ("articles", "scale", "base_url")
 TOTALS_FIELDS: Final = ("sum", "count")
 MAX_DIGITS: Final = 100  # far beyond any real total, far below int()'s own limit
-MAX_ID: Final = 2**63 - 1  # the largest id a database's bigint column holds
 
 ID_TEXT: Final = re.compile(r"[1-9][0-9]*")
 INT_TEXT: Final = re.compile(r"0|-?[1-9][0-9]*")
@@ -48,21 +50,47 @@ Parser = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
 
 @dataclass
 class Catalogue:
-    """What ratings.yaml says, validated: parallel columns, one entry an article.
+    """What ratings.yaml says, validated: parallel columns, one entry an article."""
 
-    Read as lists; ``build`` moves them into shared memory for the writers.
-    """
-
-    ids: Sequence[int] = field(default_factory=list)
-    sums: Sequence[int] = field(default_factory=list)
-    counts: Sequence[int] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)
+    sums: list[int] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)
     scale: tuple[int, int] | None = None
     base_url: str | None = None
-    base_url_at: str = ""  # "FILE:LINE:COL" of base_url, for messages about it
+    base_url_at: tuple[int, int] | None = None  # (line, column) of base_url, for messages
+
+
+def read(path: str) -> Catalogue:
+    """Read and validate the file ``path``."""
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except OSError as error:
+        raise InputError(f"cannot read: {error.strerror}", path) from None
+    return load(path, data)
 
 
 def load(path: str, data: bytes) -> Catalogue:
     """Validate ``data``, the bytes of the file named ``path``, into a Catalogue."""
+    return load_fast(path, data) or load_strict(path, data)
+
+
+def load_fast(path: str, data: bytes) -> Catalogue | None:
+    """The catalogue as fastpath.py reads it, where it can and the walk of the rest agrees."""
+    articles = fastpath.load(data)
+    if articles is None:
+        return None
+    try:
+        rest = load_strict(path, articles.rest)
+    except InputError:  # the whole file's walk says where
+        return None
+    if not articles.agree(rest.ids, rest.scale):
+        return None
+    return replace(rest, ids=articles.ids, sums=articles.sums, counts=articles.counts)
+
+
+def load_strict(path: str, data: bytes) -> Catalogue:
+    """The catalogue as the event walker reads it, or the InputError of the first mistake."""
     try:
         walker = Walker(path, data, scale=None)
         catalogue = walker.document()
@@ -72,20 +100,22 @@ def load(path: str, data: bytes) -> Catalogue:
             # one reported. Only files that put scale after articles pay this.
             catalogue = Walker(path, data, scale=catalogue.scale).document()
     except yaml.MarkedYAMLError as error:
-        raise InputError(f"{_where(path, error.problem_mark)}: {_syntax(error)}") from None
+        raise InputError(_syntax(error), path, *_position(error.problem_mark)) from None
     except yaml.reader.ReaderError as error:
-        raise InputError(_unreadable(path, data, error)) from None
+        raise _unreadable(path, data, error) from None
     return catalogue
 
 
-def _unreadable(path: str, data: bytes, error: yaml.reader.ReaderError) -> str:
+def _unreadable(path: str, data: bytes, error: yaml.reader.ReaderError) -> InputError:
     """libyaml points at the byte after a broken UTF-8 sequence; Python's codec at its start."""
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as bad:
-        return f"{_offset_where(path, data, bad.start)}: not valid UTF-8 ({bad.reason})"
+        return InputError(
+            f"not valid UTF-8 ({bad.reason})", path, *_offset_position(data, bad.start)
+        )
     reason = str(error).partition("\n")[0]
-    return f"{_offset_where(path, data, error.position)}: {reason}"
+    return InputError(reason, path, *_offset_position(data, error.position))
 
 
 def _syntax(error: yaml.MarkedYAMLError) -> str:
@@ -93,31 +123,23 @@ def _syntax(error: yaml.MarkedYAMLError) -> str:
     return f"YAML syntax error: {error.problem}{context}"
 
 
-def _where(path: str, mark: yaml.Mark | CMark | None) -> str:
-    # The parsers give every event and every syntax error a mark; the stubs allow
-    # None for objects made by hand, which this module never sees.
+def _position(mark: yaml.Mark | CMark | None) -> tuple[int, int]:
+    """(line, column), from 1. The parsers give every event and every syntax error a
+    mark; the stubs allow None for objects made by hand, which this module never sees."""
     assert mark is not None
-    return f"{path}:{mark.line + 1}:{mark.column + 1}"
+    return mark.line + 1, mark.column + 1
 
 
 def _line(event: Event) -> int:
-    """The line where ``event`` starts, counted from 0."""
-    assert event.start_mark is not None  # as in _where
-    return event.start_mark.line
+    """The line where ``event`` starts, from 1."""
+    return _position(event.start_mark)[0]
 
 
-def _column(event: Event) -> int:
-    """The column where ``event`` starts, counted from 0."""
-    assert event.start_mark is not None  # as in _where
-    return event.start_mark.column
-
-
-def _offset_where(path: str, data: bytes, offset: int) -> str:
-    """FILE:LINE:COL of a byte offset, the column counted in characters."""
-    line = data.count(b"\n", 0, offset) + 1
+def _offset_position(data: bytes, offset: int) -> tuple[int, int]:
+    """(line, column) of a byte offset, the column counted in characters."""
     line_start = data.rfind(b"\n", 0, offset) + 1
     column = len(data[line_start:offset].decode("utf-8", "replace")) + 1
-    return f"{path}:{line}:{column}"
+    return data.count(b"\n", 0, offset) + 1, column
 
 
 def _describe(event: Event) -> str:
@@ -146,16 +168,10 @@ class Walker:
         # at StreamEndEvent; a cast, not a check, as this is called for every event.
         self.next_event = cast("Callable[[], Event]", Parser(data).get_event)
         self.catalogue = Catalogue(scale=scale)
-        self.ids: list[int] = []
-        self.sums: list[int] = []
-        self.counts: list[int] = []
         self.scale_came_late = False
-        self.articles_line = -1  # where the key 'articles' is, counted from 0
-        self.articles_column = -1
-        self.top_flow_style: bool | None = None  # whether the top mapping is {...}
 
     def fail(self, event: Event, message: str) -> NoReturn:
-        raise InputError(f"{_where(self.path, event.start_mark)}: {message}")
+        raise InputError(message, self.path, *_position(event.start_mark))
 
     def node(self) -> Event:
         """The next event, which starts a node: anchors, aliases and tags are refused."""
@@ -192,9 +208,6 @@ class Walker:
         after = self.next_event()
         if not isinstance(after, StreamEndEvent):
             self.fail(after, "only one YAML document is allowed")
-        self.catalogue.ids, self.catalogue.sums, self.catalogue.counts = (
-            self.ids, self.sums, self.counts
-        )  # fmt: skip
         return self.catalogue
 
     def top_mapping(self) -> None:
@@ -205,7 +218,6 @@ class Walker:
                 "expected a mapping with the key 'articles' at the top level, "
                 f"found {_describe(mapping)}",
             )
-        self.top_flow_style = mapping.flow_style
         seen: dict[str, int] = {}
         while True:
             key = self.node()
@@ -213,8 +225,6 @@ class Walker:
                 break
             name = self.top_key(key, seen)
             if name == "articles":
-                self.articles_line = _line(key)
-                self.articles_column = _column(key)
                 self.articles()
             elif name == "scale":
                 self.scale()
@@ -232,7 +242,7 @@ class Walker:
         if not (isinstance(key, ScalarEvent) and key.value in TOP_KEYS):
             self.fail(key, f"unknown key {_describe(key)} ({expected})")
         if key.value in seen:
-            first = seen[key.value] + 1
+            first = seen[key.value]
             self.fail(key, f"the key '{key.value}' appears twice (first at line {first})")
         seen[key.value] = _line(key)
         return key.value
@@ -263,7 +273,7 @@ class Walker:
         ):
             self.fail(event, f"base_url must be a URL, found {_describe(event)}")
         self.catalogue.base_url = event.value
-        self.catalogue.base_url_at = _where(self.path, event.start_mark)
+        self.catalogue.base_url_at = _position(event.start_mark)
 
     def articles(self) -> None:
         start = self.node()
@@ -289,7 +299,7 @@ class Walker:
         if article_id > MAX_ID:
             self.fail(key, f"an article id must be at most {MAX_ID}, found {key.value}")
         if article_id in lines:
-            first = lines[article_id] + 1
+            first = lines[article_id]
             self.fail(key, f"article {article_id} is listed twice (first at line {first})")
         return article_id
 
@@ -305,9 +315,9 @@ class Walker:
                 f"article {article_id}: expected a list of ratings or "
                 f"{{sum: ..., count: ...}}, found {_describe(value)}",
             )
-        self.ids.append(article_id)
-        self.sums.append(total)
-        self.counts.append(count)
+        self.catalogue.ids.append(article_id)
+        self.catalogue.sums.append(total)
+        self.catalogue.counts.append(count)
 
     def ratings(self, article_id: int) -> tuple[int, int]:
         scale = self.catalogue.scale

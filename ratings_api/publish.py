@@ -296,10 +296,7 @@ class Site:
 
 
 def _columns(catalogue: Catalogue) -> tuple[array[int], array[int], array[int]] | None:
-    """The catalogue's numbers as 64-bit columns (as they are, if so already); None if one needs more."""
-    columns = (catalogue.ids, catalogue.sums, catalogue.counts)
-    if all(isinstance(column, array) and column.typecode == "q" for column in columns):
-        return columns  # type: ignore[return-value]
+    """The catalogue's numbers as 64-bit columns; None if one needs more."""
     try:
         return array("q", catalogue.ids), array("q", catalogue.sums), array("q", catalogue.counts)
     except OverflowError:

@@ -1,4 +1,4 @@
-"""The rating resource: exact averages and the JSON document of one article."""
+"""The rating resource: where it lives, its ids, its exact average, the bytes of its document."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 from typing import Final
 
 ARTICLES_PATH: Final = "away/api/articles"
+MAX_ID: Final = 2**63 - 1  # the largest id a database's bigint column holds
 FORMAT: Final = 1  # the documents' layout: a new one makes every document change
 
 

@@ -1,49 +1,31 @@
-"""Serve the built site over HTTP: the WSGI app, and ``python generate.py --serve``.
+"""The WSGI app serving the built site: ``gunicorn 'generate:create_app()'``, and --serve's.
 
-The app is WhiteNoise, with three changes for an API of a million files:
-
-* a file is looked up when it is first asked for, not found by walking the
-  whole folder at start-up, which for a million articles takes stock
-  WhiteNoise over a minute and 3.6 GB (bench/serve.py);
-* below ``/away/api/articles/`` the only resource is ``<id>/rating/``, with a
-  canonical decimal id; elsewhere a path must be plain names to be looked up;
-* every response, errors included, follows one contract: JSON errors in the
-  style of Django REST framework, CORS for any origin, ``nosniff``, and a
-  ``Cache-Control`` that makes caches revalidate (ratings change at each deploy).
+The app is WhiteNoise, through its documented options, inside a WSGI function
+for what the contract (docs/http-api.md) wants and WhiteNoise does not give:
+the routes, the JSON errors, OPTIONS and 405, CORS and ``Cache-Control`` on
+every answer, and HTTP's conditions and ranges where WhiteNoise reads them otherwise.
 """
 
 from __future__ import annotations
 
 import errno
-import functools
 import json
 import os
 import re
 import stat
-import sys
-import threading
-import time
-import traceback
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
-from email.utils import formatdate, parsedate
-from http import HTTPStatus
-from socketserver import ThreadingMixIn
-from typing import TYPE_CHECKING, Any, BinaryIO, Final, NamedTuple
+from collections.abc import Callable, Iterable, Iterator
+from email.utils import formatdate
+from typing import IO, TYPE_CHECKING, Final, NamedTuple
 from wsgiref.headers import Headers
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 from wsgiref.util import FileWrapper
 
 from whitenoise import WhiteNoise
-from whitenoise.responders import Response, SlicedFile, StaticFile
 
-from ratings_api.build import build
 from ratings_api.describe import FRONT_PAGE, FRONT_PAGE_CSP
 from ratings_api.errors import InputError
 from ratings_api.rating import ARTICLES_PATH
 
 if TYPE_CHECKING:
-    from wsgiref.types import FileWrapper as FileWrapperType
     from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 ALLOW: Final = "GET, HEAD, OPTIONS"
@@ -57,41 +39,28 @@ COMMON_HEADERS: Final = (
     ("X-Content-Type-Options", "nosniff"),
     ("Cache-Control", CACHE_CONTROL),
 )
-PREFLIGHT_MAX_AGE: Final = "86400"  # browsers cap it lower anyway (Chrome: 2 hours)
-CACHE_SIZE: Final = 10_000  # files whose WhiteNoise responder is kept, about 1.3 kB each
+PREFLIGHT: Final = (
+    ("Allow", ALLOW),
+    ("Access-Control-Allow-Methods", ALLOW),
+    ("Access-Control-Allow-Headers", "*"),
+    ("Access-Control-Max-Age", "86400"),  # browsers cap it lower anyway (Chrome: 2 hours)
+)
 MAX_URL_PATH: Final = 1024  # far longer than any path the site has; bounds a request's work
-POLL_SECONDS: Final = 0.5
 
 ARTICLES_URL: Final = f"/{ARTICLES_PATH}"
 # An id has at most 19 digits, the loader's limit: a longer one is not looked for.
 ARTICLE_URL: Final = re.compile(rf"/{ARTICLES_PATH}/([1-9][0-9]{{0,18}})/rating(/?)")
-# Nothing hidden (the build's record and temporary files included), no "." or
-# "..", no backslash or NUL, no name longer than file systems allow.
+# Nothing hidden, no "." or "..", no backslash or NUL, no name too long for a disk.
 NAME: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
-ID_NAME: Final = re.compile(r"[1-9][0-9]*")
-# No .gz or .br variants are looked for: a document is smaller than a gzip header.
-ANY_ENCODING: Final = re.compile("")
-NONBLOCK: Final = getattr(os, "O_NONBLOCK", 0)  # not on Windows, which has no FIFOs to fear
-# A folder is opened only to open what is in it: Linux's O_PATH skips the rest of
-# an open's work (a fifth less time for the whole walk, measured). Without it
-# (macOS) a folder must be readable, not only searchable, to be walked through.
-FOLDER: Final = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_PATH", 0)
-# Why a file below the root may not open, each a 404: nothing there (ENOENT,
-# ENOTDIR), a symlink, which is never followed (ELOOP; ENOTDIR for a linked
-# folder), a socket (ENXIO), a name too long, or a file the server may not
-# read (EACCES, EPERM: not meant for the web, as a dotfile is not). Any other
-# error is the server's own fault (EMFILE, EIO...): a JSON 500.
+RANGE_SPEC: Final = re.compile(r"([0-9]*)-([0-9]*)")
+UNSATISFIABLE: Final = "unsatisfiable"
+# Read here, not by WhiteNoise: its ranges differ from HTTP's, it reads no
+# If-Range, and the site has no compressed copies for it to choose.
+READ_HERE: Final = frozenset(("HTTP_RANGE", "HTTP_IF_RANGE", "HTTP_ACCEPT_ENCODING"))
+# A 404: nothing there, a name too long, a socket, or a file the server may not
+# read (not for the web, as a dotfile is not). Any other error is a 500.
 UNSERVABLE: Final = frozenset(
-    (
-        errno.ENOENT,
-        errno.ENOTDIR,
-        errno.EISDIR,
-        errno.ELOOP,
-        errno.ENXIO,
-        errno.ENAMETOOLONG,
-        errno.EACCES,
-        errno.EPERM,
-    )
+    (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG, errno.ENXIO, errno.EACCES, errno.EPERM)
 )
 
 
@@ -131,138 +100,12 @@ def route(url: str) -> Target | None:
     return Target("/".join(names), add_slash=False)
 
 
-class _Entry(NamedTuple):
-    identity: tuple[int, int, int, int]
-    static_file: _StaticFile
-    file: str  # relative to the root
-
-
-def _identity(status: os.stat_result) -> tuple[int, int, int, int]:
-    # A rebuild renames a new file into place: a new inode, whatever the size.
-    return status.st_ino, status.st_dev, status.st_size, status.st_mtime_ns
-
-
-@functools.lru_cache(maxsize=64)
-def _http_date(seconds: int) -> tuple[str, tuple[int, ...] | None]:
-    """Last-Modified, and the parsed form WhiteNoise compares If-Modified-Since with."""
-    # A build writes its files within a few seconds: each of those seconds is
-    # formatted once, not at the first request for each file.
-    text = formatdate(seconds, usegmt=True)
-    return text, parsedate(text)
-
-
-class _StaticFile(StaticFile):
-    """WhiteNoise's StaticFile for a file already open, described by its own fstat.
-
-    Stock StaticFile is made from a stat of the path and opens the path again
-    at each GET: a rebuild renaming a new file in between pairs the old
-    file's Content-Length and ETag with the new bytes. Here the file is opened
-    first and described after. The constructor sets the four attributes that
-    StaticFile's methods read (WhiteNoise 6.12, pinned) to the values its own
-    constructor gives them, without the 9 µs that one spends in wsgiref's
-    Headers, most of the cost of a file's first request. The answering is
-    WhiteNoise's (conditional requests, HEAD), but for ranges: WhiteNoise
-    answers ``bytes=0-0`` and ``bytes=-1`` with a 416 and ``bytes=-0`` with
-    the whole file, where HTTP wants one byte, one byte and a 416
-    (``byte_range``). A test holds the two together.
-    """
-
-    def __init__(
-        self,
-        path: str,
-        content_type: str,
-        status: os.stat_result,
-        extra: tuple[tuple[str, str], ...] = (),
-    ) -> None:
-        # WhiteNoise's own ETag counts whole seconds: two rebuilds in one second
-        # that keep a file's size would share it, and a client keep the old rating.
-        self.etag = f'"{status.st_mtime_ns:x}-{status.st_size:x}"'
-        modified, self.last_modified = _http_date(int(status.st_mtime))
-        # Tuples where WhiteNoise has lists: tuples of strings are left alone by
-        # the garbage collector, which would otherwise walk every cached file.
-        headers = (
-            ("Content-Type", content_type),
-            ("Last-Modified", modified),
-            ("ETag", self.etag),
-            ("Content-Length", str(status.st_size)),
-            *extra,
-        )
-        self.alternatives = ((ANY_ENCODING, path, headers),)
-        # A 304 updates the copy a cache keeps: the front page's policy with it.
-        self.not_modified_response = Response(
-            HTTPStatus.NOT_MODIFIED, (("ETag", self.etag), *extra), None
-        )
-
-    def is_not_modified(self, request_headers: Mapping[str, Any]) -> bool:
-        """Whether the client's copy is current (RFC 9110, 13.1.2 and 13.1.3).
-
-        WhiteNoise compares If-None-Match with its ETag as one string: `*`, a
-        list of tags or the weak form of the file's own tag were a 200, where
-        HTTP (and nginx, and the edges) answer 304.
-        """
-        match = request_headers.get("HTTP_IF_NONE_MATCH")
-        if match is not None:  # If-Modified-Since is then ignored
-            tags = {tag.strip().removeprefix("W/") for tag in match.split(",")}
-            return "*" in tags or self.etag in tags
-        since: str | None = request_headers.get("HTTP_IF_MODIFIED_SINCE")
-        if since is None or self.last_modified is None:
-            return False
-        parsed = parsedate(since)
-        return parsed is not None and parsed >= self.last_modified
-
-    def respond(self, file: BinaryIO, method: str, request_headers: WSGIEnvironment) -> Response:
-        """StaticFile.get_response for GET or HEAD, from ``file``, the file described."""
-        if self.is_not_modified(request_headers):
-            file.close()
-            return self.not_modified_response
-        _, headers = self.get_path_and_headers(request_headers)
-        body = file if method == "GET" else None
-        if body is None:
-            file.close()
-        range_header = request_headers.get("HTTP_RANGE")
-        if range_header:
-            size = int(dict(headers)["Content-Length"])
-            wanted = byte_range(range_header, size)
-            if wanted is UNSATISFIABLE:
-                if body is not None:
-                    body.close()
-                return Response(
-                    HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE,
-                    (("Content-Range", f"bytes */{size}"),),
-                    None,
-                )
-            if isinstance(wanted, tuple):
-                return _partial(headers, body, size, *wanted)
-        return Response(HTTPStatus.OK, headers, body)
-
-
-def _partial(
-    headers: Iterable[tuple[str, str]], body: BinaryIO | None, size: int, first: int, last: int
-) -> Response:
-    kept = [header for header in headers if header[0] != "Content-Length"]
-    kept += [
-        ("Content-Range", f"bytes {first}-{last}/{size}"),
-        ("Content-Length", f"{last - first + 1}"),
-    ]
-    return Response(
-        HTTPStatus.PARTIAL_CONTENT, kept, None if body is None else SlicedFile(body, first, last)
-    )
-
-
-UNSATISFIABLE: Final = "unsatisfiable"
-RANGE_SPEC: Final = re.compile(r"([0-9]*)-([0-9]*)")
-
-
 def byte_range(value: str, size: int) -> tuple[int, int] | str | None:
-    """What a ``Range`` header asks of a file of ``size`` bytes (RFC 9110, 14).
+    """What ``Range`` asks of ``size`` bytes (RFC 9110, 14), as nginx with ``max_ranges 1``.
 
-    The one range to send as ``(first, last)``; UNSATISFIABLE for a 416; None
-    to ignore the header and send the whole file. Every host of the API
-    answers alike (nginx's rules with ``max_ranges 1``): another unit than
-    bytes is ignored, as HTTP requires; an invalid set of ranges is refused
-    with the 416 (as HTTP allows); ranges that start past the end, and the
-    empty suffix ``-0``, are left out, and a 416 comes when none is left;
-    several left are not merged into a multipart answer: the whole file is.
+    ``(first, last)``; UNSATISFIABLE for a 416 (an invalid set, or no range
+    left once those past the end and ``-0`` are); None for the whole file
+    (another unit, or several ranges left).
     """
     unit, equals, specs = value.partition("=")
     if unit.lower() != "bytes" or not equals or not specs.strip(" \t"):
@@ -285,216 +128,207 @@ def byte_range(value: str, size: int) -> tuple[int, int] | str | None:
     return satisfiable[0] if len(satisfiable) == 1 else None
 
 
+def etag(status: os.stat_result) -> str:
+    """The ETag: WhiteNoise's counts whole seconds, which two rebuilds in one second may share."""
+    return f'"{status.st_mtime_ns:x}-{status.st_size:x}"'
+
+
+def _add_etag(headers: Headers, path: str, url: str) -> None:
+    headers["ETag"] = etag(os.stat(path))
+
+
+def _identity(status: os.stat_result) -> tuple[int, int, int, int]:
+    return status.st_ino, status.st_dev, status.st_size, status.st_mtime_ns
+
+
 class ServerError(Exception):
-    """The site cannot be read at all (its folder gone, no descriptors left): a 500."""
+    """The site cannot be read at all (its folder gone, an I/O error): a 500."""
 
 
-def _open_file(root: str, relative: str) -> tuple[BinaryIO, os.stat_result] | None:
-    """The regular file at ``relative`` below ``root``, open, and its status; None if none.
+class App:
+    """The WSGI app serving the site in ``root``: WhiteNoise, and the contract around it."""
 
-    Each name is opened relative to the folder before it, without following
-    a symlink: a file is served only if no link leads to it, so that its real
-    path is inside the root, whatever links the site holds, and no link can
-    be swapped in between a check and the open. (``root`` itself may be a
-    link, as deploys often make it.) nginx's ``disable_symlinks`` does the same.
-    """
-    try:
-        folder = os.open(root, FOLDER)
-    except OSError as error:
-        raise ServerError(f"{root}: cannot open the site's folder: {error.strerror}") from None
-    try:
-        *folders, name = relative.split("/")
-        for part in folders:
-            inner = os.open(part, FOLDER | os.O_NOFOLLOW, dir_fd=folder)
-            os.close(folder)
-            folder = inner
-        # O_NONBLOCK: a FIFO left in the site must not hang the request.
-        descriptor = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | NONBLOCK, dir_fd=folder)
-    except OSError as error:
-        if error.errno in UNSERVABLE:
-            return None
-        raise ServerError(f"{os.path.join(root, relative)}: {error.strerror}") from None
-    finally:
-        os.close(folder)
-    status = os.fstat(descriptor)
-    if not stat.S_ISREG(status.st_mode):
-        os.close(descriptor)
-        return None
-    return open(descriptor, "rb"), status
-
-
-class LazyWhiteNoise(WhiteNoise):
-    """WhiteNoise that finds a file at its first request, and keeps up with rebuilds.
-
-    A request opens its file, then looks up the StaticFile of that very file
-    (its inode, device, size and modification time) in a bounded cache, and
-    makes one only when there is none: a rebuild is seen at the next request,
-    and headers always describe the bytes sent. GET and HEAD of files only:
-    everything else goes to ``application``.
-    """
-
-    def __init__(
-        self, application: WSGIApplication, root: str, *, cache_size: int = CACHE_SIZE
-    ) -> None:
-        # No root for WhiteNoise itself: given one, it would walk the tree now.
-        super().__init__(application, max_age=None, allow_all_origins=False)
+    def __init__(self, root: str) -> None:
         self.root = root
-        self.cache_size = cache_size
-        self._cache: OrderedDict[str, _Entry] = OrderedDict()
-        self._lock = threading.Lock()  # for writes; a read needs none
-        # One a file name of the site: every document is index.json.
-        self._content_types: dict[str, str] = {}
+        # autorefresh: WhiteNoise looks a file up when it is asked for, rather than
+        # walking the whole tree at start-up (minutes and gigabytes for a million
+        # files). Every path is routed and checked here first; one WhiteNoise does
+        # not find (gone since) gets no answer from the app it wraps: a 404 here.
+        options = {"max_age": None, "allow_all_origins": False, "add_headers_function": _add_etag}
+        self.files: WSGIApplication = WhiteNoise(lambda *_: [], root, autorefresh=True, **options)
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        method = environ["REQUEST_METHOD"]
+        method, url = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
+        if method == "OPTIONS":
+            return _answer(start_response, "204 No Content", *PREFLIGHT)
         if method != "GET" and method != "HEAD":
-            return self.application(environ, start_response)
-        url = environ.get("PATH_INFO", "")
+            body = json_body(f'Method "{method}" not allowed.')
+            return _error(start_response, "405 Method Not Allowed", body, method, ("Allow", ALLOW))
+        target = route(url)
         try:
-            response = self._respond(url, method, environ)
-            if response is None and self._lacks_slash(url):
-                return _redirect_to_slash(environ, start_response)
+            status = None if target is None else self._lookup(target.file)
         except ServerError as fault:
             # One line in the server's log, and the contract's answer: no traceback.
             environ["wsgi.errors"].write(f"{method} {url}: 500: {fault}\n")
-            return _json_error("500 Internal Server Error", SERVER_ERROR, method, start_response)
-        if response is not None:
-            return self._send(response, environ, start_response)
-        return self.application(environ, start_response)
+            return _error(start_response, "500 Internal Server Error", SERVER_ERROR, method)
+        if target is None or status is None or (target.add_slash and not _as_sent(environ)):
+            return _error(start_response, "404 Not Found", NOT_FOUND, method)
+        if target.add_slash:
+            # Relative, as WhiteNoise's own: behind a proxy the app does not know
+            # the public scheme, host or path. "rating/" against ".../7/rating".
+            query = environ.get("QUERY_STRING", "")
+            location = f"rating/?{query}" if query else "rating/"
+            moved = ("Location", location), ("Content-Length", "0")
+            return _answer(start_response, "301 Moved Permanently", *moved)
+        return self._serve(environ, start_response, target.file, status)
 
-    def _respond(self, url: str, method: str, environ: WSGIEnvironment) -> Response | None:
-        entry = self._cache.get(url)
-        relative = entry.file if entry is not None else self._file(url)
-        if relative is None:
-            return None  # no file of the site can be at this URL
-        opened = _open_file(self.root, relative)
-        if opened is None:
-            if entry is not None:
-                self._forget(url)  # removed by a rebuild
-            return None
-        file, status = opened
+    def _lookup(self, relative: str) -> os.stat_result | None:
+        """The status of the regular file at ``relative``, reached through no symlink, or None.
+
+        Each name is checked with lstat: a file is served only if no link leads
+        to it, wherever it points, as nginx's ``disable_symlinks`` does.
+        """
+        *folders, name = relative.split("/")
+        path = self.root  # itself a link maybe, as deploys often make it: followed
         try:
-            if entry is None or entry.identity != _identity(status):
-                entry = self._remember(url, relative, status)
-            return entry.static_file.respond(file, method, environ)
-        except BaseException:
-            file.close()
-            raise
-
-    @staticmethod
-    def _file(url: str) -> str | None:
-        target = route(url)
-        if target is None or target.add_slash:
+            for folder in folders:
+                path = f"{path}/{folder}"
+                if stat.S_ISLNK(os.lstat(path).st_mode):
+                    return None
+            path = f"{path}/{name}"
+            status = os.lstat(path)  # a link is not a regular file here
+        except OSError as error:
+            if error.errno not in UNSERVABLE:
+                raise ServerError(f"{path}: {error.strerror}") from None
+            try:
+                os.stat(self.root)
+            except OSError as lost:
+                message = f"{self.root}: cannot open the site's folder: {lost.strerror}"
+                raise ServerError(message) from None
             return None
-        return target.file
+        return status if stat.S_ISREG(status.st_mode) else None
 
-    def _remember(self, url: str, relative: str, status: os.stat_result) -> _Entry:
-        # The generated front page loads its own script, style sheet and icon and
-        # fetches this API, nothing else: the browser refuses whatever it did not plan.
-        path = os.path.join(self.root, relative)
-        extra = (("Content-Security-Policy", FRONT_PAGE_CSP),) if relative == FRONT_PAGE else ()
-        static_file = _StaticFile(path, self._content_type(path, url), status, extra)
-        entry = _Entry(_identity(status), static_file, relative)
-        with self._lock:
-            if url not in self._cache and len(self._cache) >= self.cache_size:
-                # The oldest goes. A plain dict would do, but finding its first
-                # key scans every slot deleted before it.
-                self._cache.popitem(last=False)
-            self._cache[url] = entry
-        return entry
-
-    def _forget(self, url: str) -> None:
-        with self._lock:
-            self._cache.pop(url, None)
-
-    def _content_type(self, path: str, url: str) -> str:
-        """WhiteNoise's Content-Type for the file, which depends on its name only."""
-        name = os.path.basename(path)
-        known = self._content_types.get(name)
-        if known is None:
-            headers = Headers([])
-            self.add_mime_headers(headers, path, url)
-            known = headers["Content-Type"]
-            assert known is not None, path  # add_mime_headers always sets one
-            self._content_types[name] = known
-        return known
-
-    def _lacks_slash(self, url: str) -> bool:
-        target = route(url)
-        if target is None or not target.add_slash:
-            return False
-        opened = _open_file(self.root, target.file)  # as it would be served: no symlink
-        if opened is None:
-            return False
-        opened[0].close()
-        return True
-
-    @staticmethod
-    def _send(
-        response: Response, environ: WSGIEnvironment, start_response: StartResponse
+    def _serve(
+        self,
+        environ: WSGIEnvironment,
+        start_response: StartResponse,
+        relative: str,
+        status: os.stat_result,
     ) -> Iterable[bytes]:
-        status = f"{response.status} {response.status.phrase}"
-        start_response(status, [*response.headers, *COMMON_HEADERS])
-        if response.file is None:
-            return []
-        wrapper: FileWrapperType = environ.get("wsgi.file_wrapper", FileWrapper)
-        return wrapper(response.file)
+        """WhiteNoise's answer for the file looked up, with the contract's changes."""
+        current, answer = etag(status), _Answer()
+        self.files(answer.asking(environ, relative, current), answer.start_response)
+        file = answer.file
+        if file is not None and _identity(os.fstat(file.fileno())) != _identity(status):
+            # Replaced by a rebuild, or by a link, since the lookup: its headers
+            # would not describe it, or it may not be served. Again from the start.
+            file.close()
+            return self(environ, start_response)
+        if not answer.status:  # gone since the lookup
+            return _error(start_response, "404 Not Found", NOT_FOUND, environ["REQUEST_METHOD"])
+        line, headers = answer.status, answer.headers
+        if relative == FRONT_PAGE:  # it loads its own files: the browser refuses any other
+            headers = [*headers, ("Content-Security-Policy", FRONT_PAGE_CSP)]
+        wanted = None
+        if line.startswith("200 ") and _if_range(environ.get("HTTP_IF_RANGE"), current, status):
+            wanted = byte_range(environ.get("HTTP_RANGE", ""), status.st_size)
+        if wanted is None:
+            body = [] if file is None else environ.get("wsgi.file_wrapper", FileWrapper)(file)
+        else:
+            line, headers, body = _partial(wanted, headers, file, status.st_size)
+        start_response(line, [*headers, *COMMON_HEADERS])
+        return body
 
 
-def api_fallback(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-    """What no file answers: CORS preflights, methods not allowed, and 404s."""
-    method = environ["REQUEST_METHOD"]
-    if method == "OPTIONS":
-        start_response(
-            "204 No Content",
-            [
-                ("Allow", ALLOW),
-                ("Access-Control-Allow-Methods", ALLOW),
-                ("Access-Control-Allow-Headers", "*"),
-                ("Access-Control-Max-Age", PREFLIGHT_MAX_AGE),
-                *COMMON_HEADERS,
-            ],
-        )
-        return []
-    if method in ("GET", "HEAD"):
-        return _json_error("404 Not Found", NOT_FOUND, method, start_response)
-    body = json_body(f'Method "{method}" not allowed.')
-    return _json_error("405 Method Not Allowed", body, method, start_response, ("Allow", ALLOW))
+class _Answer:
+    """What WhiteNoise answers, kept rather than sent: the status, headers and file opened."""
+
+    def __init__(self) -> None:
+        self.status = ""
+        self.headers: list[tuple[str, str]] = []
+        self.file: IO[bytes] | None = None
+
+    def asking(self, environ: WSGIEnvironment, relative: str, current: str) -> WSGIEnvironment:
+        """The request WhiteNoise is to answer: the file's own path, and what it reads right."""
+        asked = {key: value for key, value in environ.items() if key not in READ_HERE}
+        asked.update(PATH_INFO="/" + relative, **{"wsgi.file_wrapper": self.file_wrapper})
+        if _none_match(environ.get("HTTP_IF_NONE_MATCH"), current):
+            asked["HTTP_IF_NONE_MATCH"] = current  # WhiteNoise compares it as one string
+        return asked
+
+    def start_response(
+        self, status: str, headers: list[tuple[str, str]], exc_info: object = None
+    ) -> Callable[[bytes], object]:
+        self.status, self.headers = status, headers
+        return self.write
+
+    def write(self, data: bytes) -> None:
+        raise AssertionError("WhiteNoise sends no body through write() (PEP 3333)")
+
+    def file_wrapper(self, file: IO[bytes], block_size: int = 0) -> IO[bytes]:
+        self.file = file
+        return file
 
 
-def _json_error(
-    status: str,
-    body: bytes,
-    method: str,
-    start_response: StartResponse,
-    *extra: tuple[str, str],
-) -> list[bytes]:
-    start_response(
-        status,
-        [
-            ("Content-Type", "application/json"),
-            ("Content-Length", str(len(body))),
-            *extra,
-            *COMMON_HEADERS,
-        ],
-    )
-    return [] if method == "HEAD" else [body]  # wsgiref sends whatever it is given
+def _as_sent(environ: WSGIEnvironment) -> bool:
+    """Whether the path as sent ends in ``/rating``: a client resolves ``rating/`` against it,
+    and from ``7%2Frating`` would reach ``articles/rating/``. gunicorn (and --serve) give
+    the path as sent in RAW_URI, uWSGI and mod_wsgi in REQUEST_URI."""
+    sent = environ.get("RAW_URI") or environ.get("REQUEST_URI")
+    return sent is None or sent.partition("?")[0].endswith("/rating")
 
 
-def _redirect_to_slash(environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
-    # Relative, as WhiteNoise's own redirects: behind a proxy the app does not
-    # know the public scheme and host. "rating/" against ".../7/rating" is ".../7/rating/".
-    query = environ.get("QUERY_STRING", "")
-    location = f"rating/?{query}" if query else "rating/"
-    start_response(
-        "301 Moved Permanently",
-        [
-            ("Location", location),
-            ("Content-Length", "0"),
-            *COMMON_HEADERS,
-        ],
-    )
+def _none_match(header: str | None, current: str) -> bool:
+    """Whether If-None-Match names the ETag (RFC 9110, 13.1.2): in a list, weak, or ``*``."""
+    if header is None:
+        return False
+    tags = {tag.strip().removeprefix("W/") for tag in header.split(",")}
+    return "*" in tags or current in tags
+
+
+def _if_range(header: str | None, current: str, status: os.stat_result) -> bool:
+    """Whether a Range is to be read (RFC 9110, 13.1.5): no If-Range, or its exact validator."""
+    return header is None or header.strip() in (current, formatdate(status.st_mtime, usegmt=True))
+
+
+def _partial(
+    wanted: tuple[int, int] | str,
+    headers: list[tuple[str, str]],
+    file: IO[bytes] | None,
+    size: int,
+) -> tuple[str, list[tuple[str, str]], Iterable[bytes]]:
+    """The 206 or the 416 for a Range, from the 200's headers and file."""
+    if isinstance(wanted, str):
+        if file is not None:
+            file.close()
+        return "416 Requested Range Not Satisfiable", [("Content-Range", f"bytes */{size}")], []
+    first, last = wanted
+    kept = [header for header in headers if header[0] != "Content-Length"]
+    kept += [("Content-Range", f"bytes {first}-{last}/{size}")]
+    kept += [("Content-Length", f"{last - first + 1}")]
+    return "206 Partial Content", kept, [] if file is None else _slice(file, first, last)
+
+
+def _slice(file: IO[bytes], first: int, last: int) -> Iterator[bytes]:
+    with file:
+        file.seek(first)
+        left = last - first + 1
+        while left > 0 and (chunk := file.read(min(left, 65536))):
+            left -= len(chunk)
+            yield chunk
+
+
+def _answer(start_response: StartResponse, status: str, *headers: tuple[str, str]) -> list[bytes]:
+    start_response(status, [*headers, *COMMON_HEADERS])
     return []
+
+
+def _error(
+    start_response: StartResponse, status: str, body: bytes, method: str, *extra: tuple[str, str]
+) -> list[bytes]:
+    length = ("Content-Length", str(len(body)))
+    _answer(start_response, status, ("Content-Type", "application/json"), length, *extra)
+    return [] if method == "HEAD" else [body]  # wsgiref sends whatever it is given
 
 
 def create_app(root: str = "site") -> WSGIApplication:
@@ -506,168 +340,4 @@ def create_app(root: str = "site") -> WSGIApplication:
     folder = os.path.abspath(root)
     if not os.path.isdir(folder):
         raise InputError(f"{root}: no such folder: build the site first (python generate.py)")
-    return LazyWhiteNoise(api_fallback, folder)
-
-
-class _Server(ThreadingMixIn, WSGIServer):
-    """wsgiref's server with a thread a connection, so one slow client blocks no other."""
-
-    daemon_threads = True  # Ctrl-C stops the server without waiting for clients
-    request_queue_size = 128  # socketserver's 5 drops connections when a page asks for many
-
-
-def serve(
-    input_path: str,
-    output: str,
-    *,
-    base_url: str | None,
-    host: str,
-    port: int,
-    quiet: bool = False,
-) -> int:
-    """Build ``output``, serve it at ``host:port``, rebuild when ``input_path`` changes.
-
-    ``quiet`` keeps the build summaries and the request log to itself: only
-    the address served at and errors are printed.
-    Returns the exit code: 0 after Ctrl-C, 2 when the input or the address is unusable.
-    """
-    try:
-        server = _listen(host, port, _QuietHandler if quiet else WSGIRequestHandler)
-    except InputError as error:
-        print(error, file=sys.stderr)
-        return 2
-    with server:
-        address = f"http://{host}:{server.server_port}"  # the bound port, for --port 0
-        rebuild = functools.partial(_build, input_path, output, base_url, address)
-        try:
-            return _run(server, input_path, output, address, rebuild, _silent if quiet else _say)
-        except KeyboardInterrupt:
-            return 0  # Ctrl-C is how a development server stops: no traceback
-
-
-def _run(
-    server: _Server,
-    input_path: str,
-    output: str,
-    address: str,
-    rebuild: Callable[[], str],
-    say: Callable[[str], None],
-) -> int:
-    seen = _signature(input_path)  # before the build, so no edit falls in between
-    try:
-        say(rebuild())
-    except InputError as error:
-        print(error, file=sys.stderr)
-        return 2
-    server.set_app(create_app(output))
-    print(_serving_line(output, address), flush=True)
-    stop = threading.Event()
-    watcher = threading.Thread(target=_watch, args=(input_path, seen, rebuild, stop, say))
-    watcher.start()
-    try:
-        server.serve_forever()
-    finally:
-        stop.set()
-        watcher.join()  # a rebuild under way finishes: a build is never cut short
-    return 0
-
-
-def _say(line: str) -> None:
-    print(line, flush=True)
-
-
-def _silent(line: str) -> None:
-    del line  # --quiet: a summary nobody asked for
-
-
-class _QuietHandler(WSGIRequestHandler):
-    """wsgiref's handler without its line a request, for --quiet."""
-
-    def log_message(self, format: str, *args: object) -> None:
-        del format, args
-
-
-def _listen(host: str, port: int, handler: type[WSGIRequestHandler]) -> _Server:
-    try:
-        # The socket module encodes a non-ASCII name with the IDNA codec, and
-        # turns its failure into a bare TypeError: ask the codec first.
-        host.encode("idna")
-    except UnicodeError as error:
-        reason = error.__cause__ or error  # the codec's own words, without its wrapping
-        raise InputError(f"--host {host}: not a host name ({reason})") from None
-    try:
-        return _Server((host, port), handler)
-    except OverflowError:
-        raise InputError(f"--port {port}: a port is a number from 0 to 65535") from None
-    except OSError as error:
-        raise InputError(f"cannot serve at {host}:{port}: {error.strerror}") from None
-
-
-def _build(input_path: str, output: str, base_url: str | None, address: str) -> str:
-    """Build the site, the served address as the last resort base URL; the summary line."""
-    started = time.perf_counter()
-    result = build(
-        input_path, output, base_url=base_url, environ=os.environ, fallback_base_url=address
-    )
-    return result.summary(output, time.perf_counter() - started)
-
-
-def _serving_line(output: str, address: str) -> str:
-    first = first_article(output)
-    sample = (
-        f"try {address}/{ARTICLES_PATH}/{first}/rating/" if first is not None else "no articles yet"
-    )
-    return f"Serving {os.path.join(output, '')} at {address}/ — {sample}"
-
-
-def first_article(root: str) -> int | None:
-    """The smallest article id in the site built in ``root``, if any."""
-    try:
-        with os.scandir(os.path.join(root, ARTICLES_PATH)) as entries:
-            return min((int(e.name) for e in entries if ID_NAME.fullmatch(e.name)), default=None)
-    except FileNotFoundError:
-        return None
-
-
-def _signature(path: str) -> tuple[int, int, int, int] | None:
-    try:
-        status = os.stat(path)
-    except OSError:
-        return None  # gone for a moment while an editor saves by rename
-    return status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns
-
-
-def _watch(
-    input_path: str,
-    seen: tuple[int, int, int, int] | None,
-    rebuild: Callable[[], str],
-    stop: threading.Event,
-    say: Callable[[str], None],
-) -> None:
-    """Rebuild whenever the input file changes, until ``stop`` is set."""
-    while not stop.wait(POLL_SECONDS):
-        current = _signature(input_path)
-        if current is None or current == seen:
-            continue
-        seen = current
-        try:
-            say(f"{input_path} changed: {rebuild()}")
-        except InputError as error:
-            print(f"{error}\nstill serving the last good build", file=sys.stderr, flush=True)
-        except OSError as error:  # the machine's doing (a full disk...), not a bug: one line
-            print(
-                f"{input_path}: the rebuild failed: {error}\nstill serving the last good build",
-                file=sys.stderr,
-                flush=True,
-            )
-        except Exception:  # noqa: BLE001 - a bug, but this thread is what keeps the site fresh
-            # Loud, as a bug should be, yet the watching goes on: after the next
-            # edit, a rebuild may well succeed, and a dead watcher would leave
-            # the server answering with an old site and no word of it.
-            traceback.print_exc(file=sys.stderr)
-            print(
-                f"{input_path}: the rebuild failed (a bug: please report the traceback above)\n"
-                "still serving the last good build",
-                file=sys.stderr,
-                flush=True,
-            )
+    return App(folder)

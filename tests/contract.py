@@ -1,27 +1,33 @@
-"""The HTTP contract's lines, the hosts that answer them, and a client.
+"""The HTTP contract's points, the hosts that answer them, a client, and the tables.
 
-Every line of the contract on which a host may differ is a point of POINTS,
-named as tests/README.md's table names it, with what the WhiteNoise app answers.
-A check observes a point as a few words (``Host.holds``) and compares them
-with the host's value: the app's, or the host's documented ``Difference``.
-tests/README.md's table is rendered from the same data (``contract_table``), so
-it says exactly what the suite asserts.
+POINTS holds every line of the contract on which a host may differ, named as
+tests/README.md's table names it, with what the WhiteNoise app answers. A
+host's ``Difference`` on a point is what it answers instead, and why.
+tests/test_http_contract.py observes each point on each host and compares;
+tests/README.md's table is rendered from the same data (``contract_table``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
+import io
 import os
 import re
 import signal
 import socket
 import subprocess
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from email.message import Message
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
+from wsgiref.util import setup_testing_defaults
+
+if TYPE_CHECKING:
+    from wsgiref.types import WSGIApplication
 
 REPO: Final = Path(__file__).resolve().parent.parent
 # A start takes 1 to 7 s on a quiet machine; netlify dev took 20 to 38 s on a shared
@@ -53,8 +59,8 @@ USER_FILES: Final = {
     "about/index.html": b"<!doctype html><title>About</title>\n",
     ".hidden": b"not for the web\n",
 }
-# Symlinks a site may hold: by mistake, or by someone with write access to it.
-# The file a URL names is served only if no symlink leads to it.
+# Symlinks a site may hold, by mistake or by someone with write access to it:
+# the file a URL names is served only if no symlink leads to it.
 SYMLINKS: Final = {
     "system": "/etc",  # not "etc": the traversal checks ask for /etc/passwd
     "secret-link.txt": "../secret.txt",
@@ -63,12 +69,10 @@ SYMLINKS: Final = {
     "loop": "loop",
 }
 
-# Two outcomes that are not answers.
+# Outcomes that are not answers, and a host that cannot run here (CloudFront).
 STOPS: Final = "no answer: the server exits"
 NO_ANSWER_SECONDS: Final = 2.0
 NO_ANSWER: Final = f"no answer within {NO_ANSWER_SECONDS:g} s"
-
-# A host that cannot run here (CloudFront): the lines that were not measured.
 NOT_RUN: Final = "not run here"
 
 FOUND: Final = "200 and the file"
@@ -96,6 +100,7 @@ POINTS: Final[dict[str, object]] = {
     "no slash (`7/rating`): GET, HEAD, with a query": "301 to `rating/`",
     "the no-slash redirect's body": "empty",
     "an encoded slash (`7%2Frating%2F`)": FOUND,
+    "an encoded slash and no slash (`7%2Frating`)": 404,
     "280 requests from 32 threads at once": "all as expected",
     "a rebuild (in the same second, same size)": "the new document, with a new `ETag`",
     # Not found
@@ -111,21 +116,20 @@ POINTS: Final[dict[str, object]] = {
     # Methods
     "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating": NOT_ALLOWED,
     "the same on an unknown id and on `/`": NOT_ALLOWED,
-    "TRACE": "an answer",
     "OPTIONS, with or without CORS, on a rating": PREFLIGHT,
     "OPTIONS on an unknown id": PREFLIGHT,
     # Conditional and partial requests
     "`If-None-Match` with the `ETag`, GET and HEAD": "304 with the `ETag`",
-    "`If-Modified-Since` the `Last-Modified`": 304,
+    "`If-None-Match: *`, a list, or the weak form of the `ETag`": 304,
+    "`If-Modified-Since` the `Last-Modified` or later": 304,
+    "`If-None-Match` with the `ETag` and an older or invalid `If-Modified-Since`": 304,
     "`Range: bytes=0-9`": "206 and those 10 bytes",
     "`Range`: one byte (`bytes=0-0`, `bytes=-1`)": "206 and that byte",
     "`Range`: several (`bytes=0-1,3-4`)": WHOLE,
     "`Range`: none satisfiable (`bytes=-0`, `bytes=500-`) or invalid (`bytes=5-2`)": NOT_SATISFIABLE,
     "the 416's body": "empty",
     "`Range` past 2⁶³ (`bytes=0-99999999999999999999`)": WHOLE_206,
-    "`If-None-Match: *`, a list, or the weak form of the `ETag`": 304,
-    "`If-Modified-Since` a later date": 304,
-    "`If-None-Match` with the `ETag` and an older or invalid `If-Modified-Since`": 304,
+    "`If-Range` with another `ETag` or an older date": WHOLE,
     # Other files
     "the front page `/index.html`": FOUND,
     "the `charset` of HTML and text files": '`charset="utf-8"`',
@@ -178,8 +182,7 @@ class Host:
     # Starts the same host again, in the same folder, for one that exits on a request.
     restart: Callable[[], Host] | None = None
     # For a host that serves a bucket: publishes ``site`` again after a rebuild,
-    # and returns once the host serves it (an edge's cache may keep the old for
-    # ``stale_seconds``).
+    # and returns once the host serves it (an edge may keep the old for ``stale_seconds``).
     publish: Callable[[], None] | None = None
     stale_seconds: float = 0.0
     # What else the host started (a store behind an edge), stopped after it.
@@ -195,7 +198,6 @@ class Host:
 
     def expect(self, point: str) -> object:
         """The contract's value at ``point``, or this host's documented difference."""
-        assert point in POINTS, point
         difference = self.differences.get(point)
         return POINTS[point] if difference is None else difference.value
 
@@ -237,10 +239,7 @@ def make_project(folder: Path, ratings: str = RATINGS) -> Path:
 
 
 def start(
-    command: list[str],
-    folder: Path,
-    log: Path,
-    environ: Mapping[str, str] | None = None,
+    command: list[str], folder: Path, log: Path, environ: Mapping[str, str] | None = None
 ) -> subprocess.Popen[bytes]:
     with open(log, "wb") as output:
         return subprocess.Popen(
@@ -272,14 +271,34 @@ def wait_for(pattern: str, log: Path, process: subprocess.Popen[bytes]) -> re.Ma
         time.sleep(0.02)
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
+def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+    """Stop ``process`` with ``sig``, and wait until it and what it started have exited.
+
+    wrangler's workerd outlives wrangler for a moment. Any process still there
+    after STOP_SECONDS is killed.
+    """
+    started = process_tree(process.pid) - {process.pid}
     if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        process.send_signal(sig)
+    try:
+        process.wait(STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    deadline = time.monotonic() + STOP_SECONDS
+    while started := {pid for pid in started if running(pid)}:
+        for pid in started if time.monotonic() > deadline else ():
+            with contextlib.suppress(ProcessLookupError):  # it may exit meanwhile
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not exited (a zombie has)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def wait_answering(port: int) -> None:
@@ -346,22 +365,51 @@ def request(
         connection.close()
 
 
-def raw_request(port: int, target: bytes) -> Reply:
-    """Send a GET for ``target`` exactly as given: no client tidies it up.
+def raw_request(port: int, target: bytes, method: str = "GET", headers: bytes = b"") -> Reply:
+    """Send ``method`` for ``target`` exactly as given (``headers``: lines ending in CRLF).
 
-    The answer is read as its headers frame it, so a server that keeps the
-    connection open despite ``Connection: close`` costs no time.
+    No client tidies the target up, and the answer is read as its headers
+    frame it, so a server that keeps the connection open costs no time.
     """
     with socket.create_connection(("127.0.0.1", port), timeout=REQUEST_SECONDS) as connection:
         connection.sendall(
-            b"GET " + target + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+            method.encode()
+            + b" "
+            + target
+            + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            + headers
+            + b"Connection: close\r\n\r\n"
         )
-        response = http.client.HTTPResponse(connection, method="GET")
+        response = http.client.HTTPResponse(connection, method=method)
         try:
             response.begin()
             return Reply(response.status, response.headers, response.read())
         finally:
             response.close()
+
+
+def call_app(
+    app: WSGIApplication, method: str, target: bytes, headers: Mapping[str, str] | None = None
+) -> tuple[int, list[tuple[str, str]], bytes]:
+    """The app's answer to ``target``, called in this process as gunicorn calls it (PEP 3333)."""
+    path, _, query = target.partition(b"?")
+    environ = {
+        "REQUEST_METHOD": method,
+        "PATH_INFO": urllib.parse.unquote_to_bytes(path).decode("latin-1"),
+        "QUERY_STRING": query.decode("latin-1"),
+        "RAW_URI": target.decode("latin-1"),
+        "wsgi.errors": io.StringIO(),
+        **{
+            f"HTTP_{name.upper().replace('-', '_')}": value
+            for name, value in (headers or {}).items()
+        },
+    }
+    setup_testing_defaults(environ)
+    said: list[tuple[str, list[tuple[str, str]]]] = []
+    chunks = app(environ, lambda status, sent, *_: said.append((status, sent)))
+    body = b"".join(chunks)
+    getattr(chunks, "close", lambda: None)()  # the file it read from
+    return int(said[0][0].split()[0]), said[0][1], body
 
 
 def after_head(port: int, path: str) -> bytes:
@@ -426,45 +474,28 @@ def reasons_list(differences: Mapping[str, Mapping[str, Difference]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-# nginx's own reading of the request line, before any configuration applies: the
-# same for nginx serving a folder and nginx in front of a bucket (tests/edges.py).
-NGINX_REQUEST_LINE: Final[dict[str, Difference]] = {
-    "above the root (`../`, `%2e%2e`, `..%2f`, 1,300 × `../`)": Difference(
-        400,
-        "nginx resolves `..` segments, decoded, before any location applies, and "
-        "refuses a path that climbs above the root",
-    ),
-    "an absolute-form target (`http://127.0.0.1/../secret.txt`)": Difference(
-        400,
-        "the same: its path climbs above the root",
-    ),
-    "`%00` in the path": Difference(400, "nginx refuses a path that decodes to a NUL byte"),
-    "a NUL byte in the request line": Difference(
-        400,
-        "nginx refuses a request line holding a NUL byte",
-    ),
-    "another control byte in the request line (`\\x01`, `\\x7f`)": Difference(
-        400, "nginx refuses a control byte in the request line"
-    ),
-    "a malformed `%` escape (`/%3G`, `/%`)": Difference(
-        400, "nginx refuses a `%` not followed by two hex digits"
-    ),
-}
+def differences(table: str) -> dict[str, Difference]:
+    """A host's differences, from a table of lines ``point | what it answers | why``."""
+    found = {}
+    for line in table.strip().splitlines():
+        point, value, why = line.split(" | ")
+        assert point in POINTS, point
+        found[point] = Difference(int(value) if value.isdigit() else value, why)
+    return found
 
 
-# nginx's own answers to ranges, the same in front of a folder and of a bucket.
-NGINX_RANGES: Final[dict[str, Difference]] = {
-    "the 416's body": Difference(
-        "190 bytes of `text/html`",
-        "nginx's range filter answers a 416 with its own page, as `return 301` does",
-    ),
-    "`Range` past 2⁶³ (`bytes=0-99999999999999999999`)": Difference(
-        NOT_SATISFIABLE,
-        "nginx refuses a number too large for its 64-bit file offsets, as an invalid range",
-    ),
-    "`If-None-Match` with the `ETag` and an older or invalid `If-Modified-Since`": Difference(
-        200,
-        "nginx answers 304 only when both conditions hold, where HTTP ignores "
-        "If-Modified-Since when If-None-Match is sent (RFC 9110, 13.1.3)",
-    ),
-}
+# nginx's own reading of the request line, before any configuration applies, and its
+# own answers to ranges and conditions: the same in front of a folder and of a bucket.
+NGINX_REQUEST_LINE: Final = differences(r"""
+above the root (`../`, `%2e%2e`, `..%2f`, 1,300 × `../`) | 400 | nginx resolves `..` segments, decoded, before any location applies, and refuses a path that climbs above the root
+an absolute-form target (`http://127.0.0.1/../secret.txt`) | 400 | the same: its path climbs above the root
+`%00` in the path | 400 | nginx refuses a path that decodes to a NUL byte
+a NUL byte in the request line | 400 | nginx refuses a request line holding a NUL byte
+another control byte in the request line (`\x01`, `\x7f`) | 400 | nginx refuses a control byte in the request line
+a malformed `%` escape (`/%3G`, `/%`) | 400 | nginx refuses a `%` not followed by two hex digits
+""")
+NGINX_RANGES: Final = differences(r"""
+the 416's body | 190 bytes of `text/html` | nginx's range filter answers a 416 with its own page, as `return 301` does
+`Range` past 2⁶³ (`bytes=0-99999999999999999999`) | 416 and `Content-Range: bytes */<size>` | nginx refuses a number too large for its 64-bit file offsets, as an invalid range
+`If-None-Match` with the `ETag` and an older or invalid `If-Modified-Since` | 200 | nginx answers 304 only when both conditions hold, where HTTP ignores If-Modified-Since when If-None-Match is sent (RFC 9110, 13.1.3)
+""")

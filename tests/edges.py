@@ -1,21 +1,18 @@
 """The edges in front of a published bucket, as hosts of the HTTP contract suite.
 
-A bucket filled by ``generate.py --publish s3://BUCKET[/PREFIX]`` is not the
-API by itself; the edges in deploy/ make it one. Two run here, on 127.0.0.1,
-offline:
-
-- ``nginx → S3``: Debian's nginx with deploy/nginx-object-storage.conf, a
-  caching reverse proxy in front of SeaweedFS (tests/objectstore.py);
-- ``Worker → R2``: deploy/cloudflare-r2-worker under ``wrangler dev``, over
-  wrangler's local R2 simulation.
-
-The third, CloudFront, cannot run here: its function is tested in node
+A bucket filled by ``generate.py --publish s3://BUCKET[/PREFIX]`` is not the API
+by itself; the edges in deploy/ make it one. Two run here, on 127.0.0.1, offline:
+``nginx → S3``, Debian's nginx with deploy/nginx-object-storage.conf, a caching
+reverse proxy in front of SeaweedFS (tests/objectstore.py); and ``Worker → R2``,
+deploy/cloudflare-r2-worker under ``wrangler dev``, over wrangler's local R2. The
+third, CloudFront, cannot run here: its function is tested in node
 (tests/test_cloudfront.py).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -25,16 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from ratings_api.build import build
-from ratings_api.publish import (
-    CACHE_CONTROL,
-    STATE_NAME,
-    content_type,
-    encode_state,
-    site_of,
-)
+from ratings_api.publish import STATE_NAME, content_type
 from tests.contract import (
-    FOUND,
+    CACHE_CONTROL,
     NGINX_RANGES,
     NGINX_REQUEST_LINE,
     NOT_RUN,
@@ -44,6 +34,7 @@ from tests.contract import (
     USER_FILES,
     Difference,
     Host,
+    differences,
     hermetic_environ,
 )
 from tests.objectstore import Store, start_store
@@ -55,143 +46,86 @@ FILL_R2: Final = REPO / "tests" / "hosts-node" / "fill-r2.mjs"
 BUCKET: Final = "ratings"
 PREFIX: Final = "live"  # a prefix, so that the edges are shown to honour one
 
-# What a bucket holds: what --publish put there (the build's own files and
-# its state, ratings_api/publish.py), and a user's own files (CNAME,
-# robots.txt, about/, a dotfile), which --publish leaves out and a user copies
-# by hand: the suite does the same, so that the edges are shown to serve (or
-# hide) them as the other hosts do.
-TEXT: Final = "text/plain; charset=utf-8"
 
-
-def user_objects(site: Path) -> list[dict[str, str]]:
-    """The user's own files of the test project, as objects copied by hand."""
-    return [
-        {
-            "key": f"{PREFIX}/{name}",
-            "file": str(site / name),
-            "contentType": TEXT if name.endswith(".txt") else content_type(name),
-            "cacheControl": CACHE_CONTROL,
-        }
-        for name in USER_FILES
-    ]
-
-
-def put_user_files(store: Store, site: Path) -> None:
-    client = store.client()
-    for entry in user_objects(site):
-        client.upload_file(
-            entry["file"],
-            BUCKET,
-            entry["key"],
-            ExtraArgs={"ContentType": entry["contentType"], "CacheControl": entry["cacheControl"]},
-        )
+def bucket_object(site: Path, name: str) -> dict[str, str]:
+    """The file ``name`` of the site as an object under PREFIX, with its headers."""
+    kind = "text/plain; charset=utf-8" if name.endswith(".txt") else content_type(name)
+    return {"key": f"{PREFIX}/{name}", "file": str(site / name), "contentType": kind}
 
 
 def publish_with_cli(folder: Path, store: Store) -> None:
-    """``python generate.py --publish s3://BUCKET/PREFIX`` in the project, as a user runs it."""
+    """``python generate.py --publish s3://BUCKET/PREFIX`` in the project, as a user runs it,
+    and the user's own files (CNAME, robots.txt, about/, a dotfile), which --publish leaves
+    out, copied by hand, so that the edges are shown to serve (or hide) them as other hosts do."""
     from tests.hosts import BASE_URL
 
     command = [sys.executable, "-W", "error", str(REPO / "generate.py"), "--quiet"]
     command += ["--base-url", BASE_URL, "--publish", f"s3://{BUCKET}/{PREFIX}"]
+    environ = {**hermetic_environ(), **store.environ()}
     done = subprocess.run(
-        command,
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        env={**hermetic_environ(), **store.environ()},
-        check=False,
+        command, cwd=folder, capture_output=True, text=True, env=environ, check=False
     )
     assert done.returncode == 0, f"--publish: {done.returncode}\n{done.stdout}{done.stderr}"
-
-
-def published_objects(folder: Path, site: Path) -> list[dict[str, str]]:
-    """The objects --publish writes for the project in ``folder``, its state included.
-
-    For wrangler's local R2, which has no S3 interface for --publish to write
-    to: the same keys, bytes and headers, from --publish's own functions.
-    """
-    from tests.hosts import BASE_URL
-
-    result = build(str(folder / "ratings.yaml"), str(site), base_url=BASE_URL, environ={})
-    published = site_of(result)
-    paths = [path for path, _ in published.paths()]
-    state = folder / "publish-state.gz"
-    state.write_bytes(encode_state(published.state()[0]))
-    objects = [
-        {
-            "key": f"{PREFIX}/{path}",
-            "file": str(site / path),
-            "contentType": content_type(path),
-            "cacheControl": CACHE_CONTROL,
-        }
-        for path in paths
-    ]
-    objects.append(
-        {
-            "key": f"{PREFIX}/{STATE_NAME}",
-            "file": str(state),
-            "contentType": "application/gzip",
-            "cacheControl": "no-store",
-        }
-    )
-    return objects
+    client = store.client()
+    for name in USER_FILES:
+        entry = bucket_object(folder / "site", name)
+        extra = {"ContentType": entry["contentType"], "CacheControl": CACHE_CONTROL}
+        client.upload_file(entry["file"], BUCKET, entry["key"], ExtraArgs=extra)
 
 
 # Worker → R2
 
-WORKER_ENVIRON: Final = {
-    "WRANGLER_SEND_METRICS": "false",
-    "CI": "1",
-    # Offline: no fetch of the Request.cf object from Cloudflare (a placeholder is used).
-    "CLOUDFLARE_CF_FETCH_ENABLED": "false",
-}
-
-
-def worker_environ(folder: Path) -> dict[str, str]:
-    # Its logs and caches stay in the test's folder.
-    return {**WORKER_ENVIRON, "XDG_CONFIG_HOME": str(folder / ".config"), "HOME": str(folder)}
-
 
 def worker_config(folder: Path) -> Path:
     """deploy/cloudflare-r2-worker with its two documented edits: the bucket and the prefix."""
-    text = (WORKER / "wrangler.toml").read_text(encoding="utf-8")
-    for line, replacement in (
-        ('bucket_name = "ratings"  # EDIT', f'bucket_name = "{BUCKET}"  # EDIT'),
-        ('PREFIX = ""  # EDIT', f'PREFIX = "{PREFIX}"  # EDIT'),
-    ):
-        assert text.count(line) == 1, f"{WORKER}/wrangler.toml: no single {line!r}"
-        text = text.replace(line, replacement)
+    from tests.hosts import edited
+
+    text = edited(
+        WORKER / "wrangler.toml",
+        {
+            'bucket_name = "ratings"  # EDIT': f'bucket_name = "{BUCKET}"  # EDIT',
+            'PREFIX = ""  # EDIT': f'PREFIX = "{PREFIX}"  # EDIT',
+        },
+    )
     (folder / "worker.js").write_bytes((WORKER / "worker.js").read_bytes())
-    config = folder / "wrangler.toml"
-    config.write_text(text, encoding="utf-8")
-    return config
+    (folder / "wrangler.toml").write_text(text, encoding="utf-8")
+    return folder / "wrangler.toml"
 
 
 def fill_r2(folder: Path, site: Path) -> None:
-    """Put the published objects into the local R2 that ``wrangler dev`` reads."""
-    manifest = folder / "objects.json"
-    objects = published_objects(folder, site) + user_objects(site)
-    manifest.write_text(json.dumps(objects), encoding="utf-8")
-    done = subprocess.run(
-        ["node", str(FILL_R2), str(folder / "state"), BUCKET, str(manifest)],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    """Put the site into the local R2 that ``wrangler dev`` reads, as --publish and a user would.
+
+    wrangler's R2 has no S3 interface for --publish to write to: every file of
+    the site (no link, and not `_redirects`, which only Netlify and Pages read and
+    --publish leaves out) with the headers --publish gives it, and a state object.
+    """
+    walked = [(top, name) for top, _, names in os.walk(site) for name in names]
+    files = [os.path.relpath(os.path.join(*file), site) for file in walked]
+    kept = [name for name in files if name != "_redirects" and not (site / name).is_symlink()]
+    objects = [bucket_object(site, name) for name in kept]
+    (folder / "state.gz").write_bytes(b"the publisher's state, never served")
+    objects.append({"key": f"{PREFIX}/{STATE_NAME}", "file": str(folder / "state.gz")})
+    for entry in objects:
+        entry.update(
+            cacheControl=CACHE_CONTROL, contentType=entry.get("contentType", "application/gzip")
+        )
+    (folder / "objects.json").write_text(json.dumps(objects), encoding="utf-8")
+    command = ["node", str(FILL_R2), str(folder / "state"), BUCKET, str(folder / "objects.json")]
+    done = subprocess.run(command, cwd=folder, capture_output=True, text=True, check=False)
     assert done.returncode == 0, f"{FILL_R2}: {done.returncode}\n{done.stdout}{done.stderr}"
 
 
 def start_worker(folder: Path, ratings: str = RATINGS) -> Host:
     """``wrangler dev`` running deploy/cloudflare-r2-worker over a local R2, offline."""
     from tests.hosts import (
-        BASE_URL,
         NODE_BIN,
         WRANGLER_READY,
         build_project,
         free_port,
+        host,
         install_host_tools,
         started,
+        wrangler_environ,
     )
 
     install_host_tools()
@@ -199,33 +133,14 @@ def start_worker(folder: Path, ratings: str = RATINGS) -> Host:
     config = worker_config(folder)
     fill_r2(folder, site)
     port = free_port()
-    command = [
-        str(NODE_BIN / "wrangler"),
-        "dev",
-        "--config",
-        str(config),
-        "--local",
-        "--persist-to",
-        str(folder / "state"),
-        "--ip",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--inspector-port",
-        str(free_port()),
-    ]
-    log = folder / "wrangler.log"
-    process, _ = started(command, folder, log, WRANGLER_READY, worker_environ(folder), port)
-    return Host(
-        "Worker → R2",
-        port,
-        site,
-        BASE_URL,
-        process,
-        log,
-        DIFFERENCES["Worker → R2"],
-        publish=lambda: fill_r2(folder, site),
-    )
+    command = [str(NODE_BIN / "wrangler"), "dev", "--config", str(config), "--local"]
+    command += ["--persist-to", str(folder / "state"), "--ip", "127.0.0.1", "--port", str(port)]
+    command += ["--inspector-port", str(free_port())]
+    # Offline: no fetch of the Request.cf object from Cloudflare (a placeholder is used).
+    environ = wrangler_environ(folder) | {"CLOUDFLARE_CF_FETCH_ENABLED": "false"}
+    worker = host("Worker → R2", site, started(command, folder, WRANGLER_READY, environ, port))
+    worker.publish = lambda: fill_r2(folder, site)
+    return worker
 
 
 # nginx → S3
@@ -235,30 +150,22 @@ NGINX_EDGE_CONF: Final = REPO / "deploy" / "nginx-object-storage.conf"
 # and how long a copy may really live: nginx's clock counts whole seconds.
 NGINX_EDGE_CACHE_SECONDS: Final = 1.0
 NGINX_EDGE_STALE_SECONDS: Final = 2.0
-# The lines of deploy/nginx-object-storage.conf a user edits, as shipped.
-NGINX_EDGE_EDITS: Final = (
-    "    server 127.0.0.1:8333;  # EDIT: the store's host:port (port 443 for https)\n",
-    "proxy_cache_path /var/cache/nginx/ratings ",
-    "    listen 80;  # EDIT: the port (and address) to listen on\n",
-    "    set $ratings_edge_root /BUCKET/PREFIX;\n",
-    "    set $ratings_edge_store_host 127.0.0.1;\n",
-)
 
 
 def nginx_edge_conf(port: int, store_port: int, folder: Path) -> str:
     """deploy/nginx-object-storage.conf with its documented edits for a store on ``store_port``."""
-    text = NGINX_EDGE_CONF.read_text(encoding="utf-8")
-    replacements = (
-        f"    server 127.0.0.1:{store_port};\n",
-        f"proxy_cache_path {folder / 'cache'} ",
-        f"    listen 127.0.0.1:{port};\n",
-        f"    set $ratings_edge_root /{BUCKET}/{PREFIX};\n",
-        "    set $ratings_edge_store_host 127.0.0.1;\n",
-    )
-    for line, replacement in zip(NGINX_EDGE_EDITS, replacements, strict=True):
-        assert text.count(line) == 1, f"{NGINX_EDGE_CONF}: no single {line!r}"
-        text = text.replace(line, replacement)
-    return text
+    from tests.hosts import edited
+
+    server = "    server 127.0.0.1:8333;  # EDIT: the store's host:port (port 443 for https)\n"
+    listen = "    listen 80;  # EDIT: the port (and address) to listen on\n"
+    root = "    set $ratings_edge_root /BUCKET/PREFIX;\n"
+    edits = {
+        server: f"    server 127.0.0.1:{store_port};\n",
+        "proxy_cache_path /var/cache/nginx/ratings ": f"proxy_cache_path {folder / 'cache'} ",
+        listen: f"    listen 127.0.0.1:{port};\n",
+        root: f"    set $ratings_edge_root /{BUCKET}/{PREFIX};\n",
+    }
+    return edited(NGINX_EDGE_CONF, edits)
 
 
 def start_edge_nginx(folder: Path, store_port: int) -> tuple[subprocess.Popen[bytes], int, Path]:
@@ -266,8 +173,7 @@ def start_edge_nginx(folder: Path, store_port: int) -> tuple[subprocess.Popen[by
     from tests.hosts import free_port, run_nginx
 
     port = free_port()
-    process, log = run_nginx(folder, port, nginx_edge_conf(port, store_port, folder))
-    return process, port, log
+    return run_nginx(folder, port, nginx_edge_conf(port, store_port, folder))
 
 
 def start_nginx_edge(folder: Path, ratings: str = RATINGS) -> Host:
@@ -277,7 +183,7 @@ def start_nginx_edge(folder: Path, ratings: str = RATINGS) -> Host:
 
 def nginx_edge(folder: Path, ratings: str = RATINGS) -> tuple[Host, Store]:
     """The nginx edge, and the store behind it (stopped with it)."""
-    from tests.hosts import BASE_URL, build_project, install_host_tools
+    from tests.hosts import build_project, host, install_host_tools
 
     install_host_tools()
     site = build_project(folder, ratings)
@@ -285,8 +191,7 @@ def nginx_edge(folder: Path, ratings: str = RATINGS) -> tuple[Host, Store]:
     try:
         store.create_bucket(BUCKET)
         publish_with_cli(folder, store)
-        put_user_files(store, site)
-        process, port, log = start_edge_nginx(folder, store.ports["s3.port"])
+        edge = host("nginx → S3", site, start_edge_nginx(folder, store.ports["s3.port"]))
     except BaseException:
         store.stop()
         raise
@@ -295,19 +200,12 @@ def nginx_edge(folder: Path, ratings: str = RATINGS) -> tuple[Host, Store]:
         publish_with_cli(folder, store)
         time.sleep(NGINX_EDGE_STALE_SECONDS + 0.1)  # until the cached copies expire
 
-    host = Host(
-        "nginx → S3",
-        port,
-        site,
-        BASE_URL,
-        process,
-        log,
-        DIFFERENCES["nginx → S3"],
-        publish=publish_again,
-        stale_seconds=NGINX_EDGE_STALE_SECONDS,
-        stop_also=store.stop,
+    edge.publish, edge.stale_seconds, edge.stop_also = (
+        publish_again,
+        NGINX_EDGE_STALE_SECONDS,
+        store.stop,
     )
-    return host, store
+    return edge, store
 
 
 def store_reads(store: Store, bucket: str = BUCKET) -> int:
@@ -320,10 +218,9 @@ def store_reads(store: Store, bucket: str = BUCKET) -> int:
     url = f"http://127.0.0.1:{store.ports['metricsPort']}/metrics"
     with urllib.request.urlopen(url, timeout=10) as answer:
         text = answer.read().decode()
-    pattern = (
-        rf'^SeaweedFS_s3_request_total\{{bucket="{bucket}",code="\d+",type="(?:GET|HEAD)"\}} (\d+)$'
-    )
-    return sum(int(count) for count in re.findall(pattern, text, re.MULTILINE))
+    kind = rf'\{{bucket="{bucket}",code="\d+",type="(?:GET|HEAD)"\}}'
+    found = re.findall(rf"^SeaweedFS_s3_request_total{kind} (\d+)$", text, re.MULTILINE)
+    return sum(int(count) for count in found)
 
 
 EDGES: Final[dict[str, Callable[..., Host]]] = {
@@ -338,6 +235,7 @@ CLOUDFRONT_FUNCTION_POINTS: Final = (
     "no slash (`7/rating`): GET, HEAD, with a query",
     "the no-slash redirect's body",
     "no slash, no article (`2/rating`, `abc/rating`)",
+    "an encoded slash and no slash (`7%2Frating`)",
     "an id of 300 digits",
     "the document's own path (`7/rating/index.json`)",
     "a dotfile of yours (`/.hidden`)",
@@ -353,80 +251,36 @@ NOT_RUN_WHY: Final = (
     "its JSON 404 for malformed ids, traversals, dotfiles and paths too long for a key, "
     "its rewrites and its redirect are tested there"
 )
-CLOUDFRONT: Final[dict[str, Difference]] = {
-    **{
-        point: Difference(NOT_RUN, NOT_RUN_WHY)
-        for point in POINTS
-        if point not in CLOUDFRONT_FUNCTION_POINTS
-    },
-    "no slash, no article (`2/rating`, `abc/rating`)": Difference(
-        "`2/rating`: 301 to `rating/`; `abc/rating`: 404",
-        "a CloudFront Function cannot ask S3 whether an object exists: the redirect of a "
-        "well-formed id comes first, the 404 after it",
-    ),
-    "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating": Difference(
-        "POST, PUT, PATCH, DELETE: as the app; PROPFIND, TRACE: not run here",
-        "a distribution takes only GET, HEAD, OPTIONS, PUT, PATCH, POST and DELETE: "
-        "the function answers those, CloudFront the others",
-    ),
-    "the same on an unknown id and on `/`": Difference(
-        "POST, PUT, PATCH, DELETE: as the app; PROPFIND, TRACE: not run here",
-        "the same",
-    ),
+NOT_MEASURED: Final = {
+    point: Difference(NOT_RUN, NOT_RUN_WHY)
+    for point in POINTS
+    if point not in CLOUDFRONT_FUNCTION_POINTS
 }
 
-# What each edge answers where it differs from the app, as measured, and why.
+# What each edge answers where it differs from the app, as measured, and why:
+# a line each, `point | what it answers | why`.
 DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
-    "nginx → S3": {
-        "the `charset` of HTML and text files": Difference(
-            "`charset=utf-8`",
-            "--publish sets the parameter unquoted, as most servers do; quoted or not, "
-            "it is the same value (RFC 9110, 5.6.6)",
-        ),
-        "`ETag`": Difference(
-            '`"<32 hex digits>"` (of the content)',
-            "the store's own ETag, the MD5 of the object, passed on: it changes with the content",
-        ),
-        "a rebuild (in the same second, same size)": Difference(
-            "the new document, with a new `ETag`, after up to 2 s (its cache)",
-            "the edge keeps each object for 1 s (`proxy_cache_valid`), counted in whole "
-            "seconds: a publish is seen within 2 s, when the edge asks the store again "
-            "with `If-None-Match`",
-        ),
-        "the no-slash redirect's body": Difference(
-            "162 bytes of `text/html`",
-            "nginx's `return 301` always sends its own HTML page",
-        ),
-        **NGINX_RANGES,
-        **NGINX_REQUEST_LINE,
-    },
-    "Worker → R2": {
-        "the `charset` of HTML and text files": Difference(
-            "`charset=utf-8`",
-            "the same: the object's own type, as --publish set it",
-        ),
-        "`ETag`": Difference(
-            '`"<32 hex digits>"` (of the content)',
-            "R2's own ETag, the MD5 of the object: it changes with the content",
-        ),
-        "dot segments inside the root (`api/./articles`, `rating/.`)": Difference(
-            FOUND,
-            "workerd resolves `.` segments (WHATWG URL parsing) before the Worker sees the "
-            "URL: the document, inside the root",
-        ),
-        "an absolute-form target (`http://127.0.0.1/../secret.txt`)": Difference(
-            500,
-            "workerd fails to parse the target (kj/compat/url.c++: invalid URL), as under "
-            "`wrangler pages dev`",
-        ),
-        "a NUL byte in the request line": Difference(400, "workerd refuses it"),
-        "another control byte in the request line (`\\x01`, `\\x7f`)": Difference(
-            FOUND,
-            "workerd reads the target as a WHATWG URL, which drops a control byte at its end: "
-            "the document, inside the root",
-        ),
-    },
+    "nginx → S3": differences(r"""
+the `charset` of HTML and text files | `charset=utf-8` | --publish sets the parameter unquoted, as most servers do; quoted or not, it is the same value (RFC 9110, 5.6.6)
+`ETag` | `"<32 hex digits>"` (of the content) | the store's own ETag, the MD5 of the object, passed on: it changes with the content
+a rebuild (in the same second, same size) | the new document, with a new `ETag`, after up to 2 s (its cache) | the edge keeps each object for 1 s (`proxy_cache_valid`), counted in whole seconds: a publish is seen within 2 s, when the edge asks the store again with `If-None-Match`
+the no-slash redirect's body | 162 bytes of `text/html` | nginx's `return 301` always sends its own HTML page
+""")
+    | NGINX_RANGES
+    | NGINX_REQUEST_LINE,
+    "Worker → R2": differences(r"""
+the `charset` of HTML and text files | `charset=utf-8` | the same: the object's own type, as --publish set it
+`ETag` | `"<32 hex digits>"` (of the content) | R2's own ETag, the MD5 of the object: it changes with the content
+dot segments inside the root (`api/./articles`, `rating/.`) | 200 and the file | workerd resolves `.` segments (WHATWG URL parsing) before the Worker sees the URL: the document, inside the root
+an absolute-form target (`http://127.0.0.1/../secret.txt`) | 500 | workerd fails to parse the target (kj/compat/url.c++: invalid URL), as under `wrangler pages dev`
+a NUL byte in the request line | 400 | workerd refuses it
+another control byte in the request line (`\x01`, `\x7f`) | 200 and the file | workerd reads the target as a WHATWG URL, which drops a control byte at its end: the document, inside the root
+"""),
+    # CloudFront joins the table, not the suite: tests/test_cloudfront.py runs its function.
+    "CloudFront": NOT_MEASURED
+    | differences(r"""
+no slash, no article (`2/rating`, `abc/rating`) | `2/rating`: 301 to `rating/`; `abc/rating`: 404 | a CloudFront Function cannot ask S3 whether an object exists: the redirect of a well-formed id comes first, the 404 after it
+POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating | POST, PUT, PATCH, DELETE: as the app; PROPFIND, TRACE: not run here | a distribution takes only GET, HEAD, OPTIONS, PUT, PATCH, POST and DELETE: the function answers those, CloudFront the others
+the same on an unknown id and on `/` | POST, PUT, PATCH, DELETE: as the app; PROPFIND, TRACE: not run here | the same
+"""),
 }
-
-# CloudFront joins the table, not the suite: tests/test_cloudfront.py runs its function.
-DIFFERENCES["CloudFront"] = CLOUDFRONT

@@ -1,25 +1,19 @@
 """The hosts the HTTP contract suite runs against, and where each differs.
 
-Each ``start_*`` function takes an empty folder (and optionally the ratings
-to serve: bench/hosts.py gives larger ones), builds the test project in
-it, starts a server on 127.0.0.1 with the configuration this repository
-ships, and returns a ``Host``. DIFFERENCES names, for each host, the lines of
-the contract it cannot honour, what it answers instead (as measured), and
-why: the checks assert exactly that, and tests/README.md's table is rendered
-from it. Nothing is skipped.
+Each ``start_*`` function takes an empty folder (and optionally the ratings to
+serve: bench/hosts.py gives larger ones), builds the test project in it, starts
+a server on 127.0.0.1 with the configuration this repository ships, and returns
+a ``Host``: the WhiteNoise app under ``generate.py --serve`` and under gunicorn;
+Debian's nginx-light with ``deploy/nginx.conf``; netlify-cli's ``netlify dev``,
+offline, with ``netlify.toml``; Cloudflare Pages' ``wrangler pages dev``, offline,
+with ``deploy/cloudflare-pages/_headers``. The static hosts' programs come from
+``scripts/install-host-tools``, run once a session: its failure fails the tests.
+The edges in front of a published bucket are in tests/edges.py, and join HOSTS
+and DIFFERENCES at the end of this module.
 
-- ``generate --serve`` and ``gunicorn``: the WhiteNoise app, under Python's
-  own server and under the documented production command;
-- ``nginx``: Debian's nginx-light with ``deploy/nginx.conf``;
-- ``netlify dev``: netlify-cli's local server, offline, with ``netlify.toml``;
-- ``wrangler pages dev``: Cloudflare Pages' local server, offline, with
-  ``deploy/cloudflare-pages/_headers``;
-
-the last three with the generated ``_redirects`` and ``404.html``. Their
-programs come from ``scripts/install-host-tools``, run once a session: its
-failure fails the tests with its output. The edges in front of a bucket that
-``--publish`` filled (nginx → S3, Worker → R2) are in tests/edges.py, and
-join HOSTS and DIFFERENCES at the end of this module.
+DIFFERENCES names, for each host, the lines of the contract it cannot honour,
+what it answers instead (as measured), and why: the checks assert exactly that,
+and tests/README.md's table is rendered from it. Nothing is skipped.
 """
 
 from __future__ import annotations
@@ -36,17 +30,14 @@ from typing import Final
 
 from ratings_api.build import build
 from tests.contract import (
-    FOUND,
     NGINX_RANGES,
     NGINX_REQUEST_LINE,
-    NO_ANSWER,
     RATINGS,
     READY_SECONDS,
     REPO,
-    STOPS,
-    WHOLE,
     Difference,
     Host,
+    differences,
     hermetic_environ,
     make_project,
     start,
@@ -68,102 +59,74 @@ BASE_URL: Final = "https://ratings.example.com"
 def started(
     command: list[str],
     folder: Path,
-    log: Path,
     ready: str,
     environ: dict[str, str] | None = None,
     port: int | None = None,
-) -> tuple[subprocess.Popen[bytes], int]:
-    """Start ``command``; wait for ``ready`` in ``log`` (its group 1 the port, if no port is given)."""
+    log: Path | None = None,
+) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """Start ``command`` in ``folder``; wait for ``ready`` in its log (group 1: the port if none
+    is given). The process, its port and its log."""
+    log = log or folder / "server.log"
     process = start(command, folder, log, environ)
     try:
         found = wait_for(ready, log, process)
-        return process, port if port is not None else int(found[1])
     except BaseException:
         stop(process)
         raise
+    return process, port if port is not None else int(found[1]), log
 
 
-# python generate.py --serve
+def host(name: str, site: Path, started: tuple[subprocess.Popen[bytes], int, Path]) -> Host:
+    process, port, log = started
+    return Host(name, port, site, BASE_URL, process, log, DIFFERENCES[name])
 
 
-def serve_command(*options: str) -> list[str]:
-    return [
-        sys.executable,
-        "-W",
-        "error",
-        str(REPO / "generate.py"),
-        "--serve",
-        "--port",
-        "0",
-        *options,
-    ]
-
+# python generate.py --serve, and gunicorn: the WhiteNoise app
 
 SERVING: Final = r"^Serving site/ at http://127\.0\.0\.1:(\d+)/ "
 
 
+def serve_command(*options: str, port: str = "0") -> list[str]:
+    generate = str(REPO / "generate.py")
+    return [sys.executable, "-W", "error", generate, "--serve", "--port", port, *options]
+
+
 def refused_serve(folder: Path, port: str = "0") -> subprocess.CompletedProcess[str]:
     """``python generate.py --serve --port PORT`` in ``folder``, which must stop by itself."""
-    command = serve_command()
-    command[command.index("--port") + 1] = port
-    return subprocess.run(
-        command,
+    return subprocess.run(  # check=False: the exit code is what the test reads
+        serve_command(port=port),
         cwd=folder,
-        check=False,  # the exit code is what the test reads
         capture_output=True,
         text=True,
         env=hermetic_environ(),
         timeout=READY_SECONDS,
+        check=False,
     )
 
 
 def start_serve(folder: Path, ratings: str = RATINGS) -> Host:
     """``python generate.py --serve`` with no base URL: the served address is used."""
     make_project(folder, ratings)
-    log = folder / "serve.log"
-    process, port = started(serve_command(), folder, log, SERVING)
-    return Host(
-        "generate --serve",
-        port,
-        folder / "site",
-        f"http://127.0.0.1:{port}",
-        process,
-        log,
-        DIFFERENCES["generate --serve"],
-    )
-
-
-# gunicorn
+    served = host("generate --serve", folder / "site", started(serve_command(), folder, SERVING))
+    served.base_url = f"http://127.0.0.1:{served.port}"
+    return served
 
 
 def start_gunicorn(folder: Path, ratings: str = RATINGS) -> Host:
     """The production command, run in the folder that holds site/."""
     site = build_project(folder, ratings)
-    log = folder / "gunicorn.log"
-    command = [
-        sys.executable,
-        "-W",
-        "error",
-        "-m",
-        "gunicorn",
-        "--bind",
-        "127.0.0.1:0",
-        "--workers",
-        "2",
-        "--threads",
-        "4",
-        "--no-control-socket",
-        "--pythonpath",
-        str(REPO),
-        "generate:create_app()",
-    ]
-    process, port = started(command, folder, log, r"Listening at: http://127\.0\.0\.1:(\d+)")
+    command = [sys.executable, "-W", "error", "-m", "gunicorn", "--bind", "127.0.0.1:0"]
+    command += ["--workers", "2", "--threads", "4", "--no-control-socket"]
+    command += ["--pythonpath", str(REPO)]
+    process = started(
+        [*command, "generate:create_app()"], folder, r"Listening at: http://127\.0\.0\.1:(\d+)"
+    )
     try:
-        wait_answering(port)  # gunicorn listens before its workers run
+        wait_answering(process[1])  # gunicorn listens before its workers run
     except BaseException:
-        stop(process)
+        stop(process[0])
         raise
-    return Host("gunicorn", port, site, BASE_URL, process, log, DIFFERENCES["gunicorn"])
+    return host("gunicorn", site, process)
 
 
 # The static hosts' own servers
@@ -172,17 +135,8 @@ def start_gunicorn(folder: Path, ratings: str = RATINGS) -> Host:
 @functools.cache
 def install_host_tools() -> None:
     """Run scripts/install-host-tools once a session; fail with its output if it fails."""
-    done = subprocess.run(
-        [str(INSTALL)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=1800,
-    )
-    if done.returncode != 0:
-        raise AssertionError(
-            f"{INSTALL} exited with {done.returncode}:\n{done.stdout}{done.stderr}"
-        )
+    done = subprocess.run([INSTALL], capture_output=True, text=True, check=False, timeout=1800)
+    assert done.returncode == 0, f"{INSTALL}: {done.returncode}\n{done.stdout}{done.stderr}"
 
 
 def free_port() -> int:
@@ -195,12 +149,9 @@ def free_port() -> int:
 def build_project(folder: Path, ratings: str = RATINGS) -> Path:
     """The contract's test project, built with BASE_URL (and so the hosts' files); its site/."""
     source = make_project(folder, ratings)
-    site = folder / "site"
-    build(str(source), str(site), base_url=BASE_URL, environ={})
-    return site
+    build(str(source), str(folder / "site"), base_url=BASE_URL, environ={})
+    return folder / "site"
 
-
-# nginx
 
 # The two lines of deploy/nginx.conf a user edits, as shipped.
 NGINX_LISTEN: Final = "    listen 80;  # EDIT: the port (and address) to listen on\n"
@@ -220,16 +171,19 @@ http {{
 """
 
 
-def nginx_site_conf(port: int, site: Path) -> str:
-    """deploy/nginx.conf with the two documented edits: the port and the site's path."""
-    text = NGINX_CONF.read_text(encoding="utf-8")
-    for line, replacement in (
-        (NGINX_LISTEN, f"    listen 127.0.0.1:{port};\n"),
-        (NGINX_ROOT, f"    root {site};\n"),
-    ):
-        assert text.count(line) == 1, f"{NGINX_CONF}: no single line {line!r}"
+def edited(path: Path, edits: dict[str, str]) -> str:
+    """The text of ``path`` with each of its lines ``edits`` names replaced, as a user does."""
+    text = path.read_text(encoding="utf-8")
+    for line, replacement in edits.items():
+        assert text.count(line) == 1, f"{path}: no single line {line!r}"
         text = text.replace(line, replacement)
     return text
+
+
+def nginx_site_conf(port: int, site: Path) -> str:
+    """deploy/nginx.conf with the two documented edits: the port and the site's path."""
+    listen, root = f"    listen 127.0.0.1:{port};\n", f"    root {site};\n"
+    return edited(NGINX_CONF, {NGINX_LISTEN: listen, NGINX_ROOT: root})
 
 
 def start_nginx(folder: Path, ratings: str = RATINGS) -> Host:
@@ -237,11 +191,10 @@ def start_nginx(folder: Path, ratings: str = RATINGS) -> Host:
     install_host_tools()
     site = build_project(folder, ratings)
     port = free_port()
-    process, log = run_nginx(folder, port, nginx_site_conf(port, site))
-    return Host("nginx", port, site, BASE_URL, process, log, DIFFERENCES["nginx"])
+    return host("nginx", site, run_nginx(folder, port, nginx_site_conf(port, site)))
 
 
-def run_nginx(folder: Path, port: int, server: str) -> tuple[subprocess.Popen[bytes], Path]:
+def run_nginx(folder: Path, port: int, server: str) -> tuple[subprocess.Popen[bytes], int, Path]:
     """Debian's nginx in the foreground with the server block ``server``, its files in ``folder``."""
     (folder / "ratings.conf").write_text(server, encoding="utf-8")
     # As root, nginx's workers would run as nobody, who cannot enter pytest's 0700 folders.
@@ -250,31 +203,15 @@ def run_nginx(folder: Path, port: int, server: str) -> tuple[subprocess.Popen[by
     main.write_text(NGINX_MAIN.format(user=user, folder=folder), encoding="utf-8")
     log = folder / "nginx-error.log"
     log.touch()
-    command = [
-        shutil.which("nginx") or "/usr/sbin/nginx",
-        "-p",
-        str(folder),
-        "-c",
-        str(main),
-        "-e",
-        str(log),
-        "-g",
-        "daemon off;",
-    ]
-    process, _ = started(command, folder, log, r"start worker process", port=port)
-    return process, log
+    command = [shutil.which("nginx") or "/usr/sbin/nginx", "-p", str(folder), "-c", str(main)]
+    command += ["-e", str(log), "-g", "daemon off;"]
+    return started(command, folder, "start worker process", port=port, log=log)
 
 
-# netlify dev
-
-NETLIFY_READY: Final = r"Local dev server ready: http://localhost:(\d+)"
-NETLIFY_ENVIRON: Final = {
-    # No telemetry, no browser, no questions; offline, it asks the network for nothing.
-    "NETLIFY_TELEMETRY_DISABLED": "1",
-    "BROWSER": "none",
-    "CI": "1",
-    # netlify dev listens on every interface: this preload keeps its servers on 127.0.0.1.
-    "NODE_OPTIONS": f'--require "{NODE_PROJECT / "loopback.cjs"}"',
+# No telemetry, no browser, no questions; offline, it asks the network for nothing. It
+# listens on every interface: the preload (NODE_OPTIONS) keeps its servers on 127.0.0.1.
+NETLIFY_ENVIRON: Final = {"NETLIFY_TELEMETRY_DISABLED": "1", "BROWSER": "none", "CI": "1"} | {
+    "NODE_OPTIONS": f'--require "{NODE_PROJECT / "loopback.cjs"}"'
 }
 
 
@@ -283,51 +220,35 @@ def start_netlify_dev(folder: Path, ratings: str = RATINGS) -> Host:
     install_host_tools()
     site = folder / "site"
     if not (site / "404.html").exists():  # started again after a crash: already built
-        site = build_project(folder, ratings)
+        build_project(folder, ratings)
         shutil.copyfile(NETLIFY_TOML, folder / "netlify.toml")
     port = free_port()
-    log = folder / "netlify.log"
-    command = [
-        str(NODE_BIN / "netlify"),
-        "dev",
-        "--offline",
-        "--internal-disable-edge-functions",
-        "--no-open",
-        "--skip-gitignore",
-        "--dir",
-        "site",
-        "--port",
-        str(port),
-        # Its static server's own default port is 3999: two suites at once would share it.
-        "--staticServerPort",
-        str(free_port()),
-    ]
-    process, _ = started(command, folder, log, NETLIFY_READY, NETLIFY_ENVIRON, port)
-    return Host(
-        "netlify dev",
-        port,
-        site,
-        BASE_URL,
-        process,
-        log,
-        DIFFERENCES["netlify dev"],
-        restart=lambda: start_netlify_dev(folder),
-    )
+    command = [str(NODE_BIN / "netlify"), "dev", "--offline", "--internal-disable-edge-functions"]
+    command += ["--no-open", "--skip-gitignore", "--dir", "site", "--port", str(port)]
+    # Its static server's own default port is 3999: two suites at once would share it.
+    command += ["--staticServerPort", str(free_port())]
+    ready = r"Local dev server ready: http://localhost:(\d+)"
+    netlify = host("netlify dev", site, started(command, folder, ready, NETLIFY_ENVIRON, port))
+    netlify.restart = lambda: start_netlify_dev(folder)
+    return netlify
 
-
-# wrangler pages dev
 
 WRANGLER_READY: Final = r"Ready on http://127\.0\.0\.1:(\d+)"
 # wrangler's own default is today's date, newer than its pinned workerd knows.
 WRANGLER_COMPATIBILITY_DATE: Final = "2026-04-01"
 
 
+def wrangler_environ(folder: Path) -> dict[str, str]:
+    """No metrics, and its logs and caches in the test's folder."""
+    environ = {"WRANGLER_SEND_METRICS": "false", "CI": "1", "HOME": str(folder)}
+    return environ | {"XDG_CONFIG_HOME": str(folder / ".config")}
+
+
 def start_wrangler(folder: Path, ratings: str = RATINGS) -> Host:
     """``wrangler pages dev`` (Cloudflare Pages' local server) serving site/, offline."""
     install_host_tools()
     make_project(folder, ratings)
-    # The documented build command, as Pages would run it.
-    done = subprocess.run(
+    done = subprocess.run(  # the documented build command, as Pages would run it
         ["bash", str(CLOUDFLARE_BUILD)],
         cwd=folder,
         capture_output=True,
@@ -338,45 +259,11 @@ def start_wrangler(folder: Path, ratings: str = RATINGS) -> Host:
     assert done.returncode == 0, (
         f"{CLOUDFLARE_BUILD}: {done.returncode}\n{done.stdout}{done.stderr}"
     )
-    site = folder / "site"
     port = free_port()
-    command = [
-        str(NODE_BIN / "wrangler"),
-        "pages",
-        "dev",
-        "site",
-        "--ip",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--compatibility-date",
-        WRANGLER_COMPATIBILITY_DATE,
-    ]
-    environ = {
-        "WRANGLER_SEND_METRICS": "false",
-        "CI": "1",
-        # Its logs and caches stay in the test's folder.
-        "XDG_CONFIG_HOME": str(folder / ".config"),
-        "HOME": str(folder),
-    }
-    log = folder / "wrangler.log"
-    process, _ = started(command, folder, log, WRANGLER_READY, environ, port)
-    return Host(
-        "wrangler pages dev", port, site, BASE_URL, process, log, DIFFERENCES["wrangler pages dev"]
-    )
-
-
-def ignores_range(host: str) -> dict[str, Difference]:
-    """The Range lines for a host that sends the whole file whatever the Range."""
-    why = "the same: it ignores Range"
-    return {
-        "`Range`: one byte (`bytes=0-0`, `bytes=-1`)": Difference(WHOLE, why),
-        "`Range`: none satisfiable (`bytes=-0`, `bytes=500-`) or invalid (`bytes=5-2`)": (
-            Difference(WHOLE, why)
-        ),
-        "the 416's body": Difference("no 416", why),
-        "`Range` past 2⁶³ (`bytes=0-99999999999999999999`)": Difference(WHOLE, why),
-    }
+    command = [str(NODE_BIN / "wrangler"), "pages", "dev", "site", "--ip", "127.0.0.1"]
+    command += ["--port", str(port), "--compatibility-date", WRANGLER_COMPATIBILITY_DATE]
+    process = started(command, folder, WRANGLER_READY, wrangler_environ(folder), port)
+    return host("wrangler pages dev", folder / "site", process)
 
 
 HOSTS: Final[dict[str, Callable[..., Host]]] = {
@@ -387,320 +274,109 @@ HOSTS: Final[dict[str, Callable[..., Host]]] = {
     "wrangler pages dev": start_wrangler,
 }
 
-# What each host answers where it differs from the app, as measured, and why.
+# What each host answers where it differs from the app, as measured, and why:
+# a line each, `point | what it answers | why`.
 DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
-    "generate --serve": {
-        "a leading `//` (`//away/api/articles/7/rating/`)": Difference(
-            FOUND,
-            "Python's http.server turns a leading // into / before the app sees "
-            "the path, against open redirects (gh-87389)",
-        ),
-    },
-    "gunicorn": {
-        "a request line over 4094 bytes": Difference(
-            414,
-            "gunicorn refuses a request line longer than --limit-request-line "
-            "(4094 bytes) before the app sees it",
-        ),
-        "a NUL byte in the request line": Difference(
-            400,
-            "gunicorn refuses control characters in the request line",
-        ),
-        "another control byte in the request line (`\\x01`, `\\x7f`)": Difference(400, "the same"),
-        "a non-ASCII byte in the request line": Difference(
-            400,
-            "gunicorn refuses bytes outside ASCII in the request target",
-        ),
-    },
-    "nginx": {
-        "`ETag`": Difference(
-            '`"<hex>-<hex>"` (mtime in s, size)',
-            "nginx's own ETag, from whole seconds",
-        ),
-        "a rebuild (in the same second, same size)": Difference(
-            "the new document, with the old `ETag`: a client's copy gets 304",
-            "nginx's ETag is the mtime in whole seconds and the size: a document rewritten "
-            "within the same second at the same length keeps its ETag until the next change",
-        ),
-        "the no-slash redirect's body": Difference(
-            "162 bytes of `text/html`",
-            "nginx's `return 301` always sends its own HTML page",
-        ),
-        "the `charset` of HTML and text files": Difference(
-            "`charset=utf-8`",
-            "nginx's `charset utf-8` writes the parameter unquoted, as "
-            "most servers do; quoted or not, it is the same value (RFC 9110, 5.6.6)",
-        ),
-        **NGINX_RANGES,
-        **NGINX_REQUEST_LINE,
-    },
-    "netlify dev": {
-        "`Content-Type` of a JSON file": Difference(
-            "`application/json; charset=utf-8`",
-            "netlify dev's static server adds the parameter",
-        ),
-        "`ETag`": Difference(
-            '`W/"<size>-<hash>"`, weak',
-            "netlify dev's static server makes its own, of the content",
-        ),
-        "`Last-Modified`": Difference("none", "netlify dev sends none"),
-        "HEAD: the headers of GET, no body": Difference(
-            "not the same `ETag`",
-            "netlify dev's ETag on HEAD is that of the empty body",
-        ),
-        "`Cache-Control` of a file (200, 206, 304)": Difference(
-            "`public, max-age=0`",
-            "netlify dev's static server sets its own on the files it "
-            "sends, over netlify.toml's (its proxy's own answers keep netlify.toml's)",
-        ),
-        "`Cache-Control` of a 404": Difference("`public, max-age=0`", "the same"),
-        "`If-Modified-Since` the `Last-Modified`": Difference(
-            "no `Last-Modified` to send",
-            "no Last-Modified",
-        ),
-        "`Range: bytes=0-9`": Difference("200 and the whole document", "netlify dev ignores Range"),
-        **ignores_range("netlify dev"),
-        "`If-Modified-Since` a later date": Difference(
-            "no `Last-Modified` to send", "no Last-Modified"
-        ),
-        "no slash (`7/rating`): GET, HEAD, with a query": Difference(
-            FOUND,
-            "Netlify matches a rule with or without the trailing slash: the rewrite "
-            "serves both forms, and the redirect rule is never reached",
-        ),
-        "the no-slash redirect's body": Difference("no redirect", "the same"),
-        "`Content-Type` of a 404": Difference(
-            "`text/html; charset=utf-8`",
-            "404.html is sent with the type its name gives",
-        ),
-        "the document's own path (`7/rating/index.json`)": Difference(
-            200,
-            "Netlify serves every file at its own path as well",
-        ),
-        "a folder without its slash (`/about`)": Difference(
-            200,
-            "netlify dev serves a folder's index.html without the slash too",
-        ),
-        "a dotfile of yours (`/.hidden`)": Difference(
-            200,
-            "netlify dev serves every file of the folder; `netlify deploy` leaves out names "
-            "that start with a dot (netlify-cli's getDeployFilesFilter, said to match Netlify's "
-            "builds)",
-        ),
-        "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating": Difference(
-            "200, no `Allow`, `text/plain` “Method Not Allowed”",
-            "after the 200 rewrite, "
-            "netlify dev's proxy answers other methods with its own text, and the rule's 200",
-        ),
-        "the same on an unknown id and on `/`": Difference(
-            "405, no `Allow`, `text/plain` “Method Not Allowed”",
-            "its proxy's own 405",
-        ),
-        "OPTIONS, with or without CORS, on a rating": Difference(
-            "200, no `Allow`, `text/plain` “Method Not Allowed”",
-            "the same as other methods: "
-            "a preflight fails, so a browser sends only simple cross-origin GETs (which need none)",
-        ),
-        "OPTIONS on an unknown id": Difference(
-            "405, no `Allow`, `text/plain` “Method Not Allowed”",
-            "the same",
-        ),
-        "the `charset` of HTML and text files": Difference(
-            "`charset=utf-8`",
-            "unquoted; the same value (RFC 9110, 5.6.6)",
-        ),
-        "`/..%5csecret.txt` (an encoded backslash)": Difference(
-            403,
-            "netlify dev answers this path with a 403 of its own",
-        ),
-        "`rating\\index.json` (a backslash for a slash)": Difference(
-            FOUND,
-            "netlify dev reads `\\` as `/`, as WHATWG URL parsing does in an http URL: "
-            "the document, inside the root",
-        ),
-        "dot segments inside the root (`api/./articles`, `rating/.`)": Difference(
-            FOUND,
-            "netlify dev resolves `.` segments: the document, inside the root",
-        ),
-        "an empty segment (`/away//api/…`)": Difference(
-            FOUND,
-            "netlify dev merges the slashes: the document, inside the root",
-        ),
-        "`%00` in the path": Difference(400, "netlify dev refuses a path with a NUL byte"),
-        "a NUL byte in the request line": Difference(400, "netlify dev refuses it"),
-        "another control byte in the request line (`\\x01`, `\\x7f`)": Difference(
-            400, "netlify dev refuses it"
-        ),
-        "a non-ASCII byte in the request line": Difference(400, "netlify dev refuses it"),
-        "a symlink to a folder outside the root (`site/system -> /etc`)": Difference(
-            FOUND,
-            "netlify dev follows every symlink in the folder it serves, wherever it leads: "
-            "keep symlinks out of site/ (the build never makes one)",
-        ),
-        "a symlink to a file outside the root (`-> ../secret.txt`)": Difference(FOUND, "the same"),
-        "a symlink to a file inside the root (`-> robots.txt`)": Difference(FOUND, "the same"),
-        "a symlink to a folder inside the root (`-> away`)": Difference(FOUND, "the same"),
-        "a symlink loop (`loop -> loop`)": Difference(
-            500,
-            "netlify dev answers the ELOOP of its file lookup with a JSON 500 of its own",
-        ),
-        "`If-None-Match: *`, a list, or the weak form of the `ETag`": Difference(
-            "`*`: 200 with an empty body; a list: 200; the weak form: 304",
-            "netlify dev's static server reads one tag, and answers `*` with a 200 and no body",
-        ),
-        "a malformed `%` escape (`/%3G`, `/%`)": Difference(
-            STOPS,
-            "the same as overlong UTF-8 below: decodeURIComponent throws a URIError that ends "
-            "the process; the suite starts it again",
-        ),
-        "`/..%c0%af..%c0%afsecret.txt` (overlong UTF-8)": Difference(
-            STOPS,
-            "netlify dev's rewriter (rules-proxy.js) calls decodeURIComponent on the "
-            "path and the URIError it throws ends the process; the suite starts it again",
-        ),
-    },
-    "wrangler pages dev": {
-        "`Content-Length` of a file": Difference(
-            "none",
-            "wrangler pages dev streams every file with `Transfer-Encoding: chunked`",
-        ),
-        "`ETag`": Difference(
-            '`"<32 hex digits>"` (of the content)',
-            "wrangler pages dev's own: it changes with the content, the mtime plays no part",
-        ),
-        "`Last-Modified`": Difference("none", "wrangler pages dev sends none"),
-        "`If-Modified-Since` the `Last-Modified`": Difference(
-            "no `Last-Modified` to send",
-            "the same",
-        ),
-        "`If-None-Match` with the `ETag`, GET and HEAD": Difference(
-            "304 without an `ETag`",
-            "wrangler pages dev's 304 leaves the ETag out",
-        ),
-        "`Range: bytes=0-9`": Difference(
-            "200 and the whole document",
-            "wrangler pages dev ignores Range",
-        ),
-        **ignores_range("wrangler pages dev"),
-        "`If-Modified-Since` a later date": Difference("no `Last-Modified` to send", "the same"),
-        "`If-None-Match: *`, a list, or the weak form of the `ETag`": Difference(
-            "`*`: 200; a list: 200; the weak form: 304",
-            "wrangler pages dev compares If-None-Match with its ETag as one value, "
-            "weak or strong: `*` and lists are not read",
-        ),
-        "no slash (`7/rating`): GET, HEAD, with a query": Difference(
-            "301 to `/away/api/articles/7/rating/`",
-            "Pages matches `_redirects` rules exactly, so "
-            "the second rule answers, and it sends the rule's target as written: an absolute path",
-        ),
-        "the no-slash redirect's body": Difference(
-            "`text/plain` “Redirecting to /away/api/articles/7/rating/”",
-            "wrangler pages dev writes a short text body on its redirects",
-        ),
-        "no slash, no article (`2/rating`, `abc/rating`)": Difference(
-            "301 to the path with a slash, then 404",
-            "a `_redirects` rule cannot ask whether "
-            "the file exists: the redirect comes first, the 404 after it",
-        ),
-        "`Content-Type` of a 404": Difference(
-            "`text/html; charset=utf-8`",
-            "404.html is sent with the type its name gives",
-        ),
-        "`Cache-Control` of a 404": Difference(
-            "`no-store`",
-            "wrangler pages dev replaces the `_headers` value on its 404s",
-        ),
-        "`Content-Length` of a 404": Difference("none", "the same: chunked"),
-        "an id of 300 digits": Difference(
-            502,
-            "its local asset server looks the path up on disk, fails (ENAMETOOLONG: the "
-            "name is longer than a file name may be) and answers 502 with the error's text",
-        ),
-        "a path of 2,000 or 3,000 bytes": Difference(502, "the same (ENAMETOOLONG)"),
-        "`%00` in the path": Difference(
-            502,
-            "the same: Node refuses a file path with a NUL byte (ERR_INVALID_ARG_VALUE)",
-        ),
-        "the document's own path (`7/rating/index.json`)": Difference(
-            200,
-            "Pages serves every file at its own path as well",
-        ),
-        "a folder without its slash (`/about`)": Difference(
-            "308 to the path with a slash, then 200",
-            "wrangler pages dev redirects a folder's name to the folder",
-        ),
-        "a dotfile of yours (`/.hidden`)": Difference(
-            200,
-            "wrangler pages dev serves dotfiles, and `wrangler pages deploy` uploads them "
-            "(its IGNORE_LIST holds only `.DS_Store`, `.git`, `.wrangler`, `node_modules` and "
-            "the config files): the build keeps its record beside site/, not in it",
-        ),
-        "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating": Difference(
-            "405, no `Allow`, an empty body",
-            "wrangler pages dev answers every method but GET and HEAD with an empty 405 of its own",
-        ),
-        "the same on an unknown id and on `/`": Difference(
-            "405, no `Allow`, an empty body",
-            "the same",
-        ),
-        "TRACE": Difference(
-            NO_ANSWER,
-            "wrangler's proxy throws on TRACE (\"'TRACE' HTTP method is "
-            'unsupported", from undici) and never answers',
-        ),
-        "OPTIONS, with or without CORS, on a rating": Difference(
-            "405, no `Allow`, an empty body",
-            "the same: a preflight fails, so a browser "
-            "sends only simple cross-origin GETs (which need none)",
-        ),
-        "OPTIONS on an unknown id": Difference("405, no `Allow`, an empty body", "the same"),
-        "the front page `/index.html`": Difference(
-            "308 to `/`, then 200",
-            "wrangler pages dev redirects `/index.html` to `/`",
-        ),
-        "the `charset` of HTML and text files": Difference(
-            "`charset=utf-8`",
-            "unquoted; the same value (RFC 9110, 5.6.6)",
-        ),
-        "`rating\\index.json` (a backslash for a slash)": Difference(
-            FOUND,
-            "wrangler pages dev reads `\\` as `/`, as WHATWG URL parsing does in an "
-            "http URL: the document, inside the root",
-        ),
-        "dot segments inside the root (`api/./articles`, `rating/.`)": Difference(
-            FOUND,
-            "wrangler pages dev resolves `.` segments: the document, inside the root",
-        ),
-        "an encoded slash (`7%2Frating%2F`)": Difference(
-            404,
-            "wrangler pages dev does not take `%2F` for a separator",
-        ),
-        "an absolute-form target (`http://127.0.0.1/../secret.txt`)": Difference(
-            500,
-            "workerd fails to parse the target (kj/compat/url.c++: invalid URL)",
-        ),
-        "a request line over 4094 bytes": Difference(502, "ENAMETOOLONG, as above"),
-        "a symlink to a folder outside the root (`site/system -> /etc`)": Difference(
-            FOUND,
-            "wrangler pages dev follows a symlinked folder, wherever it leads: "
-            "keep symlinks out of site/ (the build never makes one)",
-        ),
-        "a symlink to a file outside the root (`-> ../secret.txt`)": Difference(
-            502,
-            "wrangler pages dev fails on a symlinked file and answers 502 with the error's text",
-        ),
-        "a symlink to a file inside the root (`-> robots.txt`)": Difference(502, "the same"),
-        "a symlink to a folder inside the root (`-> away`)": Difference(
-            FOUND, "it follows a symlinked folder"
-        ),
-        "a symlink loop (`loop -> loop`)": Difference(502, "the same as a symlinked file"),
-        "a NUL byte in the request line": Difference(400, "wrangler pages dev refuses it"),
-        "another control byte in the request line (`\\x01`, `\\x7f`)": Difference(
-            FOUND,
-            "workerd reads the target as a WHATWG URL, which drops a control byte at its end: "
-            "the document, inside the root",
-        ),
-    },
+    "generate --serve": {},
+    "gunicorn": differences(r"""
+a request line over 4094 bytes | 414 | gunicorn refuses a request line longer than --limit-request-line (4094 bytes) before the app sees it
+a NUL byte in the request line | 400 | gunicorn refuses control characters in the request line
+another control byte in the request line (`\x01`, `\x7f`) | 400 | the same
+a non-ASCII byte in the request line | 400 | gunicorn refuses bytes outside ASCII in the request target
+"""),
+    "nginx": differences(r"""
+`ETag` | `"<hex>-<hex>"` (mtime in s, size) | nginx's own ETag, from whole seconds
+a rebuild (in the same second, same size) | the new document, with the old `ETag`: a client's copy gets 304 | nginx's ETag is the mtime in whole seconds and the size: a document rewritten within the same second at the same length keeps its ETag until the next change
+the no-slash redirect's body | 162 bytes of `text/html` | nginx's `return 301` always sends its own HTML page
+the `charset` of HTML and text files | `charset=utf-8` | nginx's `charset utf-8` writes the parameter unquoted, as most servers do; quoted or not, it is the same value (RFC 9110, 5.6.6)
+""")
+    | NGINX_RANGES
+    | NGINX_REQUEST_LINE,
+    "netlify dev": differences(r"""
+`Content-Type` of a JSON file | `application/json; charset=utf-8` | netlify dev's static server adds the parameter
+`ETag` | `W/"<size>-<hash>"`, weak | netlify dev's static server makes its own, of the content
+`Last-Modified` | none | netlify dev sends none
+HEAD: the headers of GET, no body | not the same `ETag` | netlify dev's ETag on HEAD is that of the empty body
+`Cache-Control` of a file (200, 206, 304) | `public, max-age=0` | netlify dev's static server sets its own on the files it sends, over netlify.toml's (its proxy's own answers keep netlify.toml's)
+`Cache-Control` of a 404 | `public, max-age=0` | the same
+`If-Modified-Since` the `Last-Modified` or later | no `Last-Modified` to send | no Last-Modified
+`Range: bytes=0-9` | 200 and the whole document | netlify dev ignores Range
+`Range`: one byte (`bytes=0-0`, `bytes=-1`) | 200 and the whole document | the same: it ignores Range
+`Range`: none satisfiable (`bytes=-0`, `bytes=500-`) or invalid (`bytes=5-2`) | 200 and the whole document | the same: it ignores Range
+the 416's body | no 416 | the same: it ignores Range
+`Range` past 2⁶³ (`bytes=0-99999999999999999999`) | 200 and the whole document | the same: it ignores Range
+no slash (`7/rating`): GET, HEAD, with a query | 200 and the file | Netlify matches a rule with or without the trailing slash: the rewrite serves both forms, and the redirect rule is never reached
+the no-slash redirect's body | no redirect | the same
+an encoded slash and no slash (`7%2Frating`) | 200 and the file | the rewrite reads `%2F` as a slash, and serves `7/rating` so
+`Content-Type` of a 404 | `text/html; charset=utf-8` | 404.html is sent with the type its name gives
+the document's own path (`7/rating/index.json`) | 200 | Netlify serves every file at its own path as well
+a folder without its slash (`/about`) | 200 | netlify dev serves a folder's index.html without the slash too
+a dotfile of yours (`/.hidden`) | 200 | netlify dev serves every file of the folder; `netlify deploy` leaves out names that start with a dot (netlify-cli's getDeployFilesFilter, said to match Netlify's builds)
+POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating | 200, no `Allow`, `text/plain` “Method Not Allowed” | after the 200 rewrite, netlify dev's proxy answers other methods with its own text, and the rule's 200
+the same on an unknown id and on `/` | 405, no `Allow`, `text/plain` “Method Not Allowed” | its proxy's own 405
+OPTIONS, with or without CORS, on a rating | 200, no `Allow`, `text/plain` “Method Not Allowed” | the same as other methods: a preflight fails, so a browser sends only simple cross-origin GETs (which need none)
+OPTIONS on an unknown id | 405, no `Allow`, `text/plain` “Method Not Allowed” | the same
+the `charset` of HTML and text files | `charset=utf-8` | unquoted; the same value (RFC 9110, 5.6.6)
+`/..%5csecret.txt` (an encoded backslash) | 403 | netlify dev answers this path with a 403 of its own
+`rating\index.json` (a backslash for a slash) | 200 and the file | netlify dev reads `\` as `/`, as WHATWG URL parsing does in an http URL: the document, inside the root
+dot segments inside the root (`api/./articles`, `rating/.`) | 200 and the file | netlify dev resolves `.` segments: the document, inside the root
+an empty segment (`/away//api/…`) | 200 and the file | netlify dev merges the slashes: the document, inside the root
+`%00` in the path | 400 | netlify dev refuses a path with a NUL byte
+a NUL byte in the request line | 400 | netlify dev refuses it
+another control byte in the request line (`\x01`, `\x7f`) | 400 | netlify dev refuses it
+a non-ASCII byte in the request line | 400 | netlify dev refuses it
+a symlink to a folder outside the root (`site/system -> /etc`) | 200 and the file | netlify dev follows every symlink in the folder it serves, wherever it leads: keep symlinks out of site/ (the build never makes one)
+a symlink to a file outside the root (`-> ../secret.txt`) | 200 and the file | the same
+a symlink to a file inside the root (`-> robots.txt`) | 200 and the file | the same
+a symlink to a folder inside the root (`-> away`) | 200 and the file | the same
+a symlink loop (`loop -> loop`) | 500 | netlify dev answers the ELOOP of its file lookup with a JSON 500 of its own
+`If-None-Match: *`, a list, or the weak form of the `ETag` | `*`: 200 with an empty body; a list: 200; the weak form: 304 | netlify dev's static server reads one tag, and answers `*` with a 200 and no body
+a malformed `%` escape (`/%3G`, `/%`) | no answer: the server exits | the same as overlong UTF-8 below: decodeURIComponent throws a URIError that ends the process; the suite starts it again
+`/..%c0%af..%c0%afsecret.txt` (overlong UTF-8) | no answer: the server exits | netlify dev's rewriter (rules-proxy.js) calls decodeURIComponent on the path and the URIError it throws ends the process; the suite starts it again
+"""),
+    "wrangler pages dev": differences(r"""
+`Content-Length` of a file | none | wrangler pages dev streams every file with `Transfer-Encoding: chunked`
+`ETag` | `"<32 hex digits>"` (of the content) | wrangler pages dev's own: it changes with the content, the mtime plays no part
+`Last-Modified` | none | wrangler pages dev sends none
+`If-Modified-Since` the `Last-Modified` or later | no `Last-Modified` to send | the same
+`If-None-Match` with the `ETag`, GET and HEAD | 304 without an `ETag` | wrangler pages dev's 304 leaves the ETag out
+`Range: bytes=0-9` | 200 and the whole document | wrangler pages dev ignores Range
+`Range`: one byte (`bytes=0-0`, `bytes=-1`) | 200 and the whole document | the same: it ignores Range
+`Range`: none satisfiable (`bytes=-0`, `bytes=500-`) or invalid (`bytes=5-2`) | 200 and the whole document | the same: it ignores Range
+the 416's body | no 416 | the same: it ignores Range
+`Range` past 2⁶³ (`bytes=0-99999999999999999999`) | 200 and the whole document | the same: it ignores Range
+`If-None-Match: *`, a list, or the weak form of the `ETag` | `*`: 200; a list: 200; the weak form: 304 | wrangler pages dev compares If-None-Match with its ETag as one value, weak or strong: `*` and lists are not read
+no slash (`7/rating`): GET, HEAD, with a query | 301 to `/away/api/articles/7/rating/` | Pages matches `_redirects` rules exactly, so the second rule answers, and it sends the rule's target as written: an absolute path
+the no-slash redirect's body | `text/plain` “Redirecting to /away/api/articles/7/rating/” | wrangler pages dev writes a short text body on its redirects
+no slash, no article (`2/rating`, `abc/rating`) | 301 to the path with a slash, then 404 | a `_redirects` rule cannot ask whether the file exists: the redirect comes first, the 404 after it
+`Content-Type` of a 404 | `text/html; charset=utf-8` | 404.html is sent with the type its name gives
+`Cache-Control` of a 404 | `no-store` | wrangler pages dev replaces the `_headers` value on its 404s
+`Content-Length` of a 404 | none | the same: chunked
+an id of 300 digits | 502 | its local asset server looks the path up on disk, fails (ENAMETOOLONG: the name is longer than a file name may be) and answers 502 with the error's text
+a path of 2,000 or 3,000 bytes | 502 | the same (ENAMETOOLONG)
+`%00` in the path | 502 | the same: Node refuses a file path with a NUL byte (ERR_INVALID_ARG_VALUE)
+the document's own path (`7/rating/index.json`) | 200 | Pages serves every file at its own path as well
+a folder without its slash (`/about`) | 308 to the path with a slash, then 200 | wrangler pages dev redirects a folder's name to the folder
+a dotfile of yours (`/.hidden`) | 200 | wrangler pages dev serves dotfiles, and `wrangler pages deploy` uploads them (its IGNORE_LIST holds only `.DS_Store`, `.git`, `.wrangler`, `node_modules` and the config files): the build keeps its record beside site/, not in it
+POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating | 405, no `Allow`, an empty body; TRACE: no answer within 2 s | wrangler pages dev answers every method but GET and HEAD with an empty 405 of its own, but TRACE: its proxy throws ("'TRACE' HTTP method is unsupported", from undici) and never answers
+the same on an unknown id and on `/` | 405, no `Allow`, an empty body | the same
+OPTIONS, with or without CORS, on a rating | 405, no `Allow`, an empty body | the same: a preflight fails, so a browser sends only simple cross-origin GETs (which need none)
+OPTIONS on an unknown id | 405, no `Allow`, an empty body | the same
+the front page `/index.html` | 308 to `/`, then 200 | wrangler pages dev redirects `/index.html` to `/`
+the `charset` of HTML and text files | `charset=utf-8` | unquoted; the same value (RFC 9110, 5.6.6)
+`rating\index.json` (a backslash for a slash) | 200 and the file | wrangler pages dev reads `\` as `/`, as WHATWG URL parsing does in an http URL: the document, inside the root
+dot segments inside the root (`api/./articles`, `rating/.`) | 200 and the file | wrangler pages dev resolves `.` segments: the document, inside the root
+an encoded slash (`7%2Frating%2F`) | 404 | wrangler pages dev does not take `%2F` for a separator
+an absolute-form target (`http://127.0.0.1/../secret.txt`) | 500 | workerd fails to parse the target (kj/compat/url.c++: invalid URL)
+a request line over 4094 bytes | 502 | ENAMETOOLONG, as above
+a symlink to a folder outside the root (`site/system -> /etc`) | 200 and the file | wrangler pages dev follows a symlinked folder, wherever it leads: keep symlinks out of site/ (the build never makes one)
+a symlink to a file outside the root (`-> ../secret.txt`) | 502 | wrangler pages dev fails on a symlinked file and answers 502 with the error's text
+a symlink to a file inside the root (`-> robots.txt`) | 502 | the same
+a symlink to a folder inside the root (`-> away`) | 200 and the file | it follows a symlinked folder
+a symlink loop (`loop -> loop`) | 502 | the same as a symlinked file
+a NUL byte in the request line | 400 | wrangler pages dev refuses it
+another control byte in the request line (`\x01`, `\x7f`) | 200 and the file | workerd reads the target as a WHATWG URL, which drops a control byte at its end: the document, inside the root
+"""),
 }
 
 

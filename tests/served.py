@@ -1,19 +1,16 @@
-"""A real ``python generate.py --serve`` on 127.0.0.1, on a port of the system's choosing.
-
-Starting and waiting are the contract suite's own helpers; only the stop
-differs: SIGINT, as ``--serve`` is meant to stop (it finishes a rebuild).
-"""
+"""A real ``python generate.py --serve`` on 127.0.0.1, on a port of the system's choosing,
+started and awaited by the contract suite's own helpers, and stopped as ``--serve`` is
+meant to stop: SIGINT (it finishes a rebuild)."""
 
 from __future__ import annotations
 
 import signal
-import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.contract import REPO, STOP_SECONDS, hermetic_environ, start, wait_for
+from tests.contract import REPO, hermetic_environ, start, stop, wait_for
 from tests.hosts import SERVING, serve_command
 
 __all__ = ["REPO", "Served", "hermetic_environ", "serving"]
@@ -34,10 +31,7 @@ class Served:
 
 @contextmanager
 def serving(
-    folder: Path,
-    ratings: str,
-    *options: str,
-    command: Callable[..., list[str]] = serve_command,
+    folder: Path, ratings: str, *options: str, command: Callable[..., list[str]] = serve_command
 ) -> Iterator[Served]:
     """Write ``ratings`` to ``folder/ratings.yaml`` and serve its site until the block ends.
 
@@ -50,14 +44,4 @@ def serving(
         port = wait_for(SERVING, log, process)[1]
         yield Served(f"http://127.0.0.1:{port}", folder, log)
     finally:
-        _stop(process)
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, signal.SIGINT)

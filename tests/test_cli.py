@@ -8,11 +8,15 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Final
 
 import pytest
 
-from ratings_api.build import Result
+from ratings_api import loader
+from ratings_api.build import Result, resolve_base_url
 from ratings_api.cli import main, parser
+from ratings_api.errors import InputError
+from ratings_api.loader import Catalogue
 from ratings_api.writer import Changes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,199 +26,136 @@ INPUT_PAGE = (ROOT / "docs" / "input.md").read_text()
 CASES = ROOT / "tests" / "cases" / "errors"
 
 
+GOOD: Final = "base_url: https://example.com\narticles:\n  7: [5]\n"
+
+
 def write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
 
 
-def article_url(site: Path, article_id: int = 7) -> str:
-    document = (site / f"away/api/articles/{article_id}/rating/index.json").read_text()
-    return re.match(r'\{"article_url": "([^"]*)"', document).group(1)
+NETLIFY: Final = {"CONTEXT": "production", "URL": "https://netlify.example"}
+PREVIEW: Final = "https://deploy-preview-4--ratings.netlify.app"
+PREVIEWS: Final = {"URL": "https://ratings.netlify.app", "DEPLOY_PRIME_URL": PREVIEW}
+NO_BASE_URL: Final = (
+    "{input}: no base URL to build article_url from: set base_url in {input}, "
+    "the BASE_URL environment variable, or --base-url"
+)
 
 
-@pytest.fixture
-def no_base_url(tmp_path: Path) -> Path:
-    return write(tmp_path / "ratings.yaml", "articles:\n  7: [5]\n")
-
-
-@pytest.fixture
-def with_base_url(tmp_path: Path) -> Path:
-    return write(tmp_path / "ratings.yaml", "base_url: https://file.example\narticles:\n  7: [5]\n")
-
-
-def test_base_url_option_wins_over_everything(
-    with_base_url: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+# (base_url in the file, the environment, the options): the base URL built with, or the error.
+@pytest.mark.parametrize(
+    ("in_file", "environ", "args", "expected"),
+    [
+        pytest.param(
+            True,
+            {"BASE_URL": "https://env.example", **NETLIFY},
+            ["--base-url", "https://option.example/"],
+            "https://option.example",
+            id="the-option-wins-over-everything",
+        ),
+        pytest.param(
+            True,
+            {"BASE_URL": "https://env.example", **NETLIFY},
+            [],
+            "https://env.example",
+            id="the-variable-wins-over-the-file",
+        ),
+        pytest.param(True, {"BASE_URL": ""}, [], "https://file.example", id="empty-is-unset"),
+        pytest.param(True, NETLIFY, [], "https://file.example", id="the-file-wins-over-netlify"),
+        *(
+            pytest.param(False, {"CONTEXT": context, **PREVIEWS}, [], url, id=f"netlify-{context}")
+            for context, url in [
+                ("production", "https://ratings.netlify.app"),
+                ("deploy-preview", PREVIEW),
+                ("branch-deploy", PREVIEW),
+            ]
+        ),
+        pytest.param(
+            False,
+            {"URL": "https://somewhere.example"},
+            [],
+            NO_BASE_URL,
+            id="url-alone-is-not-netlify",
+        ),
+        # Each context reads one variable: the other one, set, is not taken instead.
+        pytest.param(
+            False,
+            {"CONTEXT": "production", "URL": "", "DEPLOY_PRIME_URL": PREVIEW},
+            [],
+            NO_BASE_URL,
+            id="production-without-url",
+        ),
+        pytest.param(
+            False,
+            {"CONTEXT": "deploy-preview", "DEPLOY_PRIME_URL": "", "URL": PREVIEW},
+            [],
+            NO_BASE_URL,
+            id="preview-without-its-url",
+        ),
+        pytest.param(
+            False,
+            {},
+            ["--base-url", "https://"],
+            "--base-url: the base URL has no host, found 'https://'",
+            id="no-host",
+        ),
+        pytest.param(
+            False,
+            {},
+            ["--base-url", "example.com"],
+            "--base-url: the base URL must start with http:// or https://, found 'example.com'",
+            id="no-scheme",
+        ),
+        pytest.param(
+            False,
+            {"BASE_URL": "https://example.com/#top"},
+            [],
+            "BASE_URL (environment): the base URL must not have a query or a fragment, "
+            "found 'https://example.com/#top'",
+            id="a-fragment",
+        ),
+        pytest.param(
+            False,
+            {"CONTEXT": "production", "URL": "ftp://netlify.example"},
+            [],
+            "URL (Netlify, CONTEXT=production): the base URL must start with http:// or "
+            "https://, found 'ftp://netlify.example'",
+            id="netlify-ftp",
+        ),
+    ],
+)
+def test_the_base_url_comes_from_the_first_place_that_gives_one(
+    in_file: bool,
+    environ: dict[str, str],
+    args: list[str],
+    expected: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setenv("BASE_URL", "https://env.example")
-    monkeypatch.setenv("CONTEXT", "production")
-    monkeypatch.setenv("URL", "https://netlify.example")
+    base_url = "base_url: https://file.example\n" if in_file else ""
+    ratings = write(tmp_path / "ratings.yaml", f"{base_url}articles:\n  7: [5]\n")
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
     site = tmp_path / "site"
 
-    assert (
-        main(
-            [
-                "--input",
-                str(with_base_url),
-                "--output",
-                str(site),
-                "--base-url",
-                "https://option.example/",
-            ]
-        )
-        == 0
-    )
+    code = main(["--input", str(ratings), "--output", str(site), *args])
 
-    assert article_url(site) == "https://option.example/away/api/articles/7/"
-
-
-def test_base_url_variable_wins_over_the_file(
-    with_base_url: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("BASE_URL", "https://env.example")
-    monkeypatch.setenv("CONTEXT", "production")
-    monkeypatch.setenv("URL", "https://netlify.example")
-
-    assert main(["--input", str(with_base_url), "--output", str(tmp_path / "site")]) == 0
-
-    assert article_url(tmp_path / "site") == "https://env.example/away/api/articles/7/"
-
-
-def test_an_empty_base_url_variable_counts_as_unset(
-    with_base_url: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("BASE_URL", "")
-
-    assert main(["--input", str(with_base_url), "--output", str(tmp_path / "site")]) == 0
-
-    assert article_url(tmp_path / "site") == "https://file.example/away/api/articles/7/"
-
-
-def test_the_file_wins_over_netlify(
-    with_base_url: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("CONTEXT", "production")
-    monkeypatch.setenv("URL", "https://netlify.example")
-
-    assert main(["--input", str(with_base_url), "--output", str(tmp_path / "site")]) == 0
-
-    assert article_url(tmp_path / "site") == "https://file.example/away/api/articles/7/"
-
-
-@pytest.mark.parametrize(
-    ("context", "expected"),
-    [
-        ("production", "https://ratings.netlify.app/away/api/articles/7/"),
-        ("deploy-preview", "https://deploy-preview-4--ratings.netlify.app/away/api/articles/7/"),
-        ("branch-deploy", "https://deploy-preview-4--ratings.netlify.app/away/api/articles/7/"),
-    ],
-)
-def test_netlify_variables_by_context(
-    context: str, expected: str, no_base_url: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("CONTEXT", context)
-    monkeypatch.setenv("URL", "https://ratings.netlify.app")
-    monkeypatch.setenv("DEPLOY_PRIME_URL", "https://deploy-preview-4--ratings.netlify.app")
-
-    assert main(["--input", str(no_base_url), "--output", str(tmp_path / "site")]) == 0
-
-    assert article_url(tmp_path / "site") == expected
-
-
-def test_url_alone_is_not_taken_for_netlify(
-    no_base_url: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    monkeypatch.setenv("URL", "https://somewhere.example")
-
-    assert main(["--input", str(no_base_url), "--output", str(tmp_path / "site")]) == 2
-
-    assert capsys.readouterr().err == (
-        f"{no_base_url}: no base URL to build article_url from: set base_url in "
-        f"{no_base_url}, the BASE_URL environment variable, or --base-url\n"
-    )
-
-
-@pytest.mark.parametrize(
-    ("context", "unset", "other"),
-    [("production", "URL", "DEPLOY_PRIME_URL"), ("deploy-preview", "DEPLOY_PRIME_URL", "URL")],
-)
-def test_netlify_without_its_own_url_has_no_base_url(
-    context: str,
-    unset: str,
-    other: str,
-    no_base_url: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """Each context reads one variable: the other one, set, is not taken instead."""
-    monkeypatch.setenv("CONTEXT", context)
-    monkeypatch.setenv(unset, "")  # empty counts as unset
-    monkeypatch.setenv(other, "https://other.example")
-
-    assert main(["--input", str(no_base_url), "--output", str(tmp_path / "site")]) == 2
-
-    assert capsys.readouterr().err == (
-        f"{no_base_url}: no base URL to build article_url from: set base_url in "
-        f"{no_base_url}, the BASE_URL environment variable, or --base-url\n"
-    )
-    assert not (tmp_path / "site").exists()
-
-
-@pytest.mark.parametrize(
-    ("args", "variables", "message"),
-    [
-        (["--base-url", "https://"], {}, "--base-url: the base URL has no host, found 'https://'"),
-        (
-            ["--base-url", "example.com"],
-            {},
-            "--base-url: the base URL must start with http:// or https://, found 'example.com'",
-        ),
-        (
-            [],
-            {"BASE_URL": "https://example.com/#top"},
-            (
-                "BASE_URL (environment): the base URL must not have a query or a fragment, "
-                "found 'https://example.com/#top'"
-            ),
-        ),
-        (
-            [],
-            {"CONTEXT": "production", "URL": "ftp://netlify.example"},
-            (
-                "URL (Netlify, CONTEXT=production): the base URL must start with http:// or https://, "
-                "found 'ftp://netlify.example'"
-            ),
-        ),
-    ],
-)
-def test_a_bad_base_url_names_where_it_came_from(
-    args: list[str],
-    variables: dict[str, str],
-    message: str,
-    no_base_url: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    for name, value in variables.items():
-        monkeypatch.setenv(name, value)
-
-    assert main(["--input", str(no_base_url), "--output", str(tmp_path / "site"), *args]) == 2
-
-    assert capsys.readouterr().err == message + "\n"
-    assert not (tmp_path / "site").exists()
+    if expected.startswith("http"):
+        assert code == 0
+        document = (site / "away/api/articles/7/rating/index.json").read_bytes()
+        assert document.startswith(f'{{"article_url": "{expected}/away/api/articles/7/"'.encode())
+    else:
+        assert (code, capsys.readouterr().err) == (2, expected.format(input=ratings) + "\n")
+        assert not site.exists()
 
 
 def test_paths_are_relative_to_the_current_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "data").mkdir()
-    write(
-        tmp_path / "data" / "ratings.yaml", "base_url: https://example.com\narticles:\n  7: [5]\n"
-    )
+    write(tmp_path / "data" / "ratings.yaml", GOOD)
     monkeypatch.chdir(tmp_path)
 
     assert main(["--input", "data/ratings.yaml", "--output", "public"]) == 0
@@ -238,19 +179,28 @@ def test_check_and_serve_do_not_go_together(capsys: pytest.CaptureFixture[str]) 
     )
 
 
-def test_the_script_reports_bad_input_without_traceback(tmp_path: Path) -> None:
+def test_in_a_pipe_a_build_prints_its_line_and_bad_input_one_line(tmp_path: Path) -> None:
+    """No progress where stderr is no terminal; a mistake is its line, with no traceback."""
     case = CASES / "rating-true"
-
-    result = subprocess.run(
+    bad = subprocess.run(
         [sys.executable, str(ROOT / "generate.py"), "--output", str(tmp_path / "site")],
         cwd=case,
         check=False,  # the exit code is what the test reads
         capture_output=True,
         text=True,
     )
+    assert (bad.returncode, bad.stdout, bad.stderr) == (2, "", (case / "error").read_text())
 
-    assert (result.returncode, result.stdout) == (2, "")
-    assert result.stderr == (case / "error").read_text()
+    ratings = write(tmp_path / "ratings.yaml", GOOD)
+    good = subprocess.run(
+        [sys.executable, str(ROOT / "generate.py"), "--input", str(ratings)],
+        cwd=tmp_path,
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    assert (good.returncode, good.stderr) == (0, "")
+    assert good.stdout.startswith("built site: 1 article; files: 9 written, ")
 
 
 def test_the_committed_site_is_up_to_date(
@@ -309,31 +259,24 @@ def run_on_terminal(*args: str) -> tuple[int, bytes, bytes]:
 
 
 def test_progress_shows_on_a_terminal(tmp_path: Path) -> None:
-    ratings = write(
-        tmp_path / "ratings.yaml",
-        "base_url: https://example.com\narticles:\n"
-        + "".join(f"  {n}: [5]\n" for n in range(1, 1001)),
-    )
+    lines = "".join(f"  {n}: [5]\n" for n in range(1, 1001))
+    ratings = write(tmp_path / "ratings.yaml", f"base_url: https://example.com\narticles:\n{lines}")
 
     code, stdout, terminal = run_on_terminal(
-        "--input", str(ratings), "--output", str(tmp_path / "site")
+        "--input", str(ratings), "--output", str(tmp_path / "s")
     )
 
     assert code == 0
     assert stdout.startswith(
-        f"built {tmp_path / 'site'}: 1,000 articles; files: 1008 written".encode()
+        f"built {tmp_path / 's'}: 1,000 articles; files: 1008 written".encode()
     )
     assert terminal.endswith(b"\rwriting: 1,000 of 1,000 articles (100%)\r\x1b[K"), terminal
     reports = terminal.removesuffix(b"\r\x1b[K").split(b"\r")[1:]
-    assert all(
-        re.fullmatch(rb"writing: [\d,]+ of 1,000 articles \(\d+%\)", line) for line in reports
-    )
+    assert all(re.fullmatch(rb"writing: [\d,]+ of 1,000 articles \(\d+%\)", r) for r in reports)
 
 
 def test_quiet_prints_nothing_even_on_a_terminal(tmp_path: Path) -> None:
-    ratings = write(
-        tmp_path / "ratings.yaml", "base_url: https://example.com\narticles:\n  7: [5]\n"
-    )
+    ratings = write(tmp_path / "ratings.yaml", GOOD)
 
     code, stdout, terminal = run_on_terminal(
         "--input", str(ratings), "--output", str(tmp_path / "site"), "--quiet"
@@ -341,29 +284,6 @@ def test_quiet_prints_nothing_even_on_a_terminal(tmp_path: Path) -> None:
 
     assert (code, stdout, terminal) == (0, b"", b"")
     assert (tmp_path / "site/away/api/articles/7/rating/index.json").is_file()
-
-
-def test_no_progress_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
-    ratings = write(
-        tmp_path / "ratings.yaml", "base_url: https://example.com\narticles:\n  7: [5]\n"
-    )
-
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "generate.py"),
-            "--input",
-            str(ratings),
-            "--output",
-            str(tmp_path / "site"),
-        ],
-        check=False,  # the exit code is what the test reads
-        capture_output=True,
-        text=True,
-    )
-
-    assert (result.returncode, result.stderr) == (0, "")
-    assert result.stdout.startswith(f"built {tmp_path / 'site'}: 1 article; files: 9 written, ")
 
 
 def test_the_summary_line_belongs_to_the_build_result() -> None:
@@ -383,3 +303,31 @@ def test_the_server_does_not_import_the_command_line() -> None:
     server = (ROOT / "ratings_api" / "server.py").read_text()
 
     assert "ratings_api.cli" not in server
+
+
+def test_an_error_keeps_where_it_is_apart_from_what_it_is(tmp_path: Path) -> None:
+    """As tomli's TOMLDecodeError: path, line and column as fields; None where there is none."""
+    missing = str(tmp_path / "missing.yaml")
+    in_file = Catalogue(base_url="ftp://x.example", base_url_at=(3, 11))
+    must = "the base URL must start with http:// or https://, found 'ftp://x.example'"
+    errors = []
+    for mistake in (
+        lambda: loader.read(missing),
+        lambda: resolve_base_url("r.yaml", "ftp://x.example", {}, Catalogue()),
+        lambda: resolve_base_url("r.yaml", None, {}, in_file),
+    ):
+        with pytest.raises(InputError) as caught:
+            mistake()
+        error = caught.value
+        errors.append((str(error), error.msg, error.path, error.lineno, error.colno))
+    assert errors == [
+        (
+            f"{missing}: cannot read: No such file or directory",
+            "cannot read: No such file or directory",
+            missing,
+            None,
+            None,
+        ),
+        (f"--base-url: {must}", f"--base-url: {must}", None, None, None),
+        (f"r.yaml:3:11: base_url: {must}", f"base_url: {must}", "r.yaml", 3, 11),
+    ]

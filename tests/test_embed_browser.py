@@ -14,7 +14,6 @@ as docs/embed.png, rewritten only when the pixels changed.
 
 from __future__ import annotations
 
-import base64
 import fnmatch
 import gzip
 import http.server
@@ -43,7 +42,7 @@ from tests.hosts import (
     start_serve,
     start_wrangler,
 )
-from tests.test_front_page_browser import PNG_SIGNATURE, png_size
+from tests.test_front_page_browser import save_screenshot
 
 REPO: Final = Path(__file__).resolve().parent.parent
 SCREENSHOT: Final = REPO / "docs" / "embed.png"
@@ -451,22 +450,9 @@ def test_an_api_that_fails_shows_nothing_and_throws_nothing(
 
 
 def test_the_screenshot(driver: Chrome, hosts: dict[str, Host], pages: PageServer) -> None:
-    host = hosts["generate --serve"]
-    driver.get(f"{pages.origin}/page/{host.port}")
+    driver.get(f"{pages.origin}/page/{hosts['generate --serve'].port}")
     shown(driver)
     height = driver.execute_script(
         "return Math.ceil(document.body.getBoundingClientRect().bottom) + 16"
     )
-    shot = driver.execute_cdp_cmd(
-        "Page.captureScreenshot",
-        {
-            "format": "png",
-            "captureBeyondViewport": True,
-            "clip": {"x": 0, "y": 0, "width": WIDTH, "height": height, "scale": 1},
-        },
-    )
-    png = base64.b64decode(shot["data"], validate=True)
-    assert png.startswith(PNG_SIGNATURE)
-    assert png_size(png) == (WIDTH, height)
-    if not SCREENSHOT.exists() or SCREENSHOT.read_bytes() != png:
-        SCREENSHOT.write_bytes(png)
+    save_screenshot(driver, WIDTH, height, SCREENSHOT)

@@ -12,11 +12,10 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from ratings_api.describe import FRONT_PAGE_CSP
 from ratings_api.hosting import hosting_files
-from ratings_api.loader import Catalogue
 from ratings_api.server import COMMON_HEADERS, NOT_FOUND
 from tests.contract import hermetic_environ, make_project
 from tests.hosts import (
@@ -27,35 +26,14 @@ from tests.hosts import (
     nginx_site_conf,
 )
 
-REDIRECTS: Final = """\
-# Written by generate.py from ratings_api/templates/hosting/_redirects.j2 at every build:
-# edit the template, not this file. Netlify and Cloudflare Pages read it, and
-# the first rule that matches a request wins.
-#
-# These hosts look a folder's index up as index.html only: the document is
-# reached by a rewrite. For an id with no document the rewrite finds no file
-# and the host sends 404.html, which the build writes as the API's JSON error.
-# So the rules are the same for ten articles or ten million.
-/away/api/articles/:id/rating/  /away/api/articles/:id/rating/index.json  200
-# Netlify matches the rule above with or without the trailing slash, and never
-# gets here; Cloudflare Pages matches exactly, and redirects as the app does.
-/away/api/articles/:id/rating  /away/api/articles/:id/rating/  301
-"""
-
-
-# The generated files
-
 
 def test_hosting_files_are_the_rules_and_the_json_404() -> None:
-    files = hosting_files(Catalogue(ids=[1, 7]), "https://ratings.example.com")
-    assert files == {"_redirects": REDIRECTS.encode(), "404.html": NOT_FOUND}
-
-
-def test_hosting_files_do_not_grow_with_the_catalogue() -> None:
-    """Netlify advises against more than about 10,000 rules: a million articles need one."""
-    small = hosting_files(Catalogue(ids=[7]), "https://a.example")
-    huge = hosting_files(Catalogue(ids=list(range(1, 1_000_001))), "https://b.example")
-    assert small == huge
+    """The same for any site (a million articles need two rules): bytes in tests/cases/valid/front-page."""
+    golden = Path(__file__).parent / "cases/valid/front-page/expected"
+    assert hosting_files() == {
+        "_redirects": (golden / "_redirects").read_bytes(),
+        "404.html": NOT_FOUND,
+    }
 
 
 # netlify.toml

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,13 @@ import pytest
 
 from ratings_api.build import build
 from ratings_api.errors import InputError
-from ratings_api.limits import HOST_LIMITS, OBJECT_STORAGE, check
+from ratings_api.limits import (
+    NETLIFY_PER_DIRECTORY,
+    OBJECT_STORAGE,
+    PAGES_FREE,
+    PAGES_PAID,
+    check,
+)
 from tests.contract import REPO, hermetic_environ
 
 # Extras as the build adds them to the articles' documents (index.html, 404.html, the
@@ -34,10 +41,48 @@ def ratings(count: int) -> str:
     )
 
 
-def notices(articles: int, environ: dict[str, str]) -> list[str]:
-    said: list[str] = []
-    check(articles, EXTRAS, environ, said.append)
-    return said
+FREE_PLAN_NOTE: Final = (
+    "note: 100,000 files (and any of yours) are over Cloudflare Pages' Free plan limit of "
+    "20,000 files a deployment by 80,000: the deploy fails unless the project is on a "
+    f"paid plan (100,000); or {OBJECT_STORAGE}"
+)
+NETLIFY_NOTE: Final = (
+    "note: away/api/articles/ holds 54,001 folders, 1 over the 54,000 files a directory "
+    "Netlify is reported to allow, if folders count (not confirmed); if the deploy fails, "
+    f"{OBJECT_STORAGE}"
+)
+
+
+# (articles, the host's variables): the notices, before anything is written.
+@pytest.mark.parametrize(
+    ("articles", "environ", "said"),
+    [
+        (99_994, {"CF_PAGES": "1"}, [FREE_PLAN_NOTE]),
+        (
+            19_995,
+            {"CF_PAGES": "1"},
+            [
+                FREE_PLAN_NOTE.replace("100,000 files (", "20,001 files (").replace(
+                    "by 80,000", "by 1"
+                )
+            ],
+        ),
+        (19_994, {"CF_PAGES": "1"}, []),
+        (54_001, {"NETLIFY": "true"}, [NETLIFY_NOTE]),
+        (54_001, {"CONTEXT": "production"}, [NETLIFY_NOTE]),
+        (54_000, {"NETLIFY": "true"}, []),
+        *(
+            (10_000_000, environ, [])
+            for environ in ({}, {"VERCEL": "1"}, {"CF_PAGES": "0"}, {"NETLIFY": "false"})
+        ),
+    ],
+)
+def test_a_host_s_limit_is_a_notice_where_the_deploy_may_fail(
+    articles: int, environ: dict[str, str], said: list[str]
+) -> None:
+    notices: list[str] = []
+    check(articles, EXTRAS, environ, notices.append)
+    assert notices == said
 
 
 def test_pages_over_its_paid_limit_stops_the_build() -> None:
@@ -45,38 +90,8 @@ def test_pages_over_its_paid_limit_stops_the_build() -> None:
         check(99_995, EXTRAS, {"CF_PAGES": "1"}, print)
     assert str(caught.value) == (
         "100,001 files (and any of yours) are over Cloudflare Pages' limit of 100,000 files "
-        "a deployment by 1: the deploy would fail; publish to object storage instead: "
-        "python generate.py --publish s3://BUCKET[/PREFIX] (docs/deploy-object-storage.md)"
+        f"a deployment by 1: the deploy would fail; {OBJECT_STORAGE}"
     )
-
-
-def test_pages_at_its_limits_says_nothing_or_a_notice() -> None:
-    assert notices(99_994, {"CF_PAGES": "1"}) == [
-        (
-            "note: 100,000 files (and any of yours) are over Cloudflare Pages' Free plan limit of "
-            "20,000 files a deployment by 80,000: the deploy fails unless the project is on a "
-            f"paid plan (100,000); or {OBJECT_STORAGE}"
-        )
-    ]
-    assert notices(19_994, {"CF_PAGES": "1"}) == []
-    assert len(notices(19_995, {"CF_PAGES": "1"})) == 1
-
-
-def test_netlify_over_its_reported_limit_is_a_notice_only() -> None:
-    for environ in ({"NETLIFY": "true"}, {"CONTEXT": "production"}):
-        assert notices(54_001, environ) == [
-            (
-                "note: away/api/articles/ holds 54,001 folders, 1 over the 54,000 files a "
-                "directory Netlify is reported to allow, if folders count (not confirmed); if the "
-                f"deploy fails, {OBJECT_STORAGE}"
-            )
-        ]
-        assert notices(54_000, environ) == []
-
-
-def test_elsewhere_nothing_is_checked() -> None:
-    for environ in ({}, {"VERCEL": "1"}, {"CF_PAGES": "0"}, {"NETLIFY": "false"}):
-        assert notices(10_000_000, environ) == []
 
 
 def test_the_build_stops_before_writing(tmp_path: Path) -> None:
@@ -95,17 +110,21 @@ def test_the_build_stops_before_writing(tmp_path: Path) -> None:
     assert said == []
 
 
-def test_generate_exits_2_on_pages_over_the_limit(tmp_path: Path) -> None:
-    (tmp_path / "ratings.yaml").write_text(ratings(100_000), encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, str(REPO / "generate.py"), "--base-url", "https://r.example.com"],
-        cwd=tmp_path,
+def generate(folder: Path, environ: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(REPO / "generate.py"), *args],
+        cwd=folder,
         capture_output=True,
         text=True,
-        env={**hermetic_environ(), "CF_PAGES": "1"},
+        env={**hermetic_environ(), **environ},
         check=False,
         timeout=300,
     )
+
+
+def test_generate_exits_2_on_pages_over_the_limit(tmp_path: Path) -> None:
+    (tmp_path / "ratings.yaml").write_text(ratings(100_000), encoding="utf-8")
+    done = generate(tmp_path, {"CF_PAGES": "1"}, "--base-url", "https://r.example.com")
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (
         "100,007 files (and any of yours) are over Cloudflare Pages' limit of 100,000 files "
@@ -117,58 +136,51 @@ def test_generate_exits_2_on_pages_over_the_limit(tmp_path: Path) -> None:
 def test_generate_says_so_on_netlify_before_writing(tmp_path: Path) -> None:
     """--check writes nothing: the notice comes first, then what a build would write."""
     (tmp_path / "ratings.yaml").write_text(ratings(54_001), encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, str(REPO / "generate.py"), "--check"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env={
-            **hermetic_environ(),
-            "NETLIFY": "true",
-            "CONTEXT": "production",
-            "URL": "https://r.example.com",
-        },
-        check=False,
-        timeout=300,
-    )
-    assert done.stderr.splitlines()[0] == (
-        "note: away/api/articles/ holds 54,001 folders, 1 over the 54,000 files a directory "
-        f"Netlify is reported to allow, if folders count (not confirmed); if the deploy "
-        f"fails, {OBJECT_STORAGE}"
-    )
+    netlify = {"NETLIFY": "true", "CONTEXT": "production", "URL": "https://r.example.com"}
+    done = generate(tmp_path, netlify, "--check")
+    assert done.stderr.splitlines()[0] == NETLIFY_NOTE
     assert done.stderr.splitlines()[1].startswith("site is out of date: ")
 
 
-def test_the_publishing_build_checks_no_static_host() -> None:
-    """With --publish the site goes to a bucket: cli passes no host_notice, so no check."""
-    text = (REPO / "ratings_api" / "cli.py").read_text(encoding="utf-8")
-    assert "host_notice=_print_notice if target is None else None" in text
+def test_a_publishing_build_checks_no_static_host(tmp_path: Path) -> None:
+    """With --publish the site goes to a bucket, which has no such limit: no notice."""
+    (tmp_path / "ratings.yaml").write_text(ratings(19_995), encoding="utf-8")
+    with socket.socket() as closed:  # a port nothing listens on: the publish stops there
+        closed.bind(("127.0.0.1", 0))
+        endpoint = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    done = generate(
+        tmp_path,
+        {"CF_PAGES": "1", "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "k"},
+        "--base-url",
+        "https://r.example.com",
+        "--publish",
+        "s3://ratings/p",
+        "--output",
+        "site",
+    )
+    assert (tmp_path / "site/away/api/articles/19995/rating/index.json").is_file()
+    assert done.returncode == 2
+    assert done.stderr.startswith("s3://ratings/p: "), done.stderr  # the publish's own error
+    assert "Cloudflare" not in done.stderr
 
 
-def test_every_host_the_docs_name_has_a_row_with_a_source() -> None:
-    hosts = [row.host for row in HOST_LIMITS]
-    assert hosts[:5] == [
+def test_the_hosts_page_gives_each_host_s_limit_with_its_source_and_these_numbers() -> None:
+    page = (REPO / "docs" / "hosts.md").read_text(encoding="utf-8")
+    head = "| host | limit | what counts | source | what the build does |\n|---|---|---|---|---|\n"
+    rows = page.split(head, 1)[1].split("\n\n", 1)[0].splitlines()
+    table = {cells[0]: cells[1:] for cells in (row.strip("| ").split(" | ") for row in rows)}
+    assert list(table)[:5] == [
         "Cloudflare Pages",
         "Netlify",
         "Azure Static Web Apps",
         "Vercel",
         "GitHub Pages",
     ]
-    assert hosts[5].startswith("Object storage")
-    assert all(row.source and row.limit and row.check for row in HOST_LIMITS)
-
-
-def limits_table() -> str:
-    """docs/hosts.md's table of the hosts' limits, from HOST_LIMITS."""
-    lines = [
-        "| host | limit | what counts | source | what the build does |",
-        "|---|---|---|---|---|",
-    ]
-    for row in HOST_LIMITS:
-        cells = (row.host, row.limit, row.counts, row.source, row.check)
-        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def test_the_hosts_page_shows_the_limits_table() -> None:
-    assert limits_table() in (REPO / "docs" / "hosts.md").read_text(encoding="utf-8")
+    assert list(table)[5].startswith("Object storage")
+    assert all(len(cells) == 4 and all(cells) for cells in table.values()), table
+    # What the build does on the two hosts it checks: the numbers of limits.py.
+    pages, netlify = table["Cloudflare Pages"], table["Netlify"]
+    assert f"{PAGES_FREE:,} files a deployment on the Free plan, {PAGES_PAID:,}" in pages[0]
+    assert f"over {PAGES_PAID:,} files, exit 2; over {PAGES_FREE:,}, a notice" in pages[3]
+    assert f"{NETLIFY_PER_DIRECTORY:,} files a directory" in netlify[0]
+    assert f"over {NETLIFY_PER_DIRECTORY:,} articles, a notice" in netlify[3]

@@ -16,6 +16,8 @@ import tomllib
 from pathlib import Path
 from typing import Final
 
+from packaging.requirements import Requirement
+
 from ratings_api.build import build
 from tests.trees import read_tree, tree_diff
 
@@ -45,13 +47,19 @@ def run(command: list[str | Path], cwd: Path) -> str:
 
 
 def test_the_dependencies_are_requirements_txt_s() -> None:
+    """pyproject.toml's dependencies are requirements.txt's exact pins, or ranges holding them."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     pins = [
-        line
+        Requirement(line)
         for line in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
         if line and not line.startswith("#")
     ]
-    assert project["dependencies"] == pins
+    declared = [Requirement(line) for line in project["dependencies"]]
+    assert [pin.name for pin in pins] == [allowed.name for allowed in declared]
+    for pin, allowed in zip(pins, declared, strict=True):
+        (exact,) = pin.specifier
+        assert exact.operator == "==", pin
+        assert allowed.specifier.contains(exact.version), (pin, allowed)
 
 
 def test_a_wheel_installs_in_a_fresh_venv_and_builds_the_same_site(tmp_path: Path) -> None:

@@ -1,12 +1,12 @@
-"""The generator runs where the docs say: Linux, macOS, and (the build) Windows.
+"""The generator runs where the docs say: Linux, macOS and Windows.
 
 No Mac and no Windows machine runs these tests. What this one can show: every
 name the package reads from the system's modules is on a list of names macOS
 has (the Python docs' "Availability" notes: a new one fails the audit until it
-is looked up); the build runs in a fresh interpreter from which the names
-macOS's and Windows's Pythons lack are taken out (no ``O_DIRECTORY``,
-``O_NOFOLLOW`` or ``fcntl``: Windows's lock, ``msvcrt.locking``, is played by
-``flock``); and ``--serve`` runs without the names macOS's Python lacks.
+is looked up); and the build and ``--serve`` run in a fresh interpreter from
+which the names macOS's and Windows's Pythons lack are taken out (no
+``O_DIRECTORY``, ``O_NOFOLLOW`` or ``fcntl``: Windows's lock, ``msvcrt.locking``,
+is played by ``flock``).
 """
 
 from __future__ import annotations
@@ -28,11 +28,10 @@ from tests.trees import read_tree, tree_diff
 MODULES: Final = ("os", "signal", "fcntl", "mmap", "select", "socket", "time")
 # Every name the package reads from those modules directly, each available on
 # Linux and macOS alike (the docs say "Unix", or nothing, and macOS has the call).
-# Windows lacks O_DIRECTORY, O_NOFOLLOW and fcntl: only the server uses the first
-# two, and state.py uses fcntl on every other system.
+# Windows lacks fcntl: state.py uses it on every other system.
 PORTABLE: Final = {
     "os": {
-        *("O_CREAT", "O_DIRECTORY", "O_EXCL", "O_NOFOLLOW", "O_RDONLY", "O_RDWR", "O_WRONLY"),
+        *("O_CREAT", "O_EXCL", "O_RDONLY", "O_RDWR", "O_WRONLY"),
         *("SEEK_SET", "close", "environ", "fstat", "ftruncate", "getpid", "lseek", "lstat"),
         *("makedirs", "mkdir", "open", "path", "read", "replace", "rmdir", "scandir", "stat"),
         *("stat_result", "strerror", "unlink", "write"),
@@ -46,8 +45,6 @@ PORTABLE: Final = {
 }
 # Names read only through getattr or hasattr, each with its fallback where it is missing.
 WITH_FALLBACK: Final = {
-    ("os", "O_PATH"),  # Linux only: folders are opened O_RDONLY instead
-    ("os", "O_NONBLOCK"),  # not on Windows, which has no FIFOs to fear
     ("os", "O_NOFOLLOW"),  # not on Windows: a folder is checked with lstat before a write
     ("os", "O_BINARY"),  # Windows only: elsewhere there is no text mode to leave
 }
@@ -82,22 +79,6 @@ for module, names in {names!r}.items():
     for name in names:
         if hasattr(importlib.import_module(module), name):
             delattr(importlib.import_module(module), name)
-"""
-# macOS's kernel refuses a symlink opened with O_NOFOLLOW as ELOOP even with
-# O_DIRECTORY, where Linux says ENOTDIR.
-MACOS: Final = """\
-open_ = os.open
-def macos_open(path, flags, mode=0o777, *, dir_fd=None):
-    if flags & os.O_NOFOLLOW:
-        try:
-            link = stat.S_ISLNK(os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode)
-        except OSError:
-            link = False
-        if link:
-            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
-    return open_(path, flags, mode, dir_fd=dir_fd)
-os.open = macos_open
-os.supports_dir_fd.add(macos_open)
 """
 WINDOWS: Final = """\
 flock = fcntl.flock
@@ -160,17 +141,15 @@ def test_every_call_the_package_makes_is_one_macos_has() -> None:
     assert not pairs(PORTABLE) & pairs(NOT_ON_MACOS)
 
 
-def without(names: Mapping[str, Iterable[str]], shims: str, *args: str) -> list[str]:
-    """A fresh interpreter without ``names``, changed by ``shims``, that runs generate.py."""
-    listed = {module: list(module_names) for module, module_names in names.items()}
-    script = str(REPO / "generate.py")
-    code = WITHOUT.format(names=listed) + shims + RUN.format(repo=str(REPO), script=script)
-    return [sys.executable, "-W", "error", "-c", code, *args]
-
-
 def on_windows(*args: str) -> list[str]:
-    names = {**NOT_ON_MACOS, "os": NOT_ON_MACOS["os"] + NOT_ON_WINDOWS["os"]}
-    return without({**names, "signal": NOT_ON_WINDOWS["signal"]}, WINDOWS, *args)
+    """generate.py in a fresh interpreter without what macOS's and Windows's Pythons lack."""
+    names = {
+        module: [*NOT_ON_MACOS.get(module, ()), *NOT_ON_WINDOWS.get(module, ())]
+        for module in NOT_ON_MACOS.keys() | NOT_ON_WINDOWS.keys()
+    }
+    script = str(REPO / "generate.py")
+    code = WITHOUT.format(names=names) + WINDOWS + RUN.format(repo=str(REPO), script=script)
+    return [sys.executable, "-W", "error", "-c", code, *args]
 
 
 def run(command: list[str], folder: Path) -> tuple[int, str, str]:
@@ -226,11 +205,9 @@ def test_the_build_runs_without_what_macos_and_windows_lack(tmp_path: Path) -> N
     )
 
 
-def test_serve_runs_without_what_macos_lacks(tmp_path: Path) -> None:
+def test_serve_runs_without_what_macos_and_windows_lack(tmp_path: Path) -> None:
     with serving(
-        tmp_path,
-        RATINGS,
-        command=lambda *options: without(NOT_ON_MACOS, MACOS, "--serve", "--port", "0", *options),
+        tmp_path, RATINGS, command=lambda *options: on_windows("--serve", "--port", "0", *options)
     ) as served:
         port = int(served.address.rsplit(":", 1)[1])
         reply = request(port, "GET", "/away/api/articles/7/rating/")

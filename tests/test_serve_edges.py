@@ -1,86 +1,97 @@
-"""Corners of serving that the contract suite does not reach: a bounded cache, removed files,
-a port out of range, a site with no article yet, an input gone for a moment."""
+"""Corners of serving that the contract suite does not reach: files replaced while
+they are served (the WSGI app called in this process, as a WSGI server calls it),
+a site with no article yet, an input gone for a moment."""
 
 from __future__ import annotations
 
+import os
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
-from wsgiref.types import WSGIApplication
-from wsgiref.util import setup_testing_defaults
 
 from ratings_api.build import build
-from ratings_api.server import POLL_SECONDS, LazyWhiteNoise, api_fallback, create_app
-from tests.contract import make_project, start, stop, wait_for
-from tests.hosts import SERVING, refused_serve, serve_command
+from ratings_api.devserver import POLL_SECONDS
+from ratings_api.server import create_app
+from tests.contract import NOT_FOUND, SECRET, call_app, make_project, start, stop, wait_for
+from tests.hosts import SERVING, serve_command
 
-BASE_URL = "https://ratings.example.com"
-
-
-def build_site(folder: Path, articles: str) -> Path:
-    source = folder / "ratings.yaml"
-    source.write_text(f"articles:\n{articles}", encoding="utf-8")
-    site = folder / "site"
-    build(str(source), str(site), base_url=BASE_URL, environ={})
-    return site
+RACE_SECONDS = 0.5
 
 
-def get(app: WSGIApplication, path: str) -> tuple[str, bytes]:
-    """The status line and the body of a GET, asked of the WSGI app in this process."""
-    environ: dict[str, Any] = {}
-    setup_testing_defaults(environ)
-    environ.update(REQUEST_METHOD="GET", PATH_INFO=path)
-    statuses = []
+def test_a_file_removed_by_a_rebuild_is_a_404(tmp_path: Path) -> None:
+    source = tmp_path / "ratings.yaml"
+    source.write_text("articles:\n  1: [5]\n  2: [4]\n", encoding="utf-8")
+    build(str(source), str(tmp_path / "site"), base_url="https://a.example", environ={})
+    app = create_app(str(tmp_path / "site"))
+    assert call_app(app, "GET", b"/away/api/articles/2/rating/")[0] == 200
+    source.write_text("articles:\n  1: [5]\n", encoding="utf-8")
+    build(str(source), str(tmp_path / "site"), base_url="https://a.example", environ={})
+    assert call_app(app, "GET", b"/away/api/articles/2/rating/")[::2] == (404, NOT_FOUND)
 
-    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-        statuses.append(status)
-        return lambda data: None
 
-    answer = app(environ, start_response)
+@contextmanager
+def swapping(swap: Callable[[int], None]) -> Iterator[None]:
+    """Call ``swap(0)``, ``swap(1)``, ``swap(2)``... in another thread until the block ends."""
+    done = threading.Event()
+
+    def run() -> None:
+        turn = 0
+        while not done.is_set():
+            swap(turn)
+            turn += 1
+
+    thread = threading.Thread(target=run)
+    thread.start()
     try:
-        body = b"".join(answer)
+        yield
     finally:
-        close = getattr(answer, "close", None)
-        if close is not None:
-            close()  # the file it read from
-    return statuses[0], body
+        done.set()
+        thread.join()
 
 
-def document(article_id: int, total: int, count: int, value: str) -> bytes:
-    return (
-        f'{{"article_url": "{BASE_URL}/away/api/articles/{article_id}/", "id": {article_id}, '
-        f'"rating_sum": {total}, "rating_count": {count}, "rating_value": "{value}"}}\n'
-    ).encode()
+def test_the_headers_describe_the_bytes_sent_while_a_rebuild_replaces_the_file(
+    tmp_path: Path,
+) -> None:
+    """A file renamed into place between the lookup and the open: never its old length."""
+    site = tmp_path / "site"
+    site.mkdir()
+    versions = (b"short\n", b"a longer version\n")
 
+    def replace(turn: int) -> None:
+        (tmp_path / "next").write_bytes(versions[turn % 2])
+        os.replace(tmp_path / "next", site / "file.txt")
 
-def test_a_file_removed_by_a_rebuild_is_not_served_from_the_cache(tmp_path: Path) -> None:
-    site = build_site(tmp_path, "  1: [5]\n  2: [4]\n")
+    replace(0)
     app = create_app(str(site))
-    assert get(app, "/away/api/articles/2/rating/") == ("200 OK", document(2, 4, 1, "4.0"))
-
-    build_site(tmp_path, "  1: [5]\n")
-
-    status, body = get(app, "/away/api/articles/2/rating/")
-    assert (status, body) == ("404 Not Found", b'{"detail": "Not found."}\n')
-
-
-def test_the_cache_keeps_the_latest_files_up_to_its_size(tmp_path: Path) -> None:
-    site = build_site(tmp_path, "  1: [5]\n  2: [4]\n  3: [3]\n")
-    app = LazyWhiteNoise(api_fallback, str(site), cache_size=2)
-    for article_id, total in ((1, 5), (2, 4), (3, 3)):
-        path = f"/away/api/articles/{article_id}/rating/"
-        assert get(app, path) == ("200 OK", document(article_id, total, 1, f"{total}.0"))
-    # The oldest went when the third came: memory stays bounded however many are asked for.
-    assert list(app._cache) == ["/away/api/articles/2/rating/", "/away/api/articles/3/rating/"]
-    assert get(app, "/away/api/articles/1/rating/") == ("200 OK", document(1, 5, 1, "5.0"))
+    with swapping(replace):
+        deadline = time.monotonic() + RACE_SECONDS
+        while time.monotonic() < deadline:
+            status, headers, body = call_app(app, "GET", b"/file.txt")
+            assert (status, dict(headers)["Content-Length"]) == (200, str(len(body)))
+            assert body in versions
 
 
-def test_serve_refuses_a_port_out_of_range_with_exit_2(tmp_path: Path) -> None:
-    (tmp_path / "ratings.yaml").write_text("articles:\n  7: [5]\n", encoding="utf-8")
-    done = refused_serve(tmp_path, "65536")
-    assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == "--port 65536: a port is a number from 0 to 65535\n"
-    assert not (tmp_path / "site").exists()  # refused before building
+def test_a_link_swapped_in_for_a_file_is_never_followed(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (tmp_path / "secret.txt").write_bytes(SECRET)
+
+    def swap(turn: int) -> None:
+        if turn % 2:
+            os.symlink("../secret.txt", site / "next")
+        else:
+            (site / "next").write_bytes(b"plain\n")
+        os.replace(site / "next", site / "file.txt")
+
+    swap(0)
+    app = create_app(str(site))
+    with swapping(swap):
+        deadline = time.monotonic() + RACE_SECONDS
+        while time.monotonic() < deadline:
+            status, _, body = call_app(app, "GET", b"/file.txt")
+            assert (status, body) in ((200, b"plain\n"), (404, NOT_FOUND))
 
 
 def test_serve_with_no_article_yet_says_so(tmp_path: Path) -> None:

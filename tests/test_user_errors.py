@@ -21,7 +21,7 @@ from typing import Final
 
 import pytest
 
-from ratings_api import server
+from ratings_api import devserver
 from tests.contract import READY_SECONDS, hermetic_environ, make_project, start, stop, wait_for
 from tests.hosts import SERVING, serve_command
 
@@ -43,129 +43,114 @@ def run(folder: Path, *args: str, environ: dict[str, str] | None = None) -> tupl
     return done.returncode, done.stdout, done.stderr
 
 
-@pytest.mark.parametrize(
-    ("args", "environ", "ratings", "message"),
-    [
-        pytest.param(
-            ["--base-url", "http://[::1"],
-            {},
-            GOOD,
-            f"--base-url: {UNREADABLE} (Invalid IPv6 URL), found 'http://[::1'",
-            id="ipv6-unclosed",
-        ),
-        pytest.param(
-            ["--base-url", "https://x.example:99999"],
-            {},
-            GOOD,
-            f"--base-url: {UNREADABLE} (Port out of range 0-65535), "
-            "found 'https://x.example:99999'",
-            id="port-out-of-range",
-        ),
-        pytest.param(
-            ["--base-url", "https://x.example:http"],
-            {},
-            GOOD,
+IN_FILE: Final = "base_url: 'http://[::1'\n" + GOOD
+WITH_URL: Final = "base_url: https://x.example\n" + GOOD
+# Each mistake: the options, the environment, ratings.yaml, and the one line it gets.
+# docs/troubleshooting.md shows each line with its fix (tests/docs_pages.py).
+MISTAKES: Final[dict[str, tuple[list[str], dict[str, str], str, str]]] = {
+    "ipv6-unclosed": (
+        ["--base-url", "http://[::1"],
+        {},
+        GOOD,
+        f"--base-url: {UNREADABLE} (Invalid IPv6 URL), found 'http://[::1'",
+    ),
+    "port-out-of-range": (
+        ["--base-url", "https://x.example:99999"],
+        {},
+        GOOD,
+        f"--base-url: {UNREADABLE} (Port out of range 0-65535), found 'https://x.example:99999'",
+    ),
+    "port-not-a-number": (
+        ["--base-url", "https://x.example:http"],
+        {},
+        GOOD,
+        (
             f"--base-url: {UNREADABLE} (Port could not be cast to integer value as 'http'), "
-            "found 'https://x.example:http'",
-            id="port-not-a-number",
+            "found 'https://x.example:http'"
         ),
-        pytest.param(
-            ["--base-url", "https://x.example:0"],
-            {},
-            GOOD,
+    ),
+    "port-0": (
+        ["--base-url", "https://x.example:0"],
+        {},
+        GOOD,
+        (
             "--base-url: the base URL's port must be a number from 1 to 65535, "
-            "found 'https://x.example:0'",
-            id="port-0",
+            "found 'https://x.example:0'"
         ),
-        pytest.param(
-            [],
-            {"BASE_URL": "http://[fe80::1%eth0"},
-            GOOD,
-            f"BASE_URL (environment): {UNREADABLE} (Invalid IPv6 URL), found 'http://[fe80::1%eth0'",
-            id="ipv6-variable",
-        ),
-        pytest.param(
-            [],
-            {},
-            "base_url: 'http://[::1'\n" + GOOD,
-            f"ratings.yaml:1:11: base_url: {UNREADABLE} (Invalid IPv6 URL), found 'http://[::1'",
-            id="ipv6-in-the-file",
-        ),
-        pytest.param(
-            ["--input", "."],
-            {},
-            GOOD,
-            ".: cannot read: Is a directory",
-            id="input-a-folder",
-        ),
-        pytest.param(
-            ["--input", "missing.yaml"],
-            {},
-            GOOD,
-            "missing.yaml: cannot read: No such file or directory",
-            id="input-missing",
-        ),
-        pytest.param(
-            ["--input", "loop.yaml"],
-            {},
-            GOOD,
-            "loop.yaml: cannot read: Too many levels of symbolic links",
-            id="input-a-symlink-loop",
-        ),
-        pytest.param(
-            ["--input", "socket.yaml"],
-            {},
-            GOOD,
-            "socket.yaml: cannot read: No such device or address",
-            id="input-a-socket",
-        ),
-        pytest.param(
-            ["--input", "/proc/self/mem"],
-            {},
-            GOOD,
-            "/proc/self/mem: cannot read: Input/output error",
-            id="input-unreadable",
-        ),
-        pytest.param(
-            ["--input", "x" * 300],
-            {},
-            GOOD,
-            f"{'x' * 300}: cannot read: File name too long",
-            id="input-name-too-long",
-        ),
-        pytest.param(
-            ["--output", "ratings.yaml"],
-            {},
-            "base_url: https://x.example\n" + GOOD,
-            "ratings.yaml: cannot write: Not a directory",
-            id="output-a-file",
-        ),
-        pytest.param(
-            ["--serve", "--port", "70000"],
-            {},
-            GOOD,
-            "--port 70000: a port is a number from 0 to 65535",
-            id="serve-port-out-of-range",
-        ),
-        pytest.param(
-            ["--serve", "--host", "bücher..example", "--port", "0"],
-            {},
-            GOOD,
-            "--host bücher..example: not a host name (label empty or too long)",
-            id="serve-host-idna",
-        ),
-        pytest.param(
-            ["--serve", "--host", "no such host", "--port", "0"],
-            {},
-            GOOD,
-            "cannot serve at no such host:0: Name or service not known",
-            id="serve-bad-host",
-        ),
-    ],
-)
-def test_a_user_mistake_is_one_line_and_exit_2(
-    args: list[str], environ: dict[str, str], ratings: str, message: str, tmp_path: Path
-) -> None:
+    ),
+    "ipv6-variable": (
+        [],
+        {"BASE_URL": "http://[fe80::1%eth0"},
+        GOOD,
+        f"BASE_URL (environment): {UNREADABLE} (Invalid IPv6 URL), found 'http://[fe80::1%eth0'",
+    ),
+    "ipv6-in-the-file": (
+        [],
+        {},
+        IN_FILE,
+        f"ratings.yaml:1:11: base_url: {UNREADABLE} (Invalid IPv6 URL), found 'http://[::1'",
+    ),
+    "input-a-folder": (["--input", "."], {}, GOOD, ".: cannot read: Is a directory"),
+    "input-missing": (
+        ["--input", "missing.yaml"],
+        {},
+        GOOD,
+        "missing.yaml: cannot read: No such file or directory",
+    ),
+    "input-a-symlink-loop": (
+        ["--input", "loop.yaml"],
+        {},
+        GOOD,
+        "loop.yaml: cannot read: Too many levels of symbolic links",
+    ),
+    "input-a-socket": (
+        ["--input", "socket.yaml"],
+        {},
+        GOOD,
+        "socket.yaml: cannot read: No such device or address",
+    ),
+    "input-unreadable": (
+        ["--input", "/proc/self/mem"],
+        {},
+        GOOD,
+        "/proc/self/mem: cannot read: Input/output error",
+    ),
+    "input-name-too-long": (
+        ["--input", "x" * 300],
+        {},
+        GOOD,
+        f"{'x' * 300}: cannot read: File name too long",
+    ),
+    "output-a-file": (
+        ["--output", "ratings.yaml"],
+        {},
+        WITH_URL,
+        "ratings.yaml: cannot write: Not a directory",
+    ),
+    "serve-port-out-of-range": (
+        ["--serve", "--port", "70000"],
+        {},
+        GOOD,
+        "--port 70000: a port is a number from 0 to 65535",
+    ),
+    "serve-host-idna": (
+        ["--serve", "--host", "bücher..example", "--port", "0"],
+        {},
+        GOOD,
+        "--host bücher..example: not a host name (label empty or too long)",
+    ),
+    "serve-bad-host": (
+        ["--serve", "--host", "no such host", "--port", "0"],
+        {},
+        GOOD,
+        "cannot serve at no such host:0: Name or service not known",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(MISTAKES))
+def test_a_user_mistake_is_one_line_and_exit_2(name: str, tmp_path: Path) -> None:
+    args, environ, ratings, message = MISTAKES[name]
     (tmp_path / "ratings.yaml").write_text(ratings, encoding="utf-8")
     os.symlink("loop.yaml", tmp_path / "loop.yaml")
     with socket.socket(socket.AF_UNIX) as listening:
@@ -214,8 +199,14 @@ def watch_with(rebuild: Callable[[], str], edits: int, source: Path) -> tuple[li
     errors = io.StringIO()
     with redirect_stderr(errors):
         watcher = threading.Thread(
-            target=server._watch,
-            args=(str(source), server._signature(str(source)), rebuild, stop_watching, said.append),
+            target=devserver._watch,
+            args=(
+                str(source),
+                devserver._signature(str(source)),
+                rebuild,
+                stop_watching,
+                said.append,
+            ),
         )
         watcher.start()
         try:

@@ -40,9 +40,12 @@ export default {
     if (rating) {
       const key = `${prefix}away/api/articles/${rating[1]}/rating/index.json`;
       if (rating[2] === "/") return serveObject(request, env, key, {});
-      // Redirect only where the article exists, as the app does.
+      // Redirect only where the article exists, as the app does, and only from
+      // `.../rating` as sent: from `7%2Frating`, `rating/` leads to articles/rating/.
+      const url = new URL(request.url);
+      if (!url.pathname.endsWith("/rating")) return notFound(method);
       if ((await env.BUCKET.head(key)) === null) return notFound(method);
-      const query = new URL(request.url).search;
+      const query = url.search;
       return answer(301, null, { Location: `rating/${query}` });
     }
     // Below articles/ the only resource is <id>/rating/.
@@ -87,7 +90,10 @@ async function serveObject(request, env, key, extra) {
   // as the app's (RFC 9110, 15.4.5).
   if (notModified(request.headers, object)) return answer(304, null, { ETag: object.httpEtag, ...extra });
   const body = new Uint8Array(await object.arrayBuffer());
-  const range = byteRange(request.headers.get("Range"), body.length);
+  // If-Range (RFC 9110, 13.1.5): the Range is read only for the current validator.
+  const ifRange = request.headers.get("If-Range")?.trim();
+  const current = ifRange === undefined || [object.httpEtag, headers["Last-Modified"]].includes(ifRange);
+  const range = current ? byteRange(request.headers.get("Range"), body.length) : null;
   if (range === UNSATISFIABLE) {
     return answer(416, null, { "Content-Range": `bytes */${body.length}` }, 0);
   }

@@ -56,8 +56,12 @@ function route(request) {
             request.uri = '/away/api/articles/' + rating[1] + '/rating/index.json';
             return request;
         }
-        // A function cannot ask S3 whether the object exists: the redirect
-        // comes first, and a missing article is the 404 after it.
+        // A client resolves `rating/` against the path as sent: from
+        // `7%2Frating`, to articles/rating/. A function cannot ask S3 whether
+        // the object exists: the redirect comes first, a missing article after.
+        if (!/\/rating$/.test(request.uri)) {
+            return notFound();
+        }
         return answer(301, null, { 'location': 'rating/' + query(request.querystring) });
     }
     // Below articles/ the only resource is <id>/rating/.
