@@ -19,14 +19,14 @@ from ratings_api.platforms import unsupported
 from ratings_api.publish import (
     DEFAULT_MAX_REMOVALS,
     DEFAULT_WORKERS,
+    Destination,
     Outcome,
-    Target,
-    describe,
-    examples,
-    parse_target,
+    listed_changes,
+    parse_destination,
     publish,
     require_client,
     site_of,
+    summary,
 )
 
 HELP_WIDTH: Final = 80  # fixed, so that --help reads the same everywhere (and in docs/cli.md)
@@ -225,7 +225,9 @@ def _output(args: argparse.Namespace) -> str | None:
     return None if args.publish else DEFAULT_OUTPUT
 
 
-def _build(args: argparse.Namespace, output: str, target: Target | None, progress: bool) -> Result:
+def _build(
+    args: argparse.Namespace, output: str, target: Destination | None, progress: bool
+) -> Result:
     return build(
         args.input,
         output,
@@ -244,16 +246,18 @@ def _print_notice(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _publish_target(url: str | None) -> Target | None:
+def _publish_target(url: str | None) -> Destination | None:
     """The --publish target, checked (with its library) before anything is built."""
     if url is None:
         return None
-    target = parse_target(url)
+    target = parse_destination(url)
     require_client()
     return target
 
 
-def _publish(args: argparse.Namespace, target: Target, result: Result, show_progress: bool) -> int:
+def _publish(
+    args: argparse.Namespace, target: Destination, result: Result, show_progress: bool
+) -> int:
     started = time.perf_counter()
     try:
         with _interruptible():
@@ -283,7 +287,7 @@ def _publish(args: argparse.Namespace, target: Target, result: Result, show_prog
         if show_progress:
             print("\r\x1b[K", end="", file=sys.stderr, flush=True)
     seconds = time.perf_counter() - started
-    line = describe(target, outcome, seconds, args.check)
+    line = summary(target, outcome, seconds, args.check)
     if args.check:
         return _report_publish_check(line, outcome, args.quiet)
     if not args.quiet:
@@ -292,15 +296,11 @@ def _publish(args: argparse.Namespace, target: Target, result: Result, show_prog
 
 
 def _report_publish_check(line: str, outcome: Outcome, quiet: bool) -> int:
-    todo = outcome.plan
-    if not todo.uploads and not todo.removals:
+    if not outcome.plan.changes:
         if not quiet:
             print(line)
         return 0
-    listed = "".join(f"\n  {example}" for example in examples(todo))
-    more = len(todo.uploads) + len(todo.removals) - len(examples(todo))
-    etc = f"\n  and {more} more" if more > 0 else ""
-    print(f"{line}{listed}{etc}", file=sys.stderr)
+    print(line + listed_changes(outcome.plan), file=sys.stderr)
     return 1
 
 

@@ -25,14 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
+from ratings_api.bucket_state import CACHE_CONTROL, STATE_NAME, encode, local_state
 from ratings_api.build import build
-from ratings_api.publish import (
-    CACHE_CONTROL,
-    STATE_NAME,
-    content_type,
-    encode_state,
-    site_of,
-)
+from ratings_api.publish import content_type, site_of
 from tests.contract import (
     FOUND,
     NGINX_RANGES,
@@ -114,9 +109,10 @@ def published_objects(folder: Path, site: Path) -> list[dict[str, str]]:
 
     result = build(str(folder / "ratings.yaml"), str(site), base_url=BASE_URL, environ={})
     published = site_of(result)
-    paths = [path for path, _ in published.paths()]
+    recorded, files = local_state(published)
+    paths = [*(path for path, _ in published.documents()), *files]
     state = folder / "publish-state.gz"
-    state.write_bytes(encode_state(published.state()[0]))
+    state.write_bytes(encode(recorded))
     objects = [
         {
             "key": f"{PREFIX}/{path}",

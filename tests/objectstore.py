@@ -15,11 +15,12 @@ or write. ``Store.environ()`` gives the standard AWS variables a client needs;
 
 ``start_counting_proxy(store.endpoint)`` puts an HTTP proxy in front of it
 that records every request (a client's request count, seen from outside). Its
-``hold_reply`` and ``drop_reply`` make races and lost replies happen from
-outside a client: the store does the request, and the client gets its answer
-only when the test releases it, or never (the connection closes).
+``hold_reply``, ``drop_reply`` and ``before_each`` make races and lost replies
+happen from outside a client: the store does the request, and the client gets
+its answer only when the test releases it, or never (the connection closes);
+or another client acts just before each such request reaches the store.
 
-The pytest fixture ``object_store`` (one store per test module) is in
+The pytest fixture ``object_store`` (one store for the whole run) is in
 tests/conftest.py.
 """
 
@@ -39,6 +40,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -215,6 +217,10 @@ def _command(folder: Path, ports: dict[str, int]) -> list[str]:
         # Without these, stopping waits 10 s and the master phones home.
         "-volume.preStopSeconds=0",
         "-master.telemetry=false",
+        # As S3 does: an upload into a bucket that does not exist fails.
+        "-s3.autoCreateBucket=false",
+        # One master: a restart need not wait 10 s for an election it alone takes part in.
+        "-master.electionTimeout=1s",
         f"-s3.config={folder / 's3.json'}",
         "-s3.port.iceberg=0",
         "-s3.port.lance=0",
@@ -339,6 +345,12 @@ class CountingProxy:
         self.rules.append(rule)
         return rule
 
+    def before_each(self, method: str, key: str, act: Callable[[], None]) -> Rule:
+        """Call ``act`` before forwarding each such request (another client's write, say)."""
+        rule = Rule(method, key, "before", act=act)
+        self.rules.append(rule)
+        return rule
+
     def count(self, method: str | None = None) -> int:
         return sum(1 for seen, _ in list(self.requests) if method in (None, seen))
 
@@ -364,14 +376,15 @@ class Rule:
 
     method: str
     key: str
-    action: str  # "hold": answer once released; "drop": close without answering
+    action: str  # "hold": answer once released; "drop": close without answering; "before"
     reached: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
-    taken: bool = False  # by a request: a rule acts once
+    taken: bool = False  # by a request: a rule acts once, but "before" each time
+    act: Callable[[], None] | None = None  # what "before" does
 
     def matches(self, method: str, path: str) -> bool:
         return (
-            not self.taken
+            not (self.taken and self.action != "before")
             and method == self.method
             and urllib.parse.urlsplit(path).path.endswith("/" + self.key)
         )
@@ -431,6 +444,8 @@ class _Forward(http.server.BaseHTTPRequestHandler):
             self.load["peak"] = max(self.load["peak"], self.load["now"])
         try:
             self._forward_counted()
+        except ConnectionError:
+            self.close_connection = True  # the client went away (a publish killed midway)
         finally:
             with self._lock:
                 self.load["now"] -= 1
@@ -440,6 +455,8 @@ class _Forward(http.server.BaseHTTPRequestHandler):
         scope = re.search(r"Credential=[^/]+/[^/]+/([^/]+)/", self.headers.get("Authorization", ""))
         self.regions.append((self.command, self.path, scope[1] if scope else ""))
         rule = self._rule()
+        if rule is not None and rule.act is not None:
+            rule.act()
         length = int(self.headers.get("Content-Length") or 0)
         if self.headers.get("Transfer-Encoding"):
             raise AssertionError("the counting proxy does not forward chunked bodies")
@@ -460,7 +477,7 @@ class _Forward(http.server.BaseHTTPRequestHandler):
             return
         finally:
             connection.close()
-        if rule is not None:
+        if rule is not None and rule.action != "before":
             rule.reached.set()
             if rule.action == "drop":
                 self.close_connection = True  # done by the store, its answer lost
