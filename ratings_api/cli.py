@@ -19,15 +19,13 @@ from ratings_api.platforms import unsupported
 from ratings_api.publish import (
     DEFAULT_MAX_REMOVALS,
     DEFAULT_WORKERS,
-    Destination,
     Outcome,
     listed_changes,
-    parse_destination,
     publish,
-    require_client,
     site_of,
     summary,
 )
+from ratings_api.s3 import Destination, parse_destination, require_client
 
 HELP_WIDTH: Final = 80  # fixed, so that --help reads the same everywhere (and in docs/cli.md)
 STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)

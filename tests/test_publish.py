@@ -36,8 +36,9 @@ from ratings_api.build import render_site
 from ratings_api.cli import main
 from ratings_api.errors import InputError
 from ratings_api.loader import Catalogue
-from ratings_api.publish import Destination, explain, site_of
+from ratings_api.publish import site_of
 from ratings_api.rating import Renderer
+from ratings_api.s3 import Destination, explain
 from tests.objectstore import RATINGS as CATALOGUE
 from tests.objectstore import CountingProxy, Store, free_port, start_counting_proxy
 
@@ -149,8 +150,13 @@ class Project:
         """``generate.py --publish`` with ``options``, started in a process of its own."""
         variables = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         return subprocess.Popen(
-            [sys.executable, "-W", "error", str(REPO / "generate.py")]
-            + self.arguments("--publish", self.target, *options),
+            [
+                sys.executable,
+                "-W",
+                "error",
+                str(REPO / "generate.py"),
+                *self.arguments("--publish", self.target, *options),
+            ],
             env={**variables, **self.environ(**environ)},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -326,11 +332,11 @@ def test_the_removal_guard_stops_before_changing_anything(
     project.ratings.write_text(many(published - removals))
     project.proxy.clear()
     done = project.publish(*options)
-    assert (done.code, done.err) == (
-        2,
+    assert done.code == 2
+    assert done.err == (
         f"{project.target}: this publish would remove {removals} files, more than "
         f"--max-removals {limit}; nothing was changed. If that is meant, run again with "
-        f"--max-removals {removals}\n",
+        f"--max-removals {removals}\n"
     )
     assert project.proxy.requests == [("GET", f"/{project.bucket}/p/{STATE_KEY}")]
     assert project.objects() == before
@@ -455,8 +461,10 @@ NO_KEYS: Final = {"AWS_ACCESS_KEY_ID": UNSET, "AWS_SECRET_ACCESS_KEY": UNSET}
         (
             {"AWS_ENDPOINT_URL": "key:secret-9c1e@127.0.0.1:9000"},
             "",
-            "{target}: the endpoint (AWS_ENDPOINT_URL, or endpoint_url in the AWS "
-            "config) is not a URL such as https://HOST[:PORT]",
+            (
+                "{target}: the endpoint (AWS_ENDPOINT_URL, or endpoint_url in the AWS "
+                "config) is not a URL such as https://HOST[:PORT]"
+            ),
         ),
         (
             {"AWS_PROFILE": "nope"},
