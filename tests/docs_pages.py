@@ -333,7 +333,7 @@ def publish_errors() -> list[tuple[str, str]]:
     cases = [
         (options[0], line)
         for options, line in _cases(
-            "test_publish_interface", "test_publishing_options_without_publish_are_refused"
+            "test_publish", "test_publishing_options_without_publish_are_refused"
         )
     ]
     cases += _cases("test_publish", "test_a_bad_target_is_refused_before_building")

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import tracemalloc
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -36,7 +37,7 @@ from ratings_api.build import render_site
 from ratings_api.cli import main
 from ratings_api.errors import InputError
 from ratings_api.loader import Catalogue
-from ratings_api.publish import site_of
+from ratings_api.publish import publish, site_of
 from ratings_api.rating import Renderer
 from ratings_api.s3 import Destination, explain
 from tests.objectstore import RATINGS as CATALOGUE
@@ -128,9 +129,10 @@ class Project:
     def arguments(self, *options: str) -> list[str]:
         return ["--input", str(self.ratings), "--output", str(self.output), *options]
 
-    def main(self, *options: str, **environ: str) -> Done:
-        """``generate.py`` with ``options``, in this process: its exit code and output."""
+    def run(self, argv: list[str], **environ: str) -> Done:
+        """``generate.py ARGV`` in this process, in the project's folder: exit code, output."""
         with pytest.MonkeyPatch.context() as patch:
+            patch.chdir(self.folder)
             for name in [name for name in os.environ if name.startswith("AWS_")]:
                 patch.delenv(name)
             for name, value in self.environ(**environ).items():
@@ -138,9 +140,13 @@ class Project:
                     patch.delenv(name, raising=False)
                 else:
                     patch.setenv(name, value)
-            code = main(self.arguments(*options))
+            code = main(argv)
         out, err = self.capsys.readouterr()
         return Done(code, out, err)
+
+    def main(self, *options: str, **environ: str) -> Done:
+        """``generate.py`` with ``options``, the project's input and output."""
+        return self.run(self.arguments(*options), **environ)
 
     def publish(self, *options: str, **environ: str) -> Done:
         """``generate.py --quiet --publish`` to the bucket, prefix ``p``."""
@@ -289,6 +295,20 @@ def test_one_change_uploads_what_changed(project: Project) -> None:
     project.assert_published()
 
 
+def test_progress_is_reported_every_hundred_uploads(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in project.environ().items():
+        monkeypatch.setenv(name, value)
+    project.ratings.write_text(many(150))
+    site = site_of(render_site(str(project.ratings), base_url=None, environ={}))
+    seen: list[tuple[str, int, int]] = []
+
+    publish(site, Destination(project.bucket, "p"), progress=lambda *report: seen.append(report))
+
+    assert seen == [("uploading", 100, 157), ("uploading", 157, 157)]
+
+
 def test_removed_articles_go_and_the_users_objects_stay(project: Project) -> None:
     client = project.store.client()
     theirs = {
@@ -383,6 +403,87 @@ def test_check_changes_nothing_and_says_what_differs(project: Project) -> None:
     )
 
 
+def test_publish_alone_writes_no_folder_and_uploads_what_a_build_writes(
+    project: Project,
+) -> None:
+    """In a fresh checkout, as CI runs it: nothing but ratings.yaml in the folder."""
+    project.ratings.write_text(CATALOGUE)
+    done = project.run(["--publish", project.target])
+    assert done.out.startswith(summary(project, 10, 0, 0, 13)), done.err
+    assert (done.code, done.err, names(project.folder)) == (0, "", ["ratings.yaml"])
+    checked = project.run(["--check", "--publish", project.target])
+    assert checked.code == 0, checked.err
+    assert checked.out.startswith(
+        f"checked {project.target}: 0 to upload, 0 to remove, 10 unchanged"
+    )
+    project.ratings.write_text(CATALOGUE.replace("2: [2, 3, 2]", "2: [2, 3, 3]"))
+    checked = project.run(["--check", "--publish", project.target])
+    assert checked.code == 1
+    assert checked.err.startswith(
+        f"checked {project.target}: 2 to upload, 0 to remove, 8 unchanged; 1 request in "
+    )
+    assert checked.err.endswith(f"\n  upload {document(2)}\n  upload index.html\n")
+    assert names(project.folder) == ["ratings.yaml"]
+    # The same bytes as a publish of a built folder, which builds it as well.
+    done = project.run(["--output", "out", "--publish", project.target])
+    assert done.out.startswith("built out: 3 articles; files: 11 written, 0 removed"), done.err
+    project.output = project.folder / "out"
+    project.assert_published()
+    assert names(project.folder) == [".out.generate", "out", "ratings.yaml"]
+
+
+def names(folder: Path) -> list[str]:
+    return sorted(path.name for path in folder.iterdir())
+
+
+def test_publish_alone_reports_input_errors_in_one_line(project: Project) -> None:
+    project.ratings.write_text(RATINGS.replace("2: [2, 3, 2]", "2: [2, 3, 9]"))
+    done = project.run(["--publish", project.target])
+    assert (done.code, done.out) == (2, "")
+    assert done.err == "ratings.yaml:5:13: article 2: rating 9 is outside the scale 1..5\n"
+    assert names(project.folder) == ["ratings.yaml"]
+    assert project.proxy.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("options", "line"),
+    [
+        (["--repair"], "--repair goes only with --publish"),
+        (["--max-removals", "3"], "--max-removals goes only with --publish"),
+        (["--max-removals", "0"], "--max-removals goes only with --publish"),
+        (["--publish-workers", "4"], "--publish-workers goes only with --publish"),
+        (["--check", "--repair"], "--repair goes only with --publish"),
+    ],
+)
+def test_publishing_options_without_publish_are_refused(
+    options: list[str], line: str, tmp_path: Path, capsys: Capture
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--output", str(tmp_path / "never-written"), *options])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: generate.py ")
+    assert err.endswith(f"\ngenerate.py: error: {line}\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_publish_and_serve_do_not_go_together(capsys: Capture) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--serve", "--publish", "s3://b/p"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        "generate.py: error: --publish and --serve do not go together\n"
+    )
+
+
+def test_the_test_store_lists_nothing_to_anonymous_requests(project: Project) -> None:
+    """As a public bucket behind a CDN: objects are read (the first test), never listed."""
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(project.store.url(project.bucket, ""))
+    refused.value.close()
+    assert refused.value.code == 403
+
+
 def test_check_of_an_output_not_built_says_so(project: Project) -> None:
     done = project.main("--check", "--publish", project.target)
     assert done.code == 1
@@ -424,11 +525,14 @@ def test_repair_lists_the_bucket_and_puts_back_what_was_changed_by_hand(
 def test_a_state_it_cannot_read_stops_it_and_repair_replaces_it(
     project: Project, data: bytes, line: str
 ) -> None:
+    assert project.publish().code == 0
     project.put_state(data)
     done = project.publish()
     assert (done.code, done.out, done.err) == (2, "", line + "\n")
-    done = project.publish("--repair")
+    done = project.main("--publish", project.target, "--repair")
     assert (done.code, done.err) == (0, "")
+    # get, list, state: every object was right
+    assert done.out.splitlines()[1].startswith(summary(project, 0, 0, 11, 3))
     project.assert_published()
 
 
@@ -440,6 +544,7 @@ SSO_PROFILE: Final = (
 )
 FAILING_PROCESS: Final = f'[profile broken]\ncredential_process = "{sys.executable}" -c "exit(1)"\n'
 NO_KEYS: Final = {"AWS_ACCESS_KEY_ID": UNSET, "AWS_SECRET_ACCESS_KEY": UNSET}
+NO_REGION: Final = {"AWS_REGION": UNSET, "AWS_DEFAULT_REGION": UNSET}
 
 
 @pytest.mark.parametrize(
@@ -452,9 +557,14 @@ NO_KEYS: Final = {"AWS_ACCESS_KEY_ID": UNSET, "AWS_SECRET_ACCESS_KEY": UNSET}
             "",
             "{target}: no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE",
         ),
-        ({"target": "s3://no-such-bucket/p"}, "", "s3://no-such-bucket/p: no such bucket"),
+        # Without a region, as the next: the bucket is asked for its own first.
         (
-            {"AWS_ENDPOINT_URL": "http://127.0.0.1:{port}"},
+            {"target": "s3://no-such-bucket/p", **NO_REGION},
+            "",
+            "s3://no-such-bucket/p: no such bucket",
+        ),
+        (
+            {"AWS_ENDPOINT_URL": "http://127.0.0.1:{port}", **NO_REGION},
             "",
             "{target}: cannot reach http://127.0.0.1:{port} (AWS_ENDPOINT_URL)",
         ),
@@ -710,9 +820,14 @@ def test_a_lost_reply_to_its_own_state_write_is_not_a_race(project: Project) -> 
 
 
 def test_without_a_region_the_requests_are_signed_for_the_buckets_own(project: Project) -> None:
-    """AWS names a bucket's region in x-amz-bucket-region: the proxy adds it here."""
+    """AWS names a bucket's region in x-amz-bucket-region: the proxy adds it here.
+
+    The endpoint comes from the AWS config file, as every AWS tool reads it.
+    """
     project.proxy.added_headers["x-amz-bucket-region"] = "eu-west-3"
-    done = project.publish(AWS_REGION=UNSET, AWS_DEFAULT_REGION=UNSET)
+    config = project.folder / "aws-config"
+    config.write_text(f"[default]\nendpoint_url = {project.proxy.endpoint}\n")
+    done = project.publish(AWS_CONFIG_FILE=str(config), AWS_ENDPOINT_URL=UNSET, **NO_REGION)
     assert (done.code, done.err) == (0, "")
     project.assert_published()
     regions = {
