@@ -276,7 +276,7 @@ def listed_state(site: Site, listed: Mapping[str, str], recorded: set[str]) -> B
         if ours.get(path) == _md5(site.body(path, place)):
             same.append(place)
             del ours[path]
-    ids, sums, counts = ([column[place] for place in same] for column in local.columns())
+    ids, sums, counts = (array("q", (column[p] for p in same)) for column in local.columns())
     return BucketState(local.stamp, ids, sums, counts, ours)
 
 
@@ -306,11 +306,9 @@ def _changed(local: BucketState, published: BucketState) -> tuple[Sequence[int],
 
 
 def _same(one: Sequence[int], other: Sequence[int]) -> bool:
-    if len(one) != len(other):
-        return False
-    if isinstance(one, (memoryview, array)) and isinstance(other, (memoryview, array)):
-        return memoryview(one) == memoryview(other)  # compared in C
-    return list(one) == list(other)
+    """Whether two columns of 64-bit numbers are equal, compared in C."""
+    # Arrays, or views of a state read: never lists.
+    return len(one) == len(other) and (not one or memoryview(one) == memoryview(other))  # type: ignore[arg-type]
 
 
 def _differing(local: Sequence[int], published: Sequence[int]) -> Iterator[int]:

@@ -25,6 +25,7 @@ import contextlib
 import os
 import secrets
 import signal
+import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, replace
 from itertools import chain, islice
@@ -62,6 +63,7 @@ CHECK_LISTS: Final = 10  # the files --check names
 PROGRESS_EVERY: Final = 100  # uploads between two progress reports
 PAGE: Final = 1000  # objects a listing or a removal request takes at most
 STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+LET_GO: Final = 0.1  # seconds for obstore's threads to hand back their last answers
 TYPES: Final = {
     ".json": "application/json",
     ".html": "text/html; charset=utf-8",
@@ -191,25 +193,29 @@ class Publication:
         """Upload each file, ``workers`` of them taking the next from one shared iterator.
 
         Each body is rendered when its upload starts: memory stays the same for
-        ten uploads or a million.
+        ten uploads or a million. After a failure no upload starts, and the
+        ones in flight end before it is raised (see ``run_stoppable``).
         """
-        uploads, total, done = todo.uploads(), todo.upload_count, 0
+        uploads, total, done, failed = todo.uploads(), todo.upload_count, 0, False
 
         async def worker() -> None:
-            nonlocal done
+            nonlocal done, failed
             for path, place in uploads:  # one thread: no two workers take the same item
-                await self.upload(path, self.site.body(path, place))
+                if failed:
+                    return
+                try:
+                    await self.upload(path, self.site.body(path, place))
+                except BaseException:
+                    failed = True
+                    raise
                 done += 1
                 if self.progress is not None and (done % PROGRESS_EVERY == 0 or done == total):
                     self.progress("uploading", done, total)
 
-        tasks = [asyncio.ensure_future(worker()) for _ in range(min(self.workers, total))]
-        try:
-            await asyncio.gather(*tasks)  # the first failure, at once
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)  # none left to print at exit
+        workers = (worker() for _ in range(min(self.workers, total)))
+        for result in await asyncio.gather(*workers, return_exceptions=True):
+            if isinstance(result, BaseException):
+                raise result
 
     async def read_state(self, *, repair: bool = False) -> Read:
         """The state in the bucket; with ``repair``, one that cannot be read counts as none."""
@@ -268,8 +274,6 @@ class Publication:
         if paths:
             self.requests += -(-len(paths) // PAGE)
             await obstore.delete_async(self.store, paths)
-            if self.progress is not None:
-                self.progress("removing", len(paths), len(paths))
 
     async def listing(self) -> dict[str, str]:
         """Every object under the prefix: its path below the prefix and its ETag's MD5."""
@@ -288,6 +292,10 @@ def run_stoppable(work: Coroutine[Any, Any, T]) -> T:
     A thread would wait for its request, up to the timeout, when the store
     stalls. Once cancelled, the signal goes on to the handler that was there
     before, as if it came now.
+
+    obstore's threads hand each answer (a cancellation too) back to Python
+    holding the GIL, and the interpreter must not end before they let go of it
+    (a known race of pyo3-async-runtimes: it aborts the process): hence a pause.
     """
     caught: list[int] = []
     previous = {number: signal.getsignal(number) for number in STOP_SIGNALS}
@@ -295,10 +303,9 @@ def run_stoppable(work: Coroutine[Any, Any, T]) -> T:
     async def main() -> T:
         task = asyncio.ensure_future(work)
         for number in STOP_SIGNALS:
-            if previous[number] is not signal.SIG_IGN:
-                # Not in a thread other than the main one, nor on Windows.
-                with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
-                    asyncio.get_running_loop().add_signal_handler(number, stop, task, number)
+            # Not in a thread other than the main one, nor on Windows.
+            with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+                asyncio.get_running_loop().add_signal_handler(number, stop, task, number)
         return await task
 
     def stop(task: asyncio.Future[T], number: int) -> None:
@@ -307,15 +314,13 @@ def run_stoppable(work: Coroutine[Any, Any, T]) -> T:
 
     try:
         return asyncio.run(main())
-    except asyncio.CancelledError:
-        if not caught:
-            raise
     finally:
         for number, handler in previous.items():
             if handler is not None:
                 signal.signal(number, handler)  # asyncio puts back the default, not this
-    signal.raise_signal(caught[0])
-    raise asyncio.CancelledError  # a handler that let it pass: the work is cancelled still
+        time.sleep(LET_GO)
+        for stopped in caught[:1]:
+            signal.raise_signal(stopped)  # to the handler that was there before, as if now
 
 
 def too_many_removals(destination: Destination, todo: Plan, max_removals: int) -> str:

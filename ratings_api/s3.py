@@ -77,8 +77,8 @@ def parse_destination(text: str) -> Destination:
 def require_client() -> None:
     """An InputError naming the requirements file if boto3 or obstore is not installed."""
     try:
-        import boto3  # noqa: F401
-        import obstore  # noqa: F401
+        import botocore.session  # noqa: F401
+        import obstore.auth.boto3  # noqa: F401  (it imports boto3)
     except ImportError:
         raise InputError(
             f"--publish needs boto3 and obstore: pip install -r {REQUIREMENTS}"

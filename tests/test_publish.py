@@ -547,74 +547,57 @@ NO_KEYS: Final = {"AWS_ACCESS_KEY_ID": UNSET, "AWS_SECRET_ACCESS_KEY": UNSET}
 NO_REGION: Final = {"AWS_REGION": UNSET, "AWS_DEFAULT_REGION": UNSET}
 
 
-@pytest.mark.parametrize(
-    ("environ", "config", "line"),
-    [
-        ({"AWS_SECRET_ACCESS_KEY": "wrong-secret-2f7c1a"}, "", "{target}: " + DENIED),
-        ({"AWS_ACCESS_KEY_ID": "nobody"}, "", "{target}: " + DENIED),
-        (
-            {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""},
-            "",
-            "{target}: no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE",
-        ),
-        # Without a region, as the next: the bucket is asked for its own first.
-        (
-            {"target": "s3://no-such-bucket/p", **NO_REGION},
-            "",
-            "s3://no-such-bucket/p: no such bucket",
-        ),
-        (
-            {"AWS_ENDPOINT_URL": "http://127.0.0.1:{port}", **NO_REGION},
-            "",
-            "{target}: cannot reach http://127.0.0.1:{port} (AWS_ENDPOINT_URL)",
-        ),
-        (
-            {"AWS_ENDPOINT_URL": "key:secret-9c1e@127.0.0.1:9000"},
-            "",
-            (
-                "{target}: the endpoint (AWS_ENDPOINT_URL, or endpoint_url in the AWS "
-                "config) is not a URL such as https://HOST[:PORT]"
-            ),
-        ),
-        (
-            {"AWS_PROFILE": "nope"},
-            "",
-            "{target}: AWS_PROFILE: no profile 'nope' in the AWS config or credentials files",
-        ),
-        (
-            {"AWS_PROFILE": "team", **NO_KEYS},
-            SSO_PROFILE,
-            "{target}: the profile's sign-in has expired or was never made: run aws sso login, then publish again",
-        ),
-        (
-            {"AWS_PROFILE": "broken", **NO_KEYS},
-            FAILING_PROCESS,
-            "{target}: the profile's credential_process failed: run it by hand to see why",
-        ),
-    ],
-    ids=[
-        "wrong-secret",
-        "unknown-key",
-        "no-credentials",
-        "no-bucket",
-        "unreachable",
-        "key-in-endpoint",
-        "unknown-profile",
-        "sso",
-        "credential-process",
-    ],
-)
-def test_a_failure_is_one_line_and_exit_2(
-    project: Project, environ: dict[str, str], config: str, line: str
-) -> None:
+# Each case: the variables changed, the AWS config file, and the line.
+FAILURES: Final[dict[str, tuple[dict[str, str], str, str]]] = {
+    "wrong-secret": ({"AWS_SECRET_ACCESS_KEY": "wrong-secret-2f7c1a"}, "", "{target}: " + DENIED),
+    "unknown-key": ({"AWS_ACCESS_KEY_ID": "nobody"}, "", "{target}: " + DENIED),
+    "no-credentials": (
+        {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""},
+        "",
+        "{target}: no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE",
+    ),
+    # These two without a region: the bucket is asked for its own first.
+    "no-bucket": (NO_REGION, "", "{target}: no such bucket"),
+    "unreachable": (
+        {"AWS_ENDPOINT_URL": "http://127.0.0.1:{port}", **NO_REGION},
+        "",
+        "{target}: cannot reach http://127.0.0.1:{port} (AWS_ENDPOINT_URL)",
+    ),
+    "key-in-endpoint": (
+        {"AWS_ENDPOINT_URL": "key:secret-9c1e@127.0.0.1:9000"},
+        "",
+        "{target}: the endpoint (AWS_ENDPOINT_URL, or endpoint_url in the AWS config) is not a URL such as https://HOST[:PORT]",
+    ),
+    "unknown-profile": (
+        {"AWS_PROFILE": "nope"},
+        "",
+        "{target}: AWS_PROFILE: no profile 'nope' in the AWS config or credentials files",
+    ),
+    "sso": (
+        {"AWS_PROFILE": "team", **NO_KEYS},
+        SSO_PROFILE,
+        "{target}: the profile's sign-in has expired or was never made: run aws sso login, then publish again",
+    ),
+    "credential-process": (
+        {"AWS_PROFILE": "broken", **NO_KEYS},
+        FAILING_PROCESS,
+        "{target}: the profile's credential_process failed: run it by hand to see why",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", FAILURES)
+def test_a_failure_is_one_line_and_exit_2(project: Project, case: str) -> None:
+    changes, config, line = FAILURES[case]
     port = str(free_port())
-    project.target = environ.pop("target", project.target)
-    config_file = project.folder / "aws-config"
-    config_file.write_text(config)
-    environ = {name: value.replace("{port}", port) for name, value in environ.items()}
-    done = project.publish(AWS_CONFIG_FILE=str(config_file), HOME=str(project.folder), **environ)
-    expected = line.format(target=project.target, port=port)
-    assert (done.code, done.out, done.err) == (2, "", expected + "\n")
+    if case == "no-bucket":
+        project.target = "s3://no-such-bucket/p"
+    (project.folder / "aws-config").write_text(config)
+    environ = {name: value.replace("{port}", port) for name, value in changes.items()}
+    environ |= {"AWS_CONFIG_FILE": str(project.folder / "aws-config"), "HOME": str(project.folder)}
+    done = project.publish(**environ)
+    assert (done.code, done.out) == (2, "")
+    assert done.err == line.format(target=project.target, port=port) + "\n"
     for secret in (project.store.secret_key, "wrong-secret-2f7c1a", "secret-9c1e"):
         assert secret not in done.err
     assert project.objects() == {}
@@ -715,24 +698,20 @@ def test_a_publish_stopped_midway_converges(
 def test_a_store_going_away_midway_exits_2_and_the_next_publish_converges(
     project: Project,
 ) -> None:
+    """Every connection to the store closes without an answer, as when it dies."""
     project.ratings.write_text(many(300))
-    store = project.store
-    process = project.start("--quiet", "--publish-workers", "2", AWS_ENDPOINT_URL=store.endpoint)
-    client = store.client()
+    process = project.start("--quiet", "--publish-workers", "2")
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        listed = client.list_objects_v2(Bucket=project.bucket, Prefix="p/away/")
-        if listed.get("KeyCount", 0) >= 30:
-            break
-        time.sleep(0.05)
-    store.stop()
+    while project.proxy.count("PUT") < 30 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    project.proxy.gone = True
     try:
         _, err = process.communicate(timeout=60)
     finally:
-        store.restart()
+        project.proxy.gone = False
     assert (process.returncode, err) == (
         2,
-        f"{project.target}: cannot reach {store.endpoint} (AWS_ENDPOINT_URL)\n",
+        f"{project.target}: cannot reach {project.proxy.endpoint} (AWS_ENDPOINT_URL)\n",
     )
     done = project.publish()
     assert (done.code, done.err) == (0, "")
@@ -869,44 +848,42 @@ def uploads(todo: Plan) -> list[str]:
 
 def test_a_state_read_back_is_the_state_written() -> None:
     site = site_of_numbers({7: (29, 6), 2**62: (0, 0), 3: (-5, 1)})
-    state = published(site)
+    state = local_state(site)[0]
 
-    assert (state.stamp, list(state.ids), list(state.sums), list(state.counts)) == (
+    read = decode(encode(replace(state, token="f00d")))
+
+    assert (read.stamp, list(read.ids), list(read.sums), list(read.counts), read.token) == (
         Renderer(BASE).stamp,
         [7, 2**62, 3],
         [29, 0, -5],
         [6, 0, 1],
+        "f00d",  # each write's own, which the plan ignores
     )
-    assert state.files == {"index.html": hashlib.md5(b"<!doctype html>\n").hexdigest()}
-    assert dict(state.entries()) == dict.fromkeys(
+    assert dict(read.entries()) == dict.fromkeys(
         [document(7), document(2**62), document(3), "index.html"], True
     )
-    assert encode(state) == encode(local_state(site)[0])
+    assert encode(replace(read, token="")) == encode(state)
+    assert json.loads(gzip.decompress(encode(state)).split(b"\n")[0]) == {
+        **GOOD_HEAD,
+        "articles": 3,
+        "files": {"index.html": hashlib.md5(b"<!doctype html>\n").hexdigest()},
+        "stamp": Renderer(BASE).stamp,
+    }
 
 
-def test_the_same_site_plans_nothing() -> None:
-    site = site_of_numbers({n: (n % 7, n % 3) for n in range(1, 10_001)})
-
-    todo, final = plan(site, published(site))
-
-    assert (uploads(todo), todo.removals, todo.unchanged) == ([], [], 10_001)
-    assert encode(final) == encode(local_state(site)[0])
-
-
-@pytest.mark.parametrize("place", [0, 4095, 4096, 9999])
-def test_one_number_changed_anywhere_uploads_that_document(place: int) -> None:
+@pytest.mark.parametrize("place", [None, 0, 4095, 4096, 9999])
+def test_one_number_changed_anywhere_uploads_that_document(place: int | None) -> None:
     numbers = {n: (n % 7, n % 3) for n in range(1, 10_001)}
     before = published(site_of_numbers(numbers))
-    article = place + 1
-    numbers[article] = (numbers[article][0] + 1, numbers[article][1])
+    if place is not None:
+        numbers[place + 1] = (numbers[place + 1][0] + 1, numbers[place + 1][1])
 
-    todo, _ = plan(site_of_numbers(numbers), before)
+    todo, final = plan(site_of_numbers(numbers), replace(before, token="f00d"))
 
-    assert (list(todo.uploads()), todo.removals, todo.unchanged) == (
-        [(document(article), place)],
-        [],
-        10_000,
-    )
+    changed = [] if place is None else [(document(place + 1), place)]
+    assert (list(todo.uploads()), todo.removals) == (changed, [])
+    assert todo.unchanged == 10_001 - len(changed)
+    assert encode(final) == encode(local_state(site_of_numbers(numbers))[0])
 
 
 @pytest.mark.parametrize(
@@ -981,74 +958,33 @@ def test_a_state_written_with_other_headers_knows_no_file() -> None:
     assert dict(read.entries()) == {document(1): False, "index.html": False}
 
 
-@pytest.mark.parametrize(
-    ("damage", "line"),
-    [
-        pytest.param(lambda data: data[:-9], UNREADABLE, id="truncated-gzip"),
-        pytest.param(
-            lambda data: gzip.compress(gzip.decompress(data)[:-8]), UNREADABLE, id="short-column"
-        ),
-        pytest.param(
-            lambda data: gzip.compress(b'{"files": {}, "format": 1}\n'),
-            UNREADABLE,
-            id="first-format",
-        ),
-        pytest.param(lambda data: gzip.compress(b"[]\n"), UNREADABLE, id="not-an-object"),
-        pytest.param(lambda data: gzip.compress(b"not json\n"), UNREADABLE, id="not-json"),
-        pytest.param(lambda data: gzip.compress(b"{}"), UNREADABLE, id="no-line"),
-        pytest.param(
-            lambda data: state_of({**GOOD_HEAD, "format": True}), UNREADABLE, id="format-true"
-        ),
-        pytest.param(
-            lambda data: state_of({**GOOD_HEAD, "articles": -1}), UNREADABLE, id="negative-size"
-        ),
-        *(
-            pytest.param(
-                lambda data, key=key: state_of(
-                    {name: value for name, value in GOOD_HEAD.items() if name != key}
-                ),
-                UNREADABLE,
-                id=f"no-{key}",
-            )
-            for key in GOOD_HEAD
-        ),
-        pytest.param(
-            lambda data: gzip.compress(
-                gzip.decompress(data).replace(b'"files":{', b'"files":{"a":1,', 1)
-            ),
-            UNREADABLE,
-            id="digest-not-text",
-        ),
-        pytest.param(
-            lambda data: state_of({**GOOD_HEAD, "format": 3, "shards": 4}), NEWER, id="newer"
-        ),
-    ],
-)
-def test_a_damaged_state_is_refused_with_one_line(
-    damage: Callable[[bytes], bytes], line: str
-) -> None:
+DAMAGES: Final[dict[str, Callable[[bytes], bytes]]] = {
+    "truncated-gzip": lambda data: data[:-9],
+    "short-column": lambda data: gzip.compress(gzip.decompress(data)[:-8]),
+    "first-format": lambda _: gzip.compress(b'{"files": {}, "format": 1}\n'),
+    "not-an-object": lambda _: gzip.compress(b"[]\n"),
+    "not-json": lambda _: gzip.compress(b"not json\n"),
+    "no-line": lambda _: gzip.compress(b"{}"),
+    "format-true": lambda _: state_of({**GOOD_HEAD, "format": True}),
+    "negative-size": lambda _: state_of({**GOOD_HEAD, "articles": -1}),
+    "digest-not-text": lambda data: gzip.compress(
+        gzip.decompress(data).replace(b'"files":{', b'"files":{"a":1,', 1)
+    ),
+    **{
+        f"no-{key}": lambda _, key=key: state_of({k: v for k, v in GOOD_HEAD.items() if k != key})
+        for key in GOOD_HEAD
+    },
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES.values(), ids=DAMAGES.keys())
+def test_a_damaged_state_is_refused_with_one_line(damage: Callable[[bytes], bytes]) -> None:
     data = encode(local_state(site_of_numbers({1: (5, 1)}))[0])
 
     with pytest.raises(InputError) as error:
         decode(damage(data))
 
-    assert str(error.value) == line
-
-
-def test_each_write_carries_a_token_and_the_plan_ignores_it() -> None:
-    site = site_of_numbers({1: (5, 1)})
-    state = local_state(site)[0]
-
-    read = decode(encode(replace(state, token="f00d")))
-
-    assert read.token == "f00d"
-    assert uploads(plan(site, read)[0]) == []
-    assert json.loads(gzip.decompress(encode(state)).split(b"\n")[0]) == {
-        **GOOD_HEAD,
-        "articles": 1,
-        "files": {"index.html": hashlib.md5(b"<!doctype html>\n").hexdigest()},
-        "stamp": Renderer(BASE).stamp,
-    }
+    assert str(error.value) == UNREADABLE
 
 
 def test_a_first_publish_plans_every_file_without_a_path_each() -> None:
