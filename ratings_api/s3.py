@@ -9,6 +9,7 @@ failure of either is one line, chosen by the class of its error, never its text
 
 from __future__ import annotations
 
+import importlib
 import os
 import urllib.error
 import urllib.request
@@ -77,8 +78,8 @@ def parse_destination(text: str) -> Destination:
 def require_client() -> None:
     """An InputError naming the requirements file if boto3 or obstore is not installed."""
     try:
-        import botocore.session  # noqa: F401
-        import obstore.auth.boto3  # noqa: F401  (it imports boto3)
+        for name in ("boto3", "obstore"):
+            importlib.import_module(name)
     except ImportError:
         raise InputError(
             f"--publish needs boto3 and obstore: pip install -r {REQUIREMENTS}"
