@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from ratings_api.errors import InputError
 
 if TYPE_CHECKING:
+    from botocore.session import Session
     from obstore.store import RetryConfig, S3Config, S3Store
 
 REQUIREMENTS: Final = "requirements-publish.txt"
@@ -98,12 +99,7 @@ def open_store(destination: Destination) -> tuple[S3Store, str, int]:
     from obstore.store import S3Store
 
     session = Session()
-    endpoint = os.environ.get("AWS_ENDPOINT_URL") or session.get_scoped_config().get("endpoint_url")
-    if endpoint and not _is_url(endpoint):
-        raise InputError(  # not quoted: a key may be written in it
-            f"{destination}: the endpoint (AWS_ENDPOINT_URL, or endpoint_url in the AWS config) "
-            "is not a URL such as https://HOST[:PORT]"
-        )
+    endpoint = _endpoint(session, destination)
     credentials = session.get_credentials()
     if credentials is None:
         raise InputError(
@@ -128,6 +124,17 @@ def open_store(destination: Destination) -> tuple[S3Store, str, int]:
         retry_config=RETRY,
     )
     return store, endpoint or f"https://s3.{config['region']}.amazonaws.com", 0 if region else 1
+
+
+def _endpoint(session: Session, destination: Destination) -> str | None:
+    """The endpoint configured: the variable, else the profile's ``endpoint_url``."""
+    endpoint = os.environ.get("AWS_ENDPOINT_URL") or session.get_scoped_config().get("endpoint_url")
+    if endpoint and not _is_url(endpoint):
+        raise InputError(  # not quoted: a key may be written in it
+            f"{destination}: the endpoint (AWS_ENDPOINT_URL, or endpoint_url in the AWS config) "
+            "is not a URL such as https://HOST[:PORT]"
+        )
+    return str(endpoint) if endpoint else None
 
 
 def _is_url(endpoint: str) -> bool:
