@@ -268,30 +268,24 @@ def test_first_publish_stores_each_file_with_its_bytes_and_headers(
     assert (project.output / "404.html").read_bytes() == b'{"detail": "Not found."}\n'
 
 
-def test_a_second_publish_of_the_same_site_makes_one_request(project: Project) -> None:
-    assert project.publish().code == 0
-    project.proxy.clear()
-    done = project.main("--publish", project.target)
-    assert done.code == 0, done.err
-    assert done.out.splitlines()[1].startswith(summary(project, 0, 0, 11, 1))
-    assert project.proxy.requests == [("GET", f"/{project.bucket}/p/{STATE_KEY}")]
-
-
-def test_one_change_uploads_what_changed(project: Project) -> None:
+@pytest.mark.parametrize("rating", ["2: [2, 3, 2]", "2: [2, 3, 3]"], ids=["same", "one-change"])
+def test_a_publish_uploads_only_what_changed(project: Project, rating: str) -> None:
     assert project.publish().code == 0
     before = project.objects()
-    project.ratings.write_text(RATINGS.replace("2: [2, 3, 2]", "2: [2, 3, 3]"))
+    project.ratings.write_text(RATINGS.replace("2: [2, 3, 2]", rating))
     project.proxy.clear()
     done = project.main("--publish", project.target)
     assert done.code == 0, done.err
-    changed = {key for key, body in project.site().items() if before.get(key) != body}
+    changed = sorted(key for key, body in project.site().items() if before.get(key) != body)
     # The document, and the front page, whose table shows its average.
-    assert changed == {"p/" + document(2), "p/index.html"}
-    puts = sorted(path for method, path in project.proxy.requests if method == "PUT")
-    state = f"/{project.bucket}/p/{STATE_KEY}"
-    assert puts == sorted([state, state, *(f"/{project.bucket}/{key}" for key in changed)])
-    assert project.proxy.count() == 5
-    assert done.out.splitlines()[1].startswith(summary(project, 2, 0, 9, 5))
+    assert changed == ([] if rating.endswith("2]") else ["p/" + document(2), "p/index.html"])
+    state = ("GET", f"/{project.bucket}/p/{STATE_KEY}")
+    puts = [("PUT", f"/{project.bucket}/{key}") for key in changed]
+    marks = [("PUT", state[1])] * 2 if changed else []  # the marks, then the final state
+    assert sorted(project.proxy.requests) == sorted([state, *marks, *puts])
+    assert done.out.splitlines()[1].startswith(
+        summary(project, len(changed), 0, 11 - len(changed), len(project.proxy.requests))
+    )
     project.assert_published()
 
 
@@ -661,6 +655,12 @@ def test_without_its_libraries_the_error_names_the_requirements(
 # Interruptions, races and lost replies converge
 
 
+def wait_for_puts(proxy: CountingProxy, count: int) -> None:
+    deadline = time.monotonic() + 60
+    while proxy.count("PUT") < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 @pytest.mark.parametrize(
     ("stop", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGKILL, -9)]
 )
@@ -672,9 +672,7 @@ def test_a_publish_stopped_midway_converges(
     process = project.start("--quiet", "--publish-workers", "2")
     weed = project.store.process
     assert weed is not None
-    deadline = time.monotonic() + 60
-    while project.proxy.count("PUT") < 30 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for_puts(project.proxy, 30)
     weed.send_signal(signal.SIGSTOP)
     try:
         time.sleep(0.3)  # every upload in flight now waits for the store
@@ -706,9 +704,7 @@ def test_a_store_going_away_midway_exits_2_and_the_next_publish_converges(
     """Every connection to the store closes without an answer, as when it dies."""
     project.ratings.write_text(many(300))
     process = project.start("--quiet", "--publish-workers", "2")
-    deadline = time.monotonic() + 60
-    while project.proxy.count("PUT") < 30 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for_puts(project.proxy, 30)
     project.proxy.gone = True
     try:
         _, err = process.communicate(timeout=60)
