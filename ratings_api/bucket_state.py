@@ -1,47 +1,46 @@
-"""The state object a publish keeps in the bucket: ``PREFIX/.ratings-api/state.gz``.
+"""What a publish compares: the state object it keeps in the bucket, and the plan.
 
-It records what every published file holds, so that a publish need not list
-the bucket: each article's document by the article's numbers (id, sum, count)
-and the renderer's stamp, every other file by its MD5 (the ETag S3 gives a
-plain upload).
+The state, ``PREFIX/.ratings-api/state.gz``, records what every published file
+holds, so that a publish need not list the bucket: each article's document by
+the article's numbers (id, sum, count) and the renderer's stamp, every other
+file by its MD5 (the ETag S3 gives a plain upload). ``plan`` compares it with
+the site: a pure function, no I/O (ratings_api/publish.py talks to the store).
 
 Its bytes, gzipped: one line of JSON, ``{"articles": N, "cache_control": ...,
 "files": {path: MD5}, "format": 2, "stamp": ...}`` (keys sorted), then three
 columns of N signed 64-bit little-endian numbers: ids, sums, counts. A count
-of -1 marks a document whose bytes are not known, "" a file's. The same state
-always gives the same bytes.
-
-``format`` changes when a reader of the old one would misread the new one. A
-state of a later format is refused with its own message (this version cannot
-know what it says); any other damage is refused as unreadable. Both are
-InputErrors: one line, and ``--repair`` replaces the state by listing the
-bucket.
+of -1 marks a document whose bytes are not known, "" a file's. A state of a
+later ``format`` is refused with its own message, any other damage as
+unreadable: ``--repair`` replaces it by listing the bucket.
 """
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import json
 import re
 import sys
 import zlib
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Final
 
 from ratings_api.errors import InputError
-from ratings_api.rating import ARTICLES_PATH
+from ratings_api.loader import Catalogue
+from ratings_api.rating import ARTICLES_PATH, Renderer
 
-STATE_DIR: Final = ".ratings-api"
-STATE_NAME: Final = f"{STATE_DIR}/state.gz"
+STATE_NAME: Final = ".ratings-api/state.gz"
 FORMAT: Final = 2
 CACHE_CONTROL: Final = "public, max-age=0, must-revalidate"  # the API's (server.py)
 UNKNOWN: Final = ""  # the state's digest of a file whose bytes are not known
 UNKNOWN_COUNT: Final = -1  # the state's count of an article whose document is not known
-LEVEL: Final = 1  # gzip's: 24 MB of columns at 1M in 0.17 s, 4.2 MB (level 6: 1.4 s, 3.7)
+LEVEL: Final = 1  # gzip's: the columns of a million articles in a fraction of level 6's time
 HEAD_KEYS: Final = frozenset({"articles", "cache_control", "files", "format", "stamp"})
+CHUNK: Final = 4096  # numbers compared at a time when looking for the few that differ
 DOCUMENT: Final = re.compile(re.escape(ARTICLES_PATH) + r"/([1-9][0-9]*)/rating/index\.json")
 UNREADABLE: Final = (
     f"{STATE_NAME}: not a state this version can read; --repair lists the bucket "
@@ -50,16 +49,19 @@ UNREADABLE: Final = (
 
 
 @dataclass(frozen=True)
-class State:
+class BucketState:
     """What the bucket holds, as the state object records it (see the module's text)."""
 
     stamp: str = ""  # the renderer's: the documents' format and base URL
-    ids: Sequence[int] = field(default_factory=list)
-    sums: Sequence[int] = field(default_factory=list)
-    counts: Sequence[int] = field(default_factory=list)  # UNKNOWN_COUNT: not known
-    files: dict[str, str] = field(default_factory=dict)  # MD5, or UNKNOWN
+    ids: Sequence[int] = ()
+    sums: Sequence[int] = ()
+    counts: Sequence[int] = ()  # UNKNOWN_COUNT: not known
+    files: Mapping[str, str] = field(default_factory=dict)  # MD5, or UNKNOWN
     # A random token each write sets: the writer knows its own write when a reply is lost.
     token: str = ""
+
+    def columns(self) -> tuple[Sequence[int], Sequence[int], Sequence[int]]:
+        return self.ids, self.sums, self.counts
 
     def entries(self) -> Iterator[tuple[str, bool]]:
         """Each file recorded, and whether its bytes are known."""
@@ -79,28 +81,27 @@ def document_id(path: str) -> int | None:
     return None if match is None else int(match[1])
 
 
-def encode(state: State) -> bytes:
+def encode(state: BucketState) -> bytes:
     """The state's bytes: the same bytes for the same state."""
     head = {
         "format": FORMAT,
         "cache_control": CACHE_CONTROL,
         "stamp": state.stamp,
         "articles": len(state.ids),
-        "files": state.files,
+        "files": dict(state.files),
     }
     if state.token:
         head["token"] = state.token
-    text = json.dumps(head, sort_keys=True, separators=(",", ":")).encode() + b"\n"
     out = io.BytesIO()
-    # Column by column: never the 24 MB of a million articles' columns joined in one copy.
+    # Column by column: never the columns of a million articles joined in one copy.
     with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=LEVEL, mtime=0) as packed:
-        packed.write(text)
+        packed.write(json.dumps(head, sort_keys=True, separators=(",", ":")).encode() + b"\n")
         for column in (state.ids, state.sums, state.counts):
-            packed.write(_little_endian(column))
+            packed.write(memoryview(_little_endian(_array(column))))
     return out.getvalue()
 
 
-def decode(data: bytes) -> State:
+def decode(data: bytes) -> BucketState:
     """The state read back; one written with other headers marks every file unknown."""
     try:
         raw = gzip.decompress(data)
@@ -108,10 +109,8 @@ def decode(data: bytes) -> State:
         head = json.loads(raw[:end])
     except (OSError, EOFError, zlib.error, ValueError):
         raise InputError(UNREADABLE) from None
-    if not isinstance(head, dict):
-        raise InputError(UNREADABLE)
-    version = head.get("format")
-    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT:
+    version = head.get("format") if isinstance(head, dict) else None
+    if type(version) is int and version > FORMAT:
         raise InputError(
             f"{STATE_NAME}: written by a newer version of ratings-api (state format "
             f"{version}; this one reads {FORMAT}): upgrade it, or --repair lists the bucket "
@@ -121,12 +120,16 @@ def decode(data: bytes) -> State:
     if version != FORMAT or not _whole(head, body):
         raise InputError(UNREADABLE)
     size, files = head["articles"], head["files"]
-    ids, sums, counts = (_numbers(body[n * 8 * size : (n + 1) * 8 * size]) for n in range(3))
+    ids, sums, counts = (
+        _little_endian(body[n * 8 * size : (n + 1) * 8 * size].cast("q")) for n in range(3)
+    )
     if head["cache_control"] != CACHE_CONTROL:  # every object has the wrong header
         counts = array("q", [UNKNOWN_COUNT]) * size
         files = dict.fromkeys(files, UNKNOWN)
     token = head.get("token", "")
-    return State(head["stamp"], ids, sums, counts, files, token if isinstance(token, str) else "")
+    return BucketState(
+        head["stamp"], ids, sums, counts, files, token if isinstance(token, str) else ""
+    )
 
 
 def _whole(head: dict[str, object], body: memoryview) -> bool:
@@ -144,52 +147,187 @@ def _whole(head: dict[str, object], body: memoryview) -> bool:
     )
 
 
-def marked(state: State, articles: Iterable[int], paths: Iterable[str]) -> State:
-    """A copy of ``state`` with the touched files recorded as not known.
-
-    ``articles``: the ids whose documents are recorded by their numbers, each
-    once; ``paths``: every other file (documents recorded by MD5 among them).
-    """
-    ids, sums, counts = (_array(column) for column in (state.ids, state.sums, state.counts))
-    files = dict(state.files)
-    for path in paths:
-        files[path] = UNKNOWN
-    if not ids:  # a first publish: no set of a million ids to look them up
-        new = array("q", articles)
-    else:
-        wanted = set(articles)
-        for place, article_id in enumerate(ids):
-            if article_id in wanted:
-                counts[place] = UNKNOWN_COUNT
-                wanted.discard(article_id)
-        new = array("q", sorted(wanted))
-    ids.extend(new)
-    sums.extend(array("q", bytes(8 * len(new))))
-    counts.extend(array("q", [UNKNOWN_COUNT]) * len(new))
-    return State(state.stamp, ids, sums, counts, files)  # no token: each write sets its own
+def _array(column: Sequence[int]) -> array[int] | memoryview:
+    return column if isinstance(column, (array, memoryview)) else array("q", column)
 
 
-def _array(column: Sequence[int]) -> array[int]:
-    """A copy of ``column`` that can grow."""
-    if isinstance(column, memoryview):
-        copy = array("q")
-        copy.frombytes(column.cast("B"))  # in C; array("q", column) takes each number in turn
-        return copy
-    return array("q", column)
-
-
-def _little_endian(column: Sequence[int]) -> memoryview:
-    numbers = column if isinstance(column, memoryview) else memoryview(array("q", column))
+def _little_endian(numbers: array[int] | memoryview) -> array[int] | memoryview:
+    """The numbers as the state stores them: a copy only on a big-endian machine."""
     if sys.byteorder == "little":
         return numbers
     swapped = array("q", numbers)  # pragma: no cover - no big-endian machine here
     swapped.byteswap()  # pragma: no cover
-    return memoryview(swapped)  # pragma: no cover
-
-
-def _numbers(data: memoryview) -> Sequence[int]:
-    if sys.byteorder == "little":
-        return data.cast("q")
-    swapped = array("q", data.cast("q"))  # pragma: no cover - no big-endian machine here
-    swapped.byteswap()  # pragma: no cover
     return swapped  # pragma: no cover
+
+
+# The site, and the plan that makes a bucket hold it
+
+
+@dataclass(frozen=True)
+class Site:
+    """The files a publish puts in the bucket: the documents, rendered when asked, and the rest."""
+
+    catalogue: Catalogue
+    render: Renderer
+    others: Mapping[str, bytes]  # by path below the output folder
+
+    def documents(self) -> Iterator[tuple[str, int]]:
+        """Each document's path, and its article's place in the catalogue."""
+        for place, article_id in enumerate(self.catalogue.ids):
+            yield document_path(article_id), place
+
+    def body(self, path: str, place: int) -> bytes:
+        """The bytes of the document at ``place``, or (``place`` -1) of the file ``path``."""
+        if place < 0:
+            return self.others[path]
+        numbers = self.catalogue
+        return self.render(numbers.ids[place], numbers.sums[place], numbers.counts[place])
+
+
+# Each file recorded by MD5: its digest, and its document's place (-1 if not a document).
+Digests = dict[str, tuple[str, int]]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The uploads and removals that make a bucket hold a site."""
+
+    ids: Sequence[int]  # the catalogue's, recorded by numbers: the documents' paths
+    documents: Sequence[int]  # the places of the documents to upload
+    others: list[tuple[str, int]]  # the files recorded by MD5 to upload, and their places
+    removals: list[str]
+    unchanged: int
+
+    def uploads(self) -> Iterator[tuple[str, int]]:
+        """Each file to upload and its place, its path made when asked."""
+        ids = self.ids
+        yield from ((document_path(ids[place]), place) for place in self.documents)
+        yield from self.others
+
+    @property
+    def upload_count(self) -> int:
+        return len(self.documents) + len(self.others)
+
+    @property
+    def changes(self) -> int:
+        """The files it uploads or removes."""
+        return self.upload_count + len(self.removals)
+
+
+def local_state(site: Site) -> tuple[BucketState, Digests]:
+    """The state that records ``site``; and the files it records by MD5, with their places.
+
+    The documents are recorded by their numbers, unless a number needs more
+    than 64 bits: then all of them by MD5, rendered here.
+    """
+    files = {path: (_md5(body), -1) for path, body in sorted(site.others.items())}
+    numbers = site.catalogue
+    try:
+        ids, sums, counts = (array("q", c) for c in (numbers.ids, numbers.sums, numbers.counts))
+    except OverflowError:
+        ids, sums, counts = array("q"), array("q"), array("q")
+        files.update(
+            (path, (_md5(site.body(path, place)), place)) for path, place in site.documents()
+        )
+    digests = {path: digest for path, (digest, _) in files.items()}
+    return BucketState(site.render.stamp, ids, sums, counts, digests), files
+
+
+def _md5(body: bytes) -> str:
+    return hashlib.md5(body, usedforsecurity=False).hexdigest()
+
+
+def plan(site: Site, published: BucketState) -> tuple[Plan, BucketState]:
+    """What makes a bucket recorded as ``published`` hold ``site``; and the state after.
+
+    A pure function of its arguments: the same site and state, the same plan.
+    """
+    local, files = local_state(site)
+    documents, gone = _changed(local, published)
+    others = [
+        (path, place)
+        for path, (digest, place) in files.items()
+        if published.files.get(path) != digest
+    ]
+    # Documents recorded by MD5 before and by their numbers now are uploaded, not removed.
+    by_digest = [path for path in published.files if path not in files]
+    listed = set(local.ids) if any(map(document_id, by_digest)) else set()
+    removals = [path for path in map(document_path, gone) if path not in files]
+    removals += [path for path in by_digest if document_id(path) not in listed]
+    unchanged = len(local.ids) + len(files) - len(documents) - len(others)
+    return Plan(local.ids, documents, others, sorted(removals), unchanged), local
+
+
+def listed_state(site: Site, listed: Mapping[str, str], recorded: set[str]) -> BucketState:
+    """A listing (each object's ETag, its MD5) as a state, for ``plan`` to repair from.
+
+    Only the files the generator writes count: those ``recorded``, those of the
+    site, and any article's document; the rest of the bucket is the user's. A
+    document whose bytes are the site's is recorded by the numbers that made it.
+    """
+    local, files = local_state(site)
+    ours = {
+        path: etag
+        for path, etag in listed.items()
+        if path in recorded or path in files or document_id(path) is not None
+    }
+    same = array("q")
+    for path, place in site.documents() if local.ids else ():
+        if ours.get(path) == _md5(site.body(path, place)):
+            same.append(place)
+            del ours[path]
+    ids, sums, counts = (array("q", (column[p] for p in same)) for column in local.columns())
+    return BucketState(local.stamp, ids, sums, counts, ours)
+
+
+def _changed(local: BucketState, published: BucketState) -> tuple[Sequence[int], list[int]]:
+    """The places of the local documents that differ, and the ids no longer listed."""
+    same_stamp = local.stamp == published.stamp
+    if same_stamp and _same(local.ids, published.ids):
+        # The usual publish: the same articles in the same order. Only the few
+        # numbers that differ are looked at one by one.
+        differ = set(_differing(local.sums, published.sums))
+        differ.update(_differing(local.counts, published.counts))
+        return array("q", sorted(differ)), []
+    if not published.ids:  # a first publish: every document, no dictionary of nothing
+        return array("q", range(len(local.ids))), []
+    where = {article_id: place for place, article_id in enumerate(published.ids)}
+    sums, counts = published.sums, published.counts
+    changed = array("q")
+    for place, article_id in enumerate(local.ids):
+        at = where.pop(article_id, None)
+        if (
+            at is None
+            or not same_stamp
+            or (sums[at], counts[at]) != (local.sums[place], local.counts[place])
+        ):
+            changed.append(place)
+    return changed, list(where)
+
+
+def _same(one: Sequence[int], other: Sequence[int]) -> bool:
+    """Whether two columns of 64-bit numbers are equal, compared in C."""
+    # Arrays, or views of a state read: never lists.
+    return len(one) == len(other) and (not one or memoryview(one) == memoryview(other))  # type: ignore[arg-type]
+
+
+def _differing(local: Sequence[int], published: Sequence[int]) -> Iterator[int]:
+    """The places where two columns of one length differ, looked for a chunk at a time."""
+    for start in range(0, len(local), CHUNK):
+        end = min(len(local), start + CHUNK)
+        if not _same(local[start:end], published[start:end]):
+            yield from (n for n in range(start, end) if local[n] != published[n])
+
+
+def marked(final: BucketState, todo: Plan) -> BucketState:
+    """``final`` with every file ``todo`` uploads or removes recorded as not known.
+
+    What the bucket may hold while ``todo`` runs: it only turns files the
+    published state knows into unknown ones, so it never records a wrong file.
+    """
+    counts = array("q", final.counts)
+    for place in todo.documents:
+        counts[place] = UNKNOWN_COUNT
+    touched = chain((path for path, _ in todo.others), todo.removals)
+    files = {**final.files, **dict.fromkeys(touched, UNKNOWN)}
+    return BucketState(final.stamp, final.ids, final.sums, counts, files)

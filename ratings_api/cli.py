@@ -24,14 +24,12 @@ from ratings_api.publish import (
     DEFAULT_MAX_REMOVALS,
     DEFAULT_WORKERS,
     Outcome,
-    Target,
-    describe,
-    examples,
-    parse_target,
+    first_changes,
     publish,
-    require_client,
     site_of,
+    summary,
 )
+from ratings_api.s3 import Destination, parse_destination, require_client
 
 HELP_WIDTH: Final = 80  # fixed, so that --help reads the same everywhere (and in docs/cli.md)
 STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
@@ -221,7 +219,9 @@ def _output(args: argparse.Namespace) -> str | None:
     return None if args.publish else DEFAULT_OUTPUT
 
 
-def _build(args: argparse.Namespace, output: str, target: Target | None, progress: bool) -> Result:
+def _build(
+    args: argparse.Namespace, output: str, target: Destination | None, progress: bool
+) -> Result:
     return build(
         args.input,
         output,
@@ -235,16 +235,18 @@ def _build(args: argparse.Namespace, output: str, target: Target | None, progres
     )
 
 
-def _publish_target(url: str | None) -> Target | None:
+def _publish_target(url: str | None) -> Destination | None:
     """The --publish target, checked (with its library) before anything is built."""
     if url is None:
         return None
-    target = parse_target(url)
+    target = parse_destination(url)
     require_client()
     return target
 
 
-def _publish(args: argparse.Namespace, target: Target, result: Result, show_progress: bool) -> int:
+def _publish(
+    args: argparse.Namespace, target: Destination, result: Result, show_progress: bool
+) -> int:
     started = time.perf_counter()
     try:
         with _interruptible():
@@ -273,7 +275,7 @@ def _publish(args: argparse.Namespace, target: Target, result: Result, show_prog
         if show_progress:
             _say("\r\x1b[K", end="")
     seconds = time.perf_counter() - started
-    line = describe(target, outcome, seconds, args.check)
+    line = summary(target, outcome, seconds, args.check)
     if args.check:
         return _report_publish_check(line, outcome, args.quiet)
     if not args.quiet:
@@ -282,12 +284,11 @@ def _publish(args: argparse.Namespace, target: Target, result: Result, show_prog
 
 
 def _report_publish_check(line: str, outcome: Outcome, quiet: bool) -> int:
-    todo = outcome.plan
-    if not todo.uploads and not todo.removals:
+    if not outcome.plan.changes:
         if not quiet:
             print(line)
         return 0
-    _say(line + _listed(examples(todo), len(todo.uploads) + len(todo.removals)))
+    _say(line + _listed(first_changes(outcome.plan), outcome.plan.changes))
     return 1
 
 

@@ -70,9 +70,9 @@ def _roomy_tmpfs(path: str) -> bool:
     )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def object_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    """A running SeaweedFS (tests/objectstore.py), one per test module, stopped after it."""
+    """A running SeaweedFS (tests/objectstore.py), started once: each test takes its own bucket."""
     store = start_store(tmp_path_factory.mktemp("objectstore"))
     try:
         yield store

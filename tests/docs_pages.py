@@ -194,6 +194,12 @@ PUBLISH_ERRORS: Final[list[tuple[str, str, str, str]]] = [
         ": the profile's sign-in has expired or was never made: ",
     ),
     (
+        "s3://ratings/v1: the profile's credential_process failed: run it by hand to see why",
+        "Run the profile's `credential_process` command yourself.",
+        "test_publish.py",
+        ": the profile's credential_process failed: run it by hand to see why",
+    ),
+    (
         "s3://ratings/v1: the state keeps changing: is another publish running?",
         "Run one publish per target at a time (a CI concurrency group), then again.",
         "test_publish.py",
@@ -204,8 +210,8 @@ PUBLISH_ERRORS: Final[list[tuple[str, str, str, str]]] = [
 # The fix for each error of publishing that a test holds as data, by its case: the
 # options of test_publishing_options_without_publish_are_refused, the targets of
 # test_a_bad_target_is_refused_before_building, the failures of
-# test_other_sdk_failures_are_one_line and test_a_failed_upload_is_one_line_without_secrets,
-# and the two states test_publish.py cannot read.
+# test_each_store_failure_is_one_line_without_secrets, and the two states
+# test_publish.py cannot read.
 _ALONE = "Add `--publish s3://BUCKET[/PREFIX]`, or leave the option out."
 _TARGET = "Write the target as `s3://BUCKET` or `s3://BUCKET/PREFIX`."
 PUBLISH_FIXES: Final[dict[str, str]] = {
@@ -216,14 +222,11 @@ PUBLISH_FIXES: Final[dict[str, str]] = {
     "https://bucket/p": _TARGET,
     "s3:///p": _TARGET,
     "s3://b/a/../c": _TARGET,
-    "ExpiredToken": "Renew the temporary credentials, then publish again.",
-    "NoRegionError": "Set `AWS_REGION` (`auto` for R2), or `region` in the profile.",
-    "CredentialRetrievalError": "Run the profile's `credential_process` command yourself.",
     "PermissionDeniedError": _DENIED,
     "UnauthenticatedError": _DENIED,
-    "NotFoundError": "Create the bucket, or correct its name.",
+    "FileNotFoundError": "Create the bucket, or correct its name.",
     "GenericError": "Check `AWS_ENDPOINT_URL`, and that the store is up and reachable.",
-    "NotSupportedError": "The store refused an upload: run again; if it persists, report it.",
+    "NotSupportedError": "The store refused a request: run again; if it persists, report it.",
     "NEWER": "Upgrade ratings-api, or run once with `--repair` (this version's state).",
     "UNREADABLE": "Run the publish once with `--repair`.",
 }
@@ -301,12 +304,11 @@ def publish_errors() -> list[tuple[str, str]]:
     cases = [
         (options[0], line)
         for options, line in _cases(
-            "test_publish_interface", "test_publishing_options_without_publish_are_refused"
+            "test_publish", "test_publishing_options_without_publish_are_refused"
         )
     ]
     cases += _cases("test_publish", "test_a_bad_target_is_refused_before_building")
-    cases += _cases("test_publish", "test_other_sdk_failures_are_one_line")
-    cases += _cases("test_publish", "test_a_failed_upload_is_one_line_without_secrets")
+    cases += _cases("test_publish", "test_each_store_failure_is_one_line_without_secrets")
     cases += [("NEWER", test_publish.NEWER), ("UNREADABLE", test_publish.UNREADABLE)]
     assert {key for key, _ in cases} == set(PUBLISH_FIXES), "a case without a fix"
     return [(line, PUBLISH_FIXES[key]) for key, line in cases]

