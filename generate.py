@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ratings_api.entry import main
+from ratings_api.cli import main
 
 
 def create_app(root: str = "site") -> Any:

@@ -8,15 +8,13 @@ mood of the moment:
 
 - the floor: libyaml's C parser walking the file's events (``yaml.parse``),
   plus a C program that only does mkdir, mkdir, open, write, close per
-  document (bench/floor_writer.c), writing the very bytes the build writes:
-  once as one process (the single-process floor), and once as as many
-  processes as the build forks writers, each given every Nth batch of 256
-  articles as the build hands them out (the multi-process floor);
+  document (bench/floor_writer.c), writing the very bytes the build writes,
+  in one process;
 - the build: a fresh one, the same pinned to one CPU (``taskset -c 0``), a
   no-op rebuild, a rebuild after one rating more, and ``--check`` on the
   result, each as ``python generate.py`` in a process of its own, with its
   wall time and the peak resident memory of all its processes together (a
-  sampler adds up the RSS of the build and its writer processes every 20 ms);
+  sampler adds up the RSS of the build and any process it forks every 20 ms);
 - with ``--compare DIR``, the same builds with another checkout's
   ``generate.py`` (such as the main branch's), for an A/B in the same run;
 - peers, if asked for (at sizes up to --peer-max): bench/peers.py.
@@ -42,7 +40,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -52,7 +49,6 @@ sys.path.insert(0, str(ROOT))
 
 from ratings_api.loader import load as load_catalogue  # noqa: E402
 from ratings_api.rating import ARTICLES_PATH, Renderer  # noqa: E402
-from ratings_api.workers import available_cpus  # noqa: E402
 
 BASE_URL: Final = "https://ratings.example.com"
 PARSE_FLOOR: Final = (
@@ -62,8 +58,6 @@ PARSE_FLOOR: Final = (
     "    pass\n"
 )
 
-
-BATCH: Final = 256  # as ratings_api/writer.py hands articles out
 SAMPLE_EVERY: Final = 0.02  # seconds between two memory samples
 
 
@@ -114,8 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     command.add_argument(
         "--skip",
         default="",
-        help="comma-separated: one-cpu, floor-n (each costs a tree made and deleted: on a disk, "
-        "minutes at 1M)",
+        help="comma-separated: one-cpu (costs a tree made and deleted: on a disk, minutes at 1M)",
     )
     command.add_argument(
         "--defer-deletion",
@@ -143,8 +136,7 @@ def _machine(work: Path) -> str:
     )
     return (
         f"# {work} on {best[2]} ({best[1]}); {os.cpu_count()} cores; "
-        f"Python {sys.version.split()[0]}; generate.py's writer processes: {available_cpus()}; "
-        f"load average: {load_average()}"
+        f"Python {sys.version.split()[0]}; load average: {load_average()}"
     )
 
 
@@ -172,24 +164,15 @@ def one_rating_more(source: Path, target: Path, article_id: int) -> None:
     target.write_text(text[:at] + "5, " + text[at:])
 
 
-def write_documents(ratings: Path, target: Path, parts: int) -> list[Path]:
-    """'<id> <document>' lines: what the floor writer writes, whole and in ``parts``.
-
-    Part k holds batches k, k + parts, ... of 256 articles: about how the
-    build's writer processes share them out.
-    """
+def write_documents(ratings: Path, target: Path) -> None:
+    """'<id> <document>' lines: what the floor writer writes."""
     catalogue = load_catalogue(str(ratings), ratings.read_bytes())
     render = Renderer(BASE_URL)
-    names = [target.with_suffix(f".part{k}") for k in range(parts)]
-    with ExitStack() as stack:
-        files = [stack.enter_context(open(name, "wb")) for name in names]
-        whole = stack.enter_context(open(target, "wb"))
-        articles = zip(catalogue.ids, catalogue.sums, catalogue.counts, strict=True)
-        for index, (article_id, total, count) in enumerate(articles):
-            line = b"%d " % article_id + render(article_id, total, count)
-            whole.write(line)
-            files[index // BATCH % parts].write(line)
-    return names
+    with open(target, "wb") as whole:
+        whole.writelines(
+            b"%d " % article[0] + render(*article)
+            for article in zip(catalogue.ids, catalogue.sums, catalogue.counts, strict=True)
+        )
 
 
 # --- running and timing ----------------------------------------------------
@@ -213,24 +196,6 @@ def timed(command: list[str], stdin: Path | None = None) -> Run:
     if process.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed with {process.returncode}")
     return Run(seconds, max(sampler.peak_kb, usage.ru_maxrss) / 1024)
-
-
-def timed_together(commands: list[list[str]], stdins: list[Path]) -> Run:
-    """Run ``commands`` at once, each with its stdin; the time until the last is done."""
-    with ExitStack() as stack:
-        sources = [stack.enter_context(open(name, "rb")) for name in stdins]
-        started = time.perf_counter()
-        processes = [
-            subprocess.Popen(command, stdin=source, stdout=subprocess.DEVNULL)
-            for command, source in zip(commands, sources, strict=True)
-        ]
-        peak = 0
-        for process in processes:
-            _, status, usage = os.wait4(process.pid, 0)
-            if os.waitstatus_to_exitcode(status) != 0:
-                raise SystemExit(f"{' '.join(process.args)} failed")  # type: ignore[arg-type]
-            peak += usage.ru_maxrss
-        return Run(time.perf_counter() - started, peak / 1024)
 
 
 class MemorySampler:
@@ -337,7 +302,6 @@ class Row:
     size: int
     parse: list[Run]
     write: list[Run]
-    write_all: list[Run]  # the floor writer as as many processes as the build's writers
     builds: Builds
     compared: Builds | None
     peers: dict[str, list[Run]]
@@ -351,11 +315,11 @@ def _measure_size(
     documents = work / f"documents-{size}.txt"
     make_catalogue(size, args.seed, ratings)
     one_rating_more(ratings, changed, size // 2 + 1)
-    parts = write_documents(ratings, documents, available_cpus())
+    write_documents(ratings, documents)
     prepared = _prepare_peers(peers, ratings, work, size) if peers and size <= args.peer_max else {}
     compare = Path(args.compare).resolve() if args.compare else None
     compared = None if compare is None else Builds()
-    row = Row(size, [], [], [], Builds(), compared, {name: [] for name in prepared})
+    row = Row(size, [], [], Builds(), compared, {name: [] for name in prepared})
     site, floor = work / "site", work / "floor"
     skip = set(args.skip.split(","))
     defer = args.defer_deletion
@@ -364,9 +328,7 @@ def _measure_size(
         # A disk creates files slower for a while after a mass deletion: the
         # floor and the builds take turns at coming first, right after one.
         sides: list[Callable[[], None]] = [
-            functools.partial(
-                _floor_side, row, ratings, documents, parts, writer, floor, skip, defer
-            ),
+            functools.partial(_floor_side, row, ratings, documents, writer, floor, defer),
             functools.partial(_build_side, row.builds, ratings, changed, site, ROOT, skip, defer),
         ]
         if compare is not None and compared is not None:
@@ -384,25 +346,11 @@ def _measure_size(
 
 
 def _floor_side(
-    row: Row,
-    ratings: Path,
-    documents: Path,
-    parts: list[Path],
-    writer: Path,
-    floor: Path,
-    skip: set[str],
-    defer: bool,
+    row: Row, ratings: Path, documents: Path, writer: Path, floor: Path, defer: bool
 ) -> None:
     row.parse.append(timed([sys.executable, "-c", PARSE_FLOOR, str(ratings)]))
     (floor / ARTICLES_PATH).mkdir(parents=True)
     row.write.append(timed([str(writer), str(floor / ARTICLES_PATH)], stdin=documents))
-    remove_tree(floor, defer=defer)
-    if "floor-n" in skip:
-        row.write_all.append(Run(float("nan"), 0))
-        return
-    (floor / ARTICLES_PATH).mkdir(parents=True)
-    commands = [[str(writer), str(floor / ARTICLES_PATH)] for _ in parts]
-    row.write_all.append(timed_together(commands, parts))
     remove_tree(floor, defer=defer)
 
 
@@ -460,8 +408,6 @@ def _prepare_peers(
 
 def _stages(size: int, seed: int, work: Path) -> str:
     """Each stage of a fresh build and of a no-op, timed on its own."""
-    from ratings_api.record import RECORD_NAME
-    from ratings_api.state import state_path
     from ratings_api.writer import sync_site
 
     ratings, site = work / f"ratings-{size}.yaml", work / "site"
@@ -482,13 +428,9 @@ def _stages(size: int, seed: int, work: Path) -> str:
     )
     render = Renderer(BASE_URL)
     articles = list(zip(catalogue.ids, catalogue.sums, catalogue.counts, strict=True))
-    stage(
-        "render every document (in the writers)", lambda: [render(*article) for article in articles]
-    )
+    stage("render every document", lambda: [render(*article) for article in articles])
     stage("write a fresh tree", lambda: sync_site(str(site), catalogue, render))
-    stage("no-op: one stat an article (record)", lambda: sync_site(str(site), catalogue, render))
-    (Path(state_path(str(site))) / RECORD_NAME).unlink()
-    stage("no-op without the record: read all", lambda: sync_site(str(site), catalogue, render))
+    stage("no-op: read every document back", lambda: sync_site(str(site), catalogue, render))
     _remove_site(site)
     return "\n".join(lines)
 
@@ -504,32 +446,29 @@ def peak(runs: list[Run]) -> float:
     return max(run.peak_mb for run in runs)
 
 
-def _floors(row: Row) -> tuple[float, float]:
-    """The single-process and the multi-process floor: parse, then write."""
-    parse = median(row.parse)
-    return parse + median(row.write), parse + median(row.write_all)
+def _floor(row: Row) -> float:
+    """The single-process floor: parse, then write."""
+    return median(row.parse) + median(row.write)
 
 
 def _table(rows: list[Row]) -> str:
     lines = [
         (
-            "| articles | build | parse floor | write floor ×1 | write floor ×N | floor ×1 "
-            "| floor ×N | full build | ÷ floor ×1 | ÷ floor ×N | one CPU | ÷ floor ×1 "
-            "| peak MB | no-op | one change | --check |"
+            "| articles | build | parse floor | write floor | floor | fresh build | ÷ floor "
+            "| one CPU | ÷ floor | peak MB | no-op | ÷ fresh | one change | --check |"
         ),
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
-        single, multi = _floors(row)
+        floor = _floor(row)
         for name, builds in _labelled(row):
-            full, one_cpu = median(builds.full), median(builds.one_cpu)
+            full, one_cpu, noop = median(builds.full), median(builds.one_cpu), median(builds.noop)
             lines.append(
                 f"| {row.size:,} | {name} | {median(row.parse):.2f} s | {median(row.write):.2f} s "
-                f"| {median(row.write_all):.2f} s | {single:.2f} s | {multi:.2f} s "
-                f"| {full:.2f} s | {full / single:.2f} | {full / multi:.2f} "
-                f"| {one_cpu:.2f} s | {one_cpu / single:.2f} "
+                f"| {floor:.2f} s | {full:.2f} s | {full / floor:.2f} "
+                f"| {one_cpu:.2f} s | {one_cpu / floor:.2f} "
                 f"| {peak(builds.full + builds.noop + builds.one_cpu):.0f} "
-                f"| {median(builds.noop):.2f} s | {median(builds.change):.2f} s "
+                f"| {noop:.2f} s | {noop / full:.2f} | {median(builds.change):.2f} s "
                 f"| {median(builds.check):.2f} s |"
             )
     return "\n".join(lines)
@@ -543,23 +482,20 @@ def _labelled(row: Row) -> list[tuple[str, Builds]]:
 
 
 GOALS: Final = (
-    ("full build ÷ single-process floor", "≤ 0.8"),
-    ("full build ÷ multi-process floor", "≤ 1.3"),
-    ("one CPU (taskset -c 0) ÷ single-process floor", "≤ 1.25"),
-    ("peak MB, all processes together", "< 400 at 1M"),
+    ("fresh build ÷ single-process floor", "≤ 1.25"),
+    ("no-op rebuild ÷ fresh build", "≤ 0.5"),
+    ("peak MB, all processes together", "≤ 150 at 100,000"),
 )
 
 
 def _goals_table(rows: list[Row]) -> str:
     lines = ["| articles | goal | wanted | measured |", "|---:|---|---|---:|"]
     for row in rows:
-        single, multi = _floors(row)
         builds = row.builds
         full = median(builds.full)
         measured = (
-            f"{full / single:.2f}",
-            f"{full / multi:.2f}",
-            f"{median(builds.one_cpu) / single:.2f}",
+            f"{full / _floor(row):.2f}",
+            f"{median(builds.noop) / full:.2f}",
             f"{peak(builds.full + builds.noop + builds.one_cpu):.0f}",
         )
         for (goal, wanted), figure in zip(GOALS, measured, strict=True):

@@ -20,7 +20,6 @@ from typing import Final
 
 from ratings_api.build import Result, build, count_articles, render_site
 from ratings_api.errors import InputError
-from ratings_api.platforms import unsupported
 from ratings_api.publish import (
     DEFAULT_MAX_REMOVALS,
     DEFAULT_WORKERS,
@@ -152,10 +151,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = parser()
     args = command.parse_args(argv)
     _settle_publishing_options(command, args)
-    problem = unsupported()
-    if problem is not None:  # before anything is read or written
-        _say(problem)
-        return 2
     if not args.serve:
         return _build_and_publish(args)
     if args.check:

@@ -23,7 +23,6 @@ from whitenoise import WhiteNoise
 
 from ratings_api.describe import FRONT_PAGE, FRONT_PAGE_CSP
 from ratings_api.errors import InputError
-from ratings_api.platforms import unsupported
 from ratings_api.rating import ARTICLES_PATH
 
 if TYPE_CHECKING:
@@ -338,9 +337,6 @@ def create_app(root: str = "site") -> WSGIApplication:
     ``root`` is taken relative to the current directory once, here, as
     ``--output`` is; it must exist, as it does after a build.
     """
-    problem = unsupported()
-    if problem is not None:
-        raise InputError(problem)
     folder = os.path.abspath(root)
     if not os.path.isdir(folder):
         raise InputError(f"{root}: no such folder: build the site first (python generate.py)")

@@ -1,4 +1,4 @@
-"""The package installs with pip, and runs only where it can: POSIX systems.
+"""The package installs with pip and builds the same site as the checkout.
 
 The wheel is built from a copy of the checkout's package files, installed in
 a fresh virtual environment (its dependencies from pip's cache or the
@@ -16,23 +16,14 @@ import tomllib
 from pathlib import Path
 from typing import Final
 
-import pytest
 from packaging.requirements import Requirement
 
-from ratings_api import platforms
 from ratings_api.build import build
-from ratings_api.cli import main
-from ratings_api.errors import InputError
-from ratings_api.server import create_app
 from tests.trees import read_tree, tree_diff
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 PIP_SECONDS: Final = 600  # a loaded machine, and maybe the package index
 RATINGS: Final = "base_url: https://ratings.example.com\nscale: [1, 5]\narticles:\n  7: [5, 4]\n"
-WINDOWS: Final = (
-    "this system (win32) lacks O_DIRECTORY, O_NOFOLLOW, dir_fd: "
-    "ratings-api runs on POSIX systems (Linux, macOS) only"
-)
 
 
 def clean_environ() -> dict[str, str]:
@@ -102,70 +93,3 @@ def test_a_wheel_installs_in_a_fresh_venv_and_builds_the_same_site(tmp_path: Pat
     assert "index.html" in built  # the templates came along
     assert "assets/star.svg" in built
     assert built == read_tree(expected), tree_diff(built, read_tree(expected))
-
-
-@pytest.fixture
-def windows(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """What Python offers on Windows: no O_DIRECTORY, no O_NOFOLLOW, no dir_fd."""
-    tmp_path_factory.getbasetemp()  # made now: pytest makes it otherwise when sys.platform is win32
-    monkeypatch.delattr(os, "O_DIRECTORY")
-    monkeypatch.delattr(os, "O_NOFOLLOW")
-    monkeypatch.setattr(os, "supports_dir_fd", set())
-    monkeypatch.setattr(sys, "platform", "win32")
-
-
-@pytest.mark.usefixtures("windows")
-def test_an_unsupported_system_is_one_line_and_exit_2_at_start(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    (tmp_path / "ratings.yaml").write_text(RATINGS, encoding="utf-8")
-    arguments = ["--input", str(tmp_path / "ratings.yaml"), "--output", str(tmp_path / "site")]
-
-    assert main(arguments) == 2
-    assert main([*arguments, "--serve", "--port", "0"]) == 2
-
-    assert capsys.readouterr() == ("", f"{WINDOWS}\n{WINDOWS}\n")
-    assert not (tmp_path / "site").exists()  # stopped before anything was written
-
-
-@pytest.mark.usefixtures("windows")
-def test_the_wsgi_app_refuses_an_unsupported_system(tmp_path: Path) -> None:
-    with pytest.raises(InputError) as caught:
-        create_app(str(tmp_path))
-    assert str(caught.value) == WINDOWS
-
-
-def test_this_system_is_supported() -> None:
-    assert platforms.unsupported() is None
-
-
-# What Windows's Python lacks, taken out before generate.py is first imported: the
-# in-process fixture above runs after the package's modules are loaded, this does not.
-FRESH_WINDOWS: Final = """
-import os, runpy, sys
-sys.modules["fcntl"] = None  # no such module: "import fcntl" raises ImportError
-del os.O_DIRECTORY, os.O_NOFOLLOW
-os.supports_dir_fd = set()
-sys.platform = "win32"
-sys.argv = ["generate.py", *sys.argv[1:]]
-runpy.run_path("generate.py", run_name="__main__")
-"""
-
-
-@pytest.mark.parametrize("options", [[], ["--serve", "--port", "0"]], ids=["build", "serve"])
-def test_generate_py_on_an_unsupported_system_is_one_line_from_a_fresh_start(
-    tmp_path: Path, options: list[str]
-) -> None:
-    site = tmp_path / "site"
-    done = subprocess.run(
-        [sys.executable, "-c", FRESH_WINDOWS, "--output", str(site), *options],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=clean_environ(),
-        timeout=60,
-        check=False,
-    )
-
-    assert (done.returncode, done.stdout, done.stderr) == (2, "", f"{WINDOWS}\n")
-    assert not site.exists()

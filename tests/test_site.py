@@ -1,122 +1,163 @@
-"""Writing the site: incremental, atomic, never touching what it did not make."""
+"""Writing the site: only what changed, each file whole, never what the generator did not make."""
 
 from __future__ import annotations
 
 import os
 import resource
-import signal
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from ratings_api.cli import main
-from ratings_api.loader import Catalogue
-from ratings_api.rating import Renderer
-from ratings_api.state import TMP_NAME
-from ratings_api.writer import OLD_STATE_NAME, sync_site
 from tests.trees import documents, read_tree, snapshot, state_of
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD_TIME = 1_000_000_000_000_000_000  # 2001, in nanoseconds: far from any build's clock
 ARTICLES = Path("away/api/articles")
-LEFTOVER = "write-1.tmp"  # as a killed build's second writer leaves it, in its state folder
-OLD_LEFTOVER = ".generate-1.tmp"  # as earlier versions left it, in the output folder
-ONE_ARTICLE = Catalogue(ids=[7], sums=[5], counts=[1])
-RENDER = Renderer("https://example.com")
+RATINGS = "  1: [5]\n  2: [4, 4]\n  3: []\n  40: {sum: 29, count: 6}\n"
+Damage = Callable[[Path, Path], None]  # done to the output folder and its state folder
 
 
 def document(article_id: int) -> Path:
     return ARTICLES / str(article_id) / "rating" / "index.json"
 
 
-def ratings_file(tmp_path: Path, articles: str, base_url: str = "https://example.com") -> Path:
-    tmp_path.mkdir(exist_ok=True)
-    path = tmp_path / "ratings.yaml"
+def ratings_file(folder: Path, articles: str, base_url: str = "https://example.com") -> Path:
+    folder.mkdir(exist_ok=True)
+    path = folder / "ratings.yaml"
     path.write_text(f"base_url: {base_url}\nscale: [1, 5]\narticles:\n{articles}")
     return path
 
 
-def build(path: Path, output: Path, *extra: str) -> int:
-    return main(["--input", str(path), "--output", str(output), *extra])
+def build(ratings: Path, site: Path, *extra: str) -> int:
+    return main(["--input", str(ratings), "--output", str(site), *extra])
 
 
-def age_all(root: Path) -> None:
-    for path in root.rglob("*"):
-        os.utime(path, ns=(OLD_TIME, OLD_TIME))
+def contents(root: Path) -> dict[str, bytes | None]:
+    """Every file's bytes and every folder (None) below ``root``: empty folders count."""
+    return {name: data for name, (data, _) in snapshot(root).items()}
 
 
-def test_rebuild_rewrites_only_what_changed(
+def test_a_rebuild_writes_only_the_files_that_changed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     site = tmp_path / "site"
-    ratings = ratings_file(tmp_path, "  1: [5]\n  2: [4, 4]\n  3: []\n")
+    ratings = ratings_file(tmp_path, RATINGS)
     assert build(ratings, site) == 0
-    age_all(site)
-    ratings_file(tmp_path, "  1: [5]\n  2: [4, 4, 1]\n  3: []\n")
+    for path in site.rglob("*"):
+        os.utime(path, ns=(OLD_TIME, OLD_TIME))
+    ratings_file(tmp_path, RATINGS.replace("[4, 4]", "[4, 4, 1]"))
     capsys.readouterr()
 
     assert build(ratings, site) == 0
+    changed = {name for name, (_, time) in snapshot(site).items() if time != OLD_TIME}
+    before = snapshot(site)
+    assert build(ratings, site) == 0
 
-    # Article 2's document, and the front page, whose table of the best rated changed.
-    assert capsys.readouterr().out.startswith(
-        f"built {site}: 3 articles; files: 2 written, 0 removed, 9 unchanged in "
-    )
-    times = {path: (site / path).stat().st_mtime_ns for path in map(document, (1, 2, 3))}
-    assert times[document(1)] == times[document(3)] == OLD_TIME
-    assert times[document(2)] != OLD_TIME
+    # Article 2's document (and its folder, where it was renamed in), and the front
+    # page, whose table of the best rated changed; then nothing at all.
+    assert changed == {str(document(2)), str(document(2).parent), "index.html"}
     assert (
         (site / document(2))
         .read_bytes()
         .endswith(b'"rating_sum": 9, "rating_count": 3, "rating_value": "3.0"}\n')
     )
+    assert snapshot(site) == before
+    first, second = capsys.readouterr().out.splitlines()
+    assert first.startswith(f"built {site}: 4 articles; files: 2 written, 0 removed, 10 unchanged")
+    assert second.startswith(f"built {site}: 4 articles; files: 0 written, 0 removed, 12 unchanged")
 
 
-def test_rebuild_with_nothing_changed_writes_nothing(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def tamper_in_place(site: Path, state: Path) -> None:
+    """New bytes, but the same inode, size and time: what a record of the files cannot see."""
+    path = site / document(40)
+    status = path.stat()
+    path.write_bytes(path.read_bytes().replace(b'"4.8"', b'"9.9"'))
+    os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns))
+
+
+def replace_by_hand(site: Path, state: Path) -> None:
+    """As `git checkout` does: a new file renamed over the document."""
+    (site / "new").write_bytes(b'{"stale": true}\n')
+    (site / "new").replace(site / document(1))
+
+
+def add_stray(site: Path, state: Path) -> None:
+    (site / document(99)).parent.mkdir(parents=True)
+    (site / document(99)).write_bytes(b'{"id": 99}\n')
+
+
+def link_document(site: Path, state: Path) -> None:
+    (site / document(2)).unlink()
+    (site / document(2)).symlink_to(site.parent / "outside")
+
+
+def old_versions_state(site: Path, state: Path) -> None:
+    """What earlier versions kept in the output folder."""
+    for name in (".generate-state", ".generate-state.tmp", ".generate-1.tmp"):
+        (site / name).write_bytes(b"ratings-api build record 1\n")
+
+
+def leftover(site: Path, state: Path) -> None:
+    """A killed build's temporary file, cut short."""
+    (state / "write.tmp").write_bytes(b'{"article_url": "ht')
+
+
+def linked_leftover(site: Path, state: Path) -> None:
+    (state / "write.tmp").symlink_to(site.parent / "outside")
+
+
+def built_from(articles: str, base_url: str = "https://example.com") -> Damage:
+    """The site as another input builds it."""
+
+    def build_other(site: Path, state: Path) -> None:
+        assert build(ratings_file(site.parent / "other", articles, base_url), site, "--quiet") == 0
+
+    return build_other
+
+
+# What happened to the site, and what --check then says (1: out of date).
+DAMAGES: dict[str, tuple[Damage, int]] = {
+    "edited-in-place": (tamper_in_place, 1),
+    "replaced": (replace_by_hand, 1),
+    "deleted": (lambda site, _: (site / document(3)).unlink(), 1),
+    "away-deleted": (lambda site, _: shutil.rmtree(site / "away"), 1),
+    "site-deleted": (lambda site, _: shutil.rmtree(site), 1),
+    "stray-document": (add_stray, 1),
+    "linked-document": (link_document, 1),
+    "old-versions-state": (old_versions_state, 1),
+    "leftover": (leftover, 0),
+    "linked-leftover": (linked_leftover, 0),
+    "state-deleted": (lambda _, state: shutil.rmtree(state), 0),
+    "lock-deleted": (lambda _, state: (state / "lock").unlink(), 0),
+    "other-articles": (built_from("  1: [1]\n  5: [5]\n  6: []\n  2: [4, 4]\n"), 1),
+    "other-base-url": (built_from(RATINGS, "https://cdn.example.org"), 1),
+}
+
+
+@pytest.mark.parametrize(("damage", "check"), DAMAGES.values(), ids=DAMAGES)
+def test_a_rebuild_leaves_what_a_fresh_build_makes(
+    tmp_path: Path, damage: Damage, check: int
 ) -> None:
-    site = tmp_path / "site"
-    ratings = ratings_file(tmp_path, "  1: [5]\n  2: [4, 4]\n")
-    assert build(ratings, site) == 0
-    age_all(site)
-    before = snapshot(site)
-    capsys.readouterr()
+    """Whatever happened to the folder, or was built there before."""
+    site, fresh = tmp_path / "site", tmp_path / "fresh"
+    (tmp_path / "outside").write_bytes(b"precious\n")
+    ratings = ratings_file(tmp_path, RATINGS)
+    assert build(ratings, site, "--quiet") == 0
+    assert build(ratings, fresh, "--quiet") == 0
+    damage(site, state_of(site))
 
-    assert build(ratings, site) == 0
+    assert build(ratings, site, "--check", "--quiet") == check
+    assert build(ratings, site, "--quiet") == 0
+    assert build(ratings, site, "--check", "--quiet") == 0
 
-    after = snapshot(site)
-    assert after == before
-    assert "; files: 0 written, 0 removed, 10 unchanged in " in capsys.readouterr().out
-
-
-def test_a_new_base_url_rewrites_every_document(tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    ratings = ratings_file(tmp_path, "  1: [5]\n")
-    assert build(ratings, site) == 0
-
-    assert build(ratings, site, "--base-url", "https://cdn.example.org") == 0
-
-    assert (
-        (site / document(1))
-        .read_bytes()
-        .startswith(b'{"article_url": "https://cdn.example.org/away/api/articles/1/"')
-    )
-
-
-def test_articles_no_longer_listed_are_removed_with_their_folders(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    site = tmp_path / "site"
-    ratings = ratings_file(tmp_path, "  1: [5]\n  2: [4]\n  30: [3]\n")
-    assert build(ratings, site) == 0
-    ratings_file(tmp_path, "  2: [4]\n")
-    capsys.readouterr()
-
-    assert build(ratings, site) == 0
-
-    assert " 2 removed, " in capsys.readouterr().out
-    assert sorted(os.listdir(site / ARTICLES)) == ["2"]
+    assert contents(site) == contents(fresh)
+    assert (tmp_path / "outside").read_bytes() == b"precious\n"
+    assert os.listdir(state_of(site)) == ["lock"]
 
 
 def test_files_the_generator_did_not_make_are_kept(tmp_path: Path) -> None:
@@ -130,6 +171,8 @@ def test_files_the_generator_did_not_make_are_kept(tmp_path: Path) -> None:
         "away/api/articles/drafts/index.html": b"<p>draft</p>\n",
         "away/api/articles/0099/rating/index.json": b"not an id the generator writes\n",
         "away/api/articles/9/README": b"a folder that looks like an id, without a document\n",
+        "away/api/articles/10/rating/README": b"one without a document either\n",
+        "away/api/articles/11": b"a file named as an article's folder\n",
     }
     for name, content in users.items():
         (site / name).parent.mkdir(parents=True, exist_ok=True)
@@ -165,130 +208,93 @@ def test_an_empty_catalogue_removes_the_article_folders_but_not_the_users_files(
     assert sorted(os.listdir(site / "away/api")) == ["embed.js", "openapi.json"]
 
 
-def test_builds_are_deterministic_whatever_the_order(tmp_path: Path) -> None:
+def test_the_same_input_gives_the_same_tree_whatever_the_order(tmp_path: Path) -> None:
     articles = ["  3: [1, 2]\n", "  1: {sum: 29, count: 6}\n", "  2: []\n", "  40: [5, 5, 4]\n"]
     first = ratings_file(tmp_path / "a", "".join(articles))
     second = ratings_file(tmp_path / "b", "".join(reversed(articles)))
 
     assert build(first, tmp_path / "site-a") == 0
     assert build(second, tmp_path / "site-b") == 0
-    assert build(first, tmp_path / "site-c") == 0
 
-    trees = [read_tree(tmp_path / name) for name in ("site-a", "site-b", "site-c")]
     assert len(documents(tmp_path / "site-a")) == 4
-    assert trees[0] == trees[1] == trees[2]
+    assert read_tree(tmp_path / "site-a") == read_tree(tmp_path / "site-b")
 
 
-def test_check_reports_a_missing_site(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    ratings = ratings_file(tmp_path, "  1: [5]\n  2: [4]\n")
-    site = tmp_path / "site"
-
-    assert build(ratings, site, "--check") == 1
-
-    assert capsys.readouterr().err == (
-        f"{site} is out of date: 10 to write, 0 to remove:\n"
-        f"  {site / document(1)}\n"
-        f"  {site / document(2)}\n"
-        f"  {site / '404.html'}\n"
-        f"  {site / '_redirects'}\n"
-        f"  {site / 'assets/front-page.css'}\n"
-        f"  and 5 more\n"
-    )
-    assert not site.exists()
-    assert not state_of(site).exists()  # not even the build's state folder
+def site_of_three(tmp_path: Path) -> Path:
+    ratings = ratings_file(tmp_path, "  1: [5]\n  2: [4]\n  3: [3]\n")
+    assert build(ratings, tmp_path / "site", "--quiet") == 0
+    return ratings
 
 
-def test_check_passes_on_a_fresh_build(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    ratings = ratings_file(tmp_path, "  1: [5]\n  2: [4]\n")
-    site = tmp_path / "site"
-    assert build(ratings, site) == 0
-    capsys.readouterr()
-
-    assert build(ratings, site, "--check") == 0
-
-    assert capsys.readouterr().out == f"{site} is up to date: 2 articles\n"
+def edited_stale_and_old(tmp_path: Path) -> Path:
+    site_of_three(tmp_path)
+    (tmp_path / "site" / document(2)).write_text('{"edited": true}\n')
+    (tmp_path / "site" / ".generate-1.tmp").write_bytes(b'{"article_url": "ht')
+    return ratings_file(tmp_path, "  1: [5]\n  2: [4]\n")
 
 
-def test_check_names_edited_stale_and_leftover_files_and_writes_nothing(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def articles_folder_deleted(tmp_path: Path) -> Path:
+    ratings = site_of_three(tmp_path)
+    shutil.rmtree(tmp_path / "site" / "away")
+    return ratings
+
+
+# How the site came to be, what --check then exits with and prints.
+CHECKS: dict[str, tuple[Callable[[Path], Path], int, str]] = {
+    "missing-site": (
+        lambda tmp_path: ratings_file(tmp_path, "  1: [5]\n  2: [4]\n"),
+        1,
+        (
+            "{site} is out of date: 10 to write, 0 to remove:\n  {site}/{doc1}\n  {site}/{doc2}\n"
+            "  {site}/404.html\n  {site}/_redirects\n  {site}/assets/front-page.css\n  and 5 more\n"
+        ),
+    ),
+    # The documents first, then the files describing the API (article 3 leaves the
+    # front page's table and the OpenAPI document's examples), then removals.
+    "edited-stale-and-old": (
+        edited_stale_and_old,
+        1,
+        (
+            "{site} is out of date: 3 to write, 2 to remove:\n  {site}/{doc2}\n"
+            "  {site}/away/api/openapi.json\n  {site}/index.html\n  {site}/{doc3}\n"
+            "  {site}/.generate-1.tmp\n"
+        ),
+    ),
+    "articles-folder-deleted": (
+        articles_folder_deleted,
+        1,
+        (
+            "{site} is out of date: 5 to write, 0 to remove:\n  {site}/{doc1}\n  {site}/{doc2}\n"
+            "  {site}/{doc3}\n  {site}/away/api/embed.js\n  {site}/away/api/openapi.json\n"
+        ),
+    ),
+    "up-to-date": (site_of_three, 0, "{site} is up to date: 3 articles\n"),
+}
+
+
+@pytest.mark.parametrize(("prepare", "code", "message"), CHECKS.values(), ids=CHECKS)
+def test_check_names_what_a_build_would_change_and_writes_nothing(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    prepare: Callable[[Path], Path],
+    code: int,
+    message: str,
 ) -> None:
     site = tmp_path / "site"
-    ratings = ratings_file(tmp_path, "  1: [5]\n  2: [4]\n  3: [3]\n")
-    assert build(ratings, site) == 0
-    (site / document(2)).write_text('{"edited": true}\n')
-    ratings_file(tmp_path, "  1: [5]\n  2: [4]\n")
-    (site / OLD_LEFTOVER).write_bytes(b'{"article_url": "ht')
-    before = snapshot(site)
+    ratings = prepare(tmp_path)
+    before = (snapshot(tmp_path), snapshot(state_of(site)))
     capsys.readouterr()
 
-    assert build(ratings, site, "--check") == 1
+    assert build(ratings, site, "--check") == code
 
-    # The documents first, then the files describing the API (article 3
-    # leaves the front page's table and the OpenAPI document's examples).
-    assert capsys.readouterr().err == (
-        f"{site} is out of date: 3 to write, 2 to remove:\n"
-        f"  {site / document(2)}\n"
-        f"  {site / 'away/api/openapi.json'}\n"
-        f"  {site / 'index.html'}\n"
-        f"  {site / document(3)}\n"
-        f"  {site / OLD_LEFTOVER}\n"
-    )
-    assert snapshot(site) == before
-
-
-def test_check_names_at_most_five_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    ratings = ratings_file(tmp_path, "".join(f"  {n}: [5]\n" for n in range(1, 9)))
-
-    assert build(ratings, tmp_path / "site", "--check") == 1
-
-    message = capsys.readouterr().err.splitlines()
-    assert message[0] == f"{tmp_path / 'site'} is out of date: 16 to write, 0 to remove:"
-    assert message[1:6] == [f"  {tmp_path / 'site' / document(n)}" for n in range(1, 6)]
-    assert message[6:] == ["  and 11 more"]
-
-
-def test_a_build_consumes_the_leftover_of_a_killed_build(tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    ratings = ratings_file(tmp_path, "  1: [5]\n")
-    assert build(ratings, site) == 0
-    (state_of(site) / LEFTOVER).write_bytes(b'{"article_url": "ht')
-
-    assert build(ratings, site) == 0
-
-    assert sorted(documents(site)) == [str(document(1))]
-    assert sorted(os.listdir(state_of(site))) == ["lock", "record"]
-
-
-def test_a_build_removes_the_state_earlier_versions_kept_in_the_output(tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    ratings = ratings_file(tmp_path, "  1: [5]\n")
-    assert build(ratings, site) == 0
-    expected = read_tree(site)
-    for name in (".generate-state", ".generate-state.tmp", OLD_LEFTOVER):
-        (site / name).write_bytes(b"ratings-api build record 1\n")
-
-    assert build(ratings, site) == 0
-
-    assert read_tree(site) == expected
-    assert not [name for name in os.listdir(site) if OLD_STATE_NAME.fullmatch(name)]
+    names = {f"doc{n}": document(n) for n in (1, 2, 3)}
+    output = capsys.readouterr()
+    assert (output.err if code else output.out) == message.format(site=site, **names)
+    assert (snapshot(tmp_path), snapshot(state_of(site))) == before  # nor the state folder
 
 
 def limit_file_size(size: int) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
-
-
-def run_generate(*args: str, measured: bool = True, **options: object) -> subprocess.Popen[bytes]:
-    environ = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    if not measured:
-        # Coverage starts in every Python child (pyproject.toml) unless these are unset.
-        environ = {k: v for k, v in environ.items() if not k.startswith("COVERAGE_PROCESS_")}
-    return subprocess.Popen(
-        [sys.executable, str(ROOT / "generate.py"), *args],
-        env=environ,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        **options,
-    )
 
 
 def test_a_write_cut_short_leaves_whole_documents(tmp_path: Path) -> None:
@@ -300,117 +306,86 @@ def test_a_write_cut_short_leaves_whole_documents(tmp_path: Path) -> None:
     # Article 1's new document fits in the limit; article 2's is longer and does not.
     ratings_file(tmp_path, "  1: [5, 5]\n  2: {sum: 40000000000000, count: 10000000000000}\n")
     limit = len((site / document(1)).read_bytes()) + 20
+    # Coverage's data file, written at exit, would meet the same limit and fail there.
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("COVERAGE_PROCESS_")}
 
-    process = run_generate(
-        "--input",
-        str(ratings),
-        "--output",
-        str(site),
-        # Coverage's data file, written at exit, would meet the same limit and fail there.
-        measured=False,
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "generate.py"), "--input", str(ratings), "--output", str(site)],
+        env=environ,
+        capture_output=True,
         preexec_fn=lambda: limit_file_size(limit),
+        timeout=60,
+        check=False,
     )
-    stdout, stderr = process.communicate(timeout=60)
 
-    assert (process.returncode, stdout) == (2, b"")
-    assert stderr == f"{site / document(2)}: cannot write: File too large\n".encode()
-    tree = documents(site)
-    assert tree[str(document(1))].endswith(
-        b'"rating_sum": 10, "rating_count": 2, "rating_value": "5.0"}\n'
+    assert (done.returncode, done.stdout, done.stderr) == (
+        2,
+        b"",
+        f"{site / document(2)}: cannot write: File too large\n".encode(),
     )
-    assert tree[str(document(2))] == old[str(document(2))]
-    assert not [path for path in site.iterdir() if path.name.startswith(".")]
-    leftovers = [path for path in state_of(site).iterdir() if TMP_NAME.fullmatch(path.name)]
-    assert len(leftovers) == 1
-    assert (
-        len(leftovers[0].read_bytes()) == limit
-    )  # the cut-off write went to a temporary file only
-
+    assert documents(site) == {
+        str(document(1)): old[str(document(1))].replace(
+            b'5, "rating_count": 1', b'10, "rating_count": 2'
+        ),
+        str(document(2)): old[str(document(2))],
+    }
+    assert len((state_of(site) / "write.tmp").read_bytes()) == limit  # the cut-off write
     assert build(ratings, site) == 0
-    tree = documents(site)
-    assert sorted(tree) == [str(document(1)), str(document(2))]
-    assert tree[str(document(2))].endswith(
+    assert documents(site)[str(document(2))].endswith(
         b'"rating_sum": 40000000000000, "rating_count": 10000000000000, "rating_value": "4.0"}\n'
     )
 
 
-def test_a_build_killed_midway_leaves_whole_documents(tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    articles = "".join(f"  {n}: [{n % 5 + 1}]\n" for n in range(1, 10001))
-    ratings = ratings_file(tmp_path, articles, base_url="https://old.example")
-    assert build(ratings, site) == 0
-    old = documents(site)
-    ratings_file(tmp_path, articles, base_url="https://new.example")
-    process = run_generate("--input", str(ratings), "--output", str(site), start_new_session=True)
-    probe = site / document(1)
-    try:
-        while b"old.example" in probe.read_bytes() and process.poll() is None:
-            pass  # until the rewrite has begun
-        os.killpg(process.pid, signal.SIGKILL)  # the build and its writer processes
-    finally:
-        process.communicate(timeout=60)
-    assert process.returncode == -signal.SIGKILL, "the build finished before it could be killed"
-
-    tree = documents(site)
-    rewritten = 0
-    for name, content in old.items():
-        if tree[name] != content:
-            assert tree[name] == content.replace(b"old.example", b"new.example"), name
-            rewritten += 1
-    assert 0 < rewritten < len(old)
-    assert build(ratings, site) == 0
-    assert documents(site) == {
-        name: content.replace(b"old.example", b"new.example") for name, content in old.items()
-    }
-
-
-def test_an_unwritable_output_is_an_error_without_traceback(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    ratings = ratings_file(tmp_path, "  1: [5]\n")
+def file_where_the_output_goes(tmp_path: Path) -> Path:
     (tmp_path / "file").write_text("not a folder\n")
-
-    assert build(ratings, tmp_path / "file" / "site") == 2
-
-    assert (
-        capsys.readouterr().err == f"{tmp_path / 'file' / 'site'}: cannot write: Not a directory\n"
-    )
+    return tmp_path / "file" / "site"
 
 
-def test_a_missing_input_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert build(tmp_path / "missing.yaml", tmp_path / "site") == 2
-
-    assert (
-        capsys.readouterr().err
-        == f"{tmp_path / 'missing.yaml'}: cannot read: No such file or directory\n"
-    )
-    assert not (tmp_path / "site").exists()
-
-
-def test_other_generated_files_are_written_only_when_they_change(tmp_path: Path) -> None:
+def folder_where_a_document_goes(tmp_path: Path) -> Path:
     site = tmp_path / "site"
-    extras = {"_redirects": b"/* /404.html 404\n", "away/api/openapi.json": b"{}\n"}
-
-    first = sync_site(str(site), ONE_ARTICLE, RENDER, extras=extras)
-    age_all(site)
-    second = sync_site(
-        str(site), ONE_ARTICLE, RENDER, extras={**extras, "_redirects": b"changed\n"}
-    )
-
-    assert (first.written, first.unchanged) == (3, 0)
-    assert (second.written, second.unchanged) == (1, 2)
-    assert (site / "_redirects").read_bytes() == b"changed\n"
-    assert (site / "away/api/openapi.json").stat().st_mtime_ns == OLD_TIME
-    assert sorted(os.listdir(state_of(site))) == ["lock", "record"]
+    assert build(ratings_file(tmp_path, "  1: [4]\n  2: [4]\n"), site, "--quiet") == 0
+    (site / document(2)).unlink()
+    (site / document(2)).mkdir()
+    return site
 
 
-def test_check_names_missing_generated_files(tmp_path: Path) -> None:
-    changes = sync_site(
-        str(tmp_path / "site"), ONE_ARTICLE, RENDER, extras={"_redirects": b"x\n"}, dry_run=True
-    )
+def file_where_a_folder_goes(tmp_path: Path) -> Path:
+    site = folder_where_a_document_goes(tmp_path)
+    shutil.rmtree(site / "away")
+    (site / "away").write_text("not a folder\n")
+    return site
 
-    assert (changes.written, changes.examples) == (
-        2,
-        [str(tmp_path / "site" / document(7)), str(tmp_path / "site/_redirects")],
-    )
-    assert not (tmp_path / "site").exists()
+
+def folder_where_a_file_goes(tmp_path: Path) -> Path:
+    site = tmp_path / "site"
+    assert build(ratings_file(tmp_path, "  1: [4]\n  2: [5]\n"), site, "--quiet") == 0
+    (site / "index.html").unlink()
+    (site / "index.html").mkdir()
+    return site
+
+
+@pytest.mark.parametrize(
+    ("prepare", "message"),
+    [
+        (file_where_the_output_goes, "{site}: cannot write: Not a directory\n"),
+        (folder_where_a_document_goes, "{site}/{doc2}: cannot write: Is a directory\n"),
+        (file_where_a_folder_goes, "{site}: cannot write: Not a directory\n"),
+        (folder_where_a_file_goes, "{site}/index.html: cannot write: Is a directory\n"),
+    ],
+    ids=["output-below-a-file", "document-a-folder", "away-a-file", "front-page-a-folder"],
+)
+def test_an_output_that_cannot_be_written_is_one_line(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    prepare: Callable[[Path], Path],
+    message: str,
+) -> None:
+    site = prepare(tmp_path)
+    ratings = ratings_file(tmp_path, "  1: [4]\n  2: [5]\n")
+    old = documents(site)
+    capsys.readouterr()
+
+    assert build(ratings, site) == 2
+
+    assert capsys.readouterr().err == message.format(site=site, doc2=document(2))
+    assert documents(site) == old
