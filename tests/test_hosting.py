@@ -108,7 +108,7 @@ def test_cloudflare_build_uses_the_deployment_s_address(tmp_path: Path) -> None:
     site = tmp_path / "site"
     assert article_url(site) == "https://abc123.ratings.pages.dev/away/api/articles/7/"
     assert (site / "_headers").read_bytes() == CLOUDFLARE_HEADERS.read_bytes()
-    assert (tmp_path / ".site.generate" / "record").is_file()  # beside site/: not published
+    assert (tmp_path / ".site.generate" / "lock").is_file()  # beside site/: not published
     assert not (site / ".generate-state").exists()
     assert (site / ".hidden").exists()  # a dotfile of the user's is theirs
 
