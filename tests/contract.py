@@ -1,11 +1,5 @@
-"""The HTTP contract's points, the hosts that answer them, a client, and the tables.
-
-POINTS holds every line of the contract on which a host may differ, named as
-tests/README.md's table names it, with what the WhiteNoise app answers. A
-host's ``Difference`` on a point is what it answers instead, and why.
-tests/test_http_contract.py observes each point on each host and compares;
-tests/README.md's table is rendered from the same data (``contract_table``).
-"""
+"""The HTTP contract's points (POINTS: each line of tests/README.md's table, with the
+app's answer), a host's ``Difference`` on one and why, processes, a client, the tables."""
 
 from __future__ import annotations
 
@@ -258,17 +252,47 @@ def start(
 
 def wait_for(pattern: str, log: Path, process: subprocess.Popen[bytes]) -> re.Match[str]:
     """The first match of ``pattern`` in the server's output, within READY_SECONDS."""
+
+    def seen() -> re.Match[str] | None:
+        return re.search(pattern, log.read_text(errors="replace"), re.MULTILINE)
+
+    wait_until(seen, process, log)
+    found = seen()
+    assert found is not None
+    return found
+
+
+def wait_until(
+    condition: Callable[[], object], process: subprocess.Popen[bytes], log: Path
+) -> None:
+    """Until ``condition()`` holds, within READY_SECONDS, while ``process`` runs."""
     deadline = time.monotonic() + READY_SECONDS
-    while True:
-        text = log.read_text(errors="replace")
-        found = re.search(pattern, text, re.MULTILINE)
-        if found:
-            return found
-        if process.poll() is not None:
-            raise AssertionError(f"the server exited with {process.returncode}:\n{text}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no /{pattern}/ within {READY_SECONDS} s:\n{text}")
+    while not condition():
+        assert process.poll() is None, f"exited with {process.returncode}:\n{log.read_text()}"
+        assert time.monotonic() < deadline, f"not within {READY_SECONDS} s:\n{log.read_text()}"
         time.sleep(0.02)
+
+
+def run_ok(
+    command: list[str],
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    input: str | None = None,
+    timeout: float = READY_SECONDS,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` to its end; fail with its output unless it exits with 0."""
+    done = subprocess.run(
+        command,
+        cwd=cwd,
+        env=env,
+        input=input,
+        timeout=timeout,
+        capture_output=True,
+        check=False,
+        text=True,
+    )
+    assert done.returncode == 0, f"{command[:2]}: {done.returncode}\n{done.stdout}{done.stderr}"
+    return done
 
 
 def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:

@@ -1,12 +1,9 @@
-"""The HTTP contract of the served site, checked over real HTTP on every host.
+"""The HTTP contract, over real HTTP on every host; then what only ``--serve`` or the app does.
 
-Each point of the contract (``POINTS`` in tests/contract.py) has an observation
-here: a few requests, and their answer in the few words of tests/README.md's
-table. ``test_contract`` runs each against every host of tests/hosts.py and
-tests/edges.py (started once a session by tests/conftest.py) and compares it
-with the app's answer or the host's documented difference. The observations
-also assert what admits no difference: no answer ever holds a file outside the
-site. Then the tests of what only ``--serve`` or the WSGI app does.
+Each point of ``POINTS`` (tests/contract.py) has an observation: a few requests, and
+their answer in the words of tests/README.md's table, compared with the app's or the
+host's documented difference. What admits no difference (no file outside the site in
+any answer) the observations assert themselves.
 """
 
 from __future__ import annotations
@@ -19,8 +16,6 @@ import os
 import re
 import signal
 import socket
-import subprocess
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final
@@ -45,7 +40,6 @@ from tests.contract import (
     POINTS,
     PREFLIGHT,
     RATINGS,
-    READY_SECONDS,
     REPO,
     SECRET,
     SERVER_ERROR,
@@ -66,6 +60,7 @@ from tests.contract import (
     start,
     stop,
     wait_for,
+    wait_until,
 )
 from tests.hosts import DIFFERENCES, SERVING, refused_serve, serve_command
 
@@ -161,12 +156,6 @@ def _get_a_rating(host: Host) -> object:
     return one(found(request(host.port, "GET", rating_path(i)), host.document(i)) for i in ARTICLES)
 
 
-@observes("`Content-Type` of a JSON file")
-def _json_type(host: Host) -> object:
-    paths = (R7, "/away/api/openapi.json")
-    return one(quoted(request(host.port, "GET", path), "Content-Type") for path in paths)
-
-
 @observes("`Content-Length` of a file")
 def _file_length(host: Host) -> object:
     return length(request(host.port, "GET", R7), len(host.document(7)))
@@ -201,11 +190,6 @@ def _file_cache_control(host: Host) -> object:
     etag = request(host.port, "GET", R7).header("ETag") or ""
     asked = ({}, {"Range": "bytes=0-9"}, {"If-None-Match": etag})
     return one(quoted(request(host.port, "GET", R7, headers), "Cache-Control") for headers in asked)
-
-
-@observes("`Cache-Control` of a 404")
-def _not_found_cache_control(host: Host) -> object:
-    return one(quoted(request(host.port, "GET", path), "Cache-Control") for path in MISSING)
 
 
 @observes("`Cache-Control` of a redirect, 405 or OPTIONS")
@@ -330,9 +314,16 @@ def _not_found_body(host: Host) -> object:
     return one(JSON_ERROR if reply.body == NOT_FOUND else body_said(reply) for reply in said)
 
 
-@observes("`Content-Type` of a 404")
-def _not_found_type(host: Host) -> object:
-    return one(quoted(request(host.port, "GET", path), "Content-Type") for path in MISSING)
+def _header(host: Host, name: str, paths: tuple[str, ...]) -> object:
+    return one(quoted(request(host.port, "GET", path), name) for path in paths)
+
+
+for _point, _name, _paths in (
+    ("`Content-Type` of a JSON file", "Content-Type", (R7, "/away/api/openapi.json")),
+    ("`Content-Type` of a 404", "Content-Type", MISSING),
+    ("`Cache-Control` of a 404", "Cache-Control", MISSING),
+):
+    observes(_point, name=_name, paths=_paths)(_header)
 
 
 @observes("`Content-Length` of a 404")
@@ -737,14 +728,6 @@ def rebuild(host: Host, ratings: str) -> None:
         build(str(source), str(host.site), base_url=host.base_url, environ={})
         if host.publish is not None:
             host.publish()
-
-
-def wait_until(condition: Callable[[], bool], process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + READY_SECONDS
-    while not condition():
-        assert process.poll() is None, log.read_text()
-        assert time.monotonic() < deadline, log.read_text()
-        time.sleep(0.02)
 
 
 def test_the_host_listens_on_loopback_only(server: Host) -> None:
