@@ -119,10 +119,8 @@ class Forbidding(http.server.BaseHTTPRequestHandler):
 
 
 def test_a_store_that_answers_403_in_xml_gives_the_json_404(tmp_path: Path) -> None:
-    store = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forbidding)
-    thread = threading.Thread(target=store.serve_forever)
-    thread.start()
-    try:
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forbidding) as store:
+        threading.Thread(target=store.serve_forever, daemon=True).start()
         process, port, _ = start_edge_nginx(tmp_path, store.server_address[1])
         try:
             for path in (HOT, HOT.rstrip("/"), "/", "/robots.txt", "/about/"):
@@ -133,10 +131,7 @@ def test_a_store_that_answers_403_in_xml_gives_the_json_404(tmp_path: Path) -> N
                     assert reply.header("Access-Control-Allow-Origin") == "*"
         finally:
             stop(process)
-    finally:
-        store.shutdown()
-        store.server_close()
-        thread.join()
+            store.shutdown()
 
 
 @pytest.mark.parametrize("shipped", ["nginx.conf", "nginx-object-storage.conf"])

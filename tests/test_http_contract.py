@@ -234,11 +234,12 @@ def _no_slash(host: Host) -> object:
     return one(said)
 
 
-@observes("the no-slash redirect's body")
-def _no_slash_body(host: Host) -> object:
-    reply = request(host.port, "GET", NO_SLASH)
-    if reply.status != 301:
-        return "no redirect"
+@observes("the no-slash redirect's body", path=NO_SLASH, headers={}, status=301)
+@observes("the 416's body", path=R7, headers={"Range": "bytes=500-"}, status=416)
+def _empty_body(host: Host, path: str, headers: dict[str, str], status: int) -> object:
+    reply = request(host.port, "GET", path, headers)
+    if reply.status != status:
+        return "no redirect" if status == 301 else f"no {status}"
     return "empty" if not reply.body else body_said(reply)
 
 
@@ -345,6 +346,10 @@ def not_allowed_said(reply: Reply, method: str) -> str:
         and reply.header("Content-Length") == str(len(json_error))
     ):
         return NOT_ALLOWED
+    return other_said(reply)
+
+
+def other_said(reply: Reply) -> str:
     allow = f", `Allow: {reply.header('Allow')}`" if reply.header("Allow") else ", no `Allow`"
     return f"{reply.status}{allow}, {body_said(reply)}"
 
@@ -375,8 +380,7 @@ def options_said(reply: Reply) -> str:
         reply.header("Access-Control-Max-Age"),
     ) == (ALLOW, "*", "86400"):
         return PREFLIGHT
-    allow = f", `Allow: {reply.header('Allow')}`" if reply.header("Allow") else ", no `Allow`"
-    return f"{reply.status}{allow}, {body_said(reply)}"
+    return other_said(reply)
 
 
 @observes("OPTIONS, with or without CORS, on a rating", path=R7)
@@ -507,14 +511,6 @@ def _ranges(host: Host, values: tuple[str, ...]) -> object:
 
 for _point, _values in RANGES.items():
     observes(_point, values=_values)(_ranges)
-
-
-@observes("the 416's body")
-def _not_satisfiable_body(host: Host) -> object:
-    reply = request(host.port, "GET", R7, {"Range": "bytes=500-"})
-    if reply.status != 416:
-        return "no 416"
-    return "empty" if not reply.body else body_said(reply)
 
 
 @observes("`If-Range` with another `ETag` or an older date")
