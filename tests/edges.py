@@ -22,8 +22,7 @@ from ratings_api.bucket_state import STATE_NAME
 from ratings_api.publish import content_type
 from tests.contract import (
     CACHE_CONTROL,
-    NGINX_RANGES,
-    NGINX_REQUEST_LINE,
+    NGINX_OWN,
     NOT_RUN,
     POINTS,
     RATINGS,
@@ -59,7 +58,7 @@ def publish_with_cli(folder: Path, store: Store) -> None:
 
     command = [sys.executable, "-W", "error", str(REPO / "generate.py"), "--quiet"]
     command += ["--base-url", BASE_URL, "--publish", f"s3://{BUCKET}/{PREFIX}"]
-    run_ok(command, folder, {**hermetic_environ(), **store.environ()})
+    run_ok(command, cwd=folder, env={**hermetic_environ(), **store.environ()})
     client = store.client()
     for name in USER_FILES:
         entry = bucket_object(folder / "site", name)
@@ -104,9 +103,8 @@ def fill_r2(folder: Path, site: Path) -> None:
             cacheControl=CACHE_CONTROL, contentType=entry.get("contentType", "application/gzip")
         )
     (folder / "objects.json").write_text(json.dumps(objects), encoding="utf-8")
-    run_ok(
-        ["node", str(FILL_R2), str(folder / "state"), BUCKET, str(folder / "objects.json")], folder
-    )
+    objects_file = str(folder / "objects.json")
+    run_ok(["node", str(FILL_R2), str(folder / "state"), BUCKET, objects_file], cwd=folder)
 
 
 def start_worker(folder: Path, ratings: str = RATINGS) -> Host:
@@ -249,8 +247,7 @@ the `charset` of HTML and text files | `charset=utf-8` | --publish sets the para
 a rebuild (in the same second, same size) | the new document, with a new `ETag`, after up to 2 s (its cache) | the edge keeps each object for 1 s (`proxy_cache_valid`), counted in whole seconds: a publish is seen within 2 s, when the edge asks the store again with `If-None-Match`
 the no-slash redirect's body | 162 bytes of `text/html` | nginx's `return 301` always sends its own HTML page
 """)
-    | NGINX_RANGES
-    | NGINX_REQUEST_LINE,
+    | NGINX_OWN,
     "Worker → R2": differences(r"""
 the `charset` of HTML and text files | `charset=utf-8` | the same: the object's own type, as --publish set it
 `ETag` | `"<32 hex digits>"` (of the content) | R2's own ETag, the MD5 of the object: it changes with the content

@@ -68,7 +68,7 @@ def viewer_response(uri: str, status: int = 200) -> Event:
 
 def node(events: list[Event]) -> list[Result]:
     """What the function returns for each event, run in node as CloudFront runs it."""
-    done = run_ok(["node", str(RUNNER), str(FUNCTION)], input=json.dumps(events))
+    done = run_ok(["node", str(RUNNER), str(FUNCTION)], input=json.dumps(events), timeout=30)
     results: list[Result] = json.loads(done.stdout)
     return results
 
