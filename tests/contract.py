@@ -1,11 +1,5 @@
-"""The HTTP contract's points, the hosts that answer them, a client, and the tables.
-
-POINTS holds every line of the contract on which a host may differ, named as
-tests/README.md's table names it, with what the WhiteNoise app answers. A
-host's ``Difference`` on a point is what it answers instead, and why.
-tests/test_http_contract.py observes each point on each host and compares;
-tests/README.md's table is rendered from the same data (``contract_table``).
-"""
+"""The HTTP contract's points (POINTS: each line of tests/README.md's table, with the
+app's answer), a host's ``Difference`` on one and why, processes, a client, the tables."""
 
 from __future__ import annotations
 
@@ -23,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from email.message import Message
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 from wsgiref.util import setup_testing_defaults
 
 if TYPE_CHECKING:
@@ -258,17 +252,32 @@ def start(
 
 def wait_for(pattern: str, log: Path, process: subprocess.Popen[bytes]) -> re.Match[str]:
     """The first match of ``pattern`` in the server's output, within READY_SECONDS."""
+
+    def seen() -> re.Match[str] | None:
+        return re.search(pattern, log.read_text(errors="replace"), re.MULTILINE)
+
+    wait_until(seen, process, log)
+    found = seen()
+    assert found is not None
+    return found
+
+
+def wait_until(
+    condition: Callable[[], object], process: subprocess.Popen[bytes], log: Path
+) -> None:
+    """Until ``condition()`` holds, within READY_SECONDS, while ``process`` runs."""
     deadline = time.monotonic() + READY_SECONDS
-    while True:
-        text = log.read_text(errors="replace")
-        found = re.search(pattern, text, re.MULTILINE)
-        if found:
-            return found
-        if process.poll() is not None:
-            raise AssertionError(f"the server exited with {process.returncode}:\n{text}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no /{pattern}/ within {READY_SECONDS} s:\n{text}")
+    while not condition():
+        assert process.poll() is None, f"exited with {process.returncode}:\n{log.read_text()}"
+        assert time.monotonic() < deadline, f"not within {READY_SECONDS} s:\n{log.read_text()}"
         time.sleep(0.02)
+
+
+def run_ok(command: list[str], **options: Any) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` (``options``: subprocess.run's) to its end; fail unless it exits with 0."""
+    done = subprocess.run(command, capture_output=True, text=True, check=False, **options)
+    assert done.returncode == 0, f"{command[:2]}: {done.returncode}\n{done.stdout}{done.stderr}"
+    return done
 
 
 def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
@@ -484,18 +493,16 @@ def differences(table: str) -> dict[str, Difference]:
     return found
 
 
-# nginx's own reading of the request line, before any configuration applies, and its
-# own answers to ranges and conditions: the same in front of a folder and of a bucket.
-NGINX_REQUEST_LINE: Final = differences(r"""
+# nginx's own answers to ranges and conditions, and its own reading of the request line
+# before any configuration applies: the same in front of a folder and of a bucket.
+NGINX_OWN: Final = differences(r"""
+the 416's body | 190 bytes of `text/html` | nginx's range filter answers a 416 with its own page, as `return 301` does
+`Range` past 2⁶³ (`bytes=0-99999999999999999999`) | 416 and `Content-Range: bytes */<size>` | nginx refuses a number too large for its 64-bit file offsets, as an invalid range
+`If-None-Match` with the `ETag` and an older or invalid `If-Modified-Since` | 200 | nginx answers 304 only when both conditions hold, where HTTP ignores If-Modified-Since when If-None-Match is sent (RFC 9110, 13.1.3)
 above the root (`../`, `%2e%2e`, `..%2f`, 1,300 × `../`) | 400 | nginx resolves `..` segments, decoded, before any location applies, and refuses a path that climbs above the root
 an absolute-form target (`http://127.0.0.1/../secret.txt`) | 400 | the same: its path climbs above the root
 `%00` in the path | 400 | nginx refuses a path that decodes to a NUL byte
 a NUL byte in the request line | 400 | nginx refuses a request line holding a NUL byte
 another control byte in the request line (`\x01`, `\x7f`) | 400 | nginx refuses a control byte in the request line
 a malformed `%` escape (`/%3G`, `/%`) | 400 | nginx refuses a `%` not followed by two hex digits
-""")
-NGINX_RANGES: Final = differences(r"""
-the 416's body | 190 bytes of `text/html` | nginx's range filter answers a 416 with its own page, as `return 301` does
-`Range` past 2⁶³ (`bytes=0-99999999999999999999`) | 416 and `Content-Range: bytes */<size>` | nginx refuses a number too large for its 64-bit file offsets, as an invalid range
-`If-None-Match` with the `ETag` and an older or invalid `If-Modified-Since` | 200 | nginx answers 304 only when both conditions hold, where HTTP ignores If-Modified-Since when If-None-Match is sent (RFC 9110, 13.1.3)
 """)

@@ -1,12 +1,8 @@
-"""The edges in front of a published bucket, as hosts of the HTTP contract suite.
+"""The edges of deploy/ that make a published bucket the API, as hosts of the contract suite.
 
-A bucket filled by ``generate.py --publish s3://BUCKET[/PREFIX]`` is not the API
-by itself; the edges in deploy/ make it one. Two run here, on 127.0.0.1, offline:
-``nginx → S3``, Debian's nginx with deploy/nginx-object-storage.conf, a caching
-reverse proxy in front of SeaweedFS (tests/objectstore.py); and ``Worker → R2``,
-deploy/cloudflare-r2-worker under ``wrangler dev``, over wrangler's local R2. The
-third, CloudFront, cannot run here: its function is tested in node
-(tests/test_cloudfront.py).
+``nginx → S3``: nginx with deploy/nginx-object-storage.conf, caching, in front of
+SeaweedFS (tests/objectstore.py); ``Worker → R2``: deploy/cloudflare-r2-worker under
+``wrangler dev`` over its local R2. CloudFront cannot run here: tests/test_cloudfront.py.
 """
 
 from __future__ import annotations
@@ -26,8 +22,7 @@ from ratings_api.bucket_state import STATE_NAME
 from ratings_api.publish import content_type
 from tests.contract import (
     CACHE_CONTROL,
-    NGINX_RANGES,
-    NGINX_REQUEST_LINE,
+    NGINX_OWN,
     NOT_RUN,
     POINTS,
     RATINGS,
@@ -37,6 +32,7 @@ from tests.contract import (
     Host,
     differences,
     hermetic_environ,
+    run_ok,
 )
 from tests.objectstore import Store, start_store
 
@@ -62,11 +58,7 @@ def publish_with_cli(folder: Path, store: Store) -> None:
 
     command = [sys.executable, "-W", "error", str(REPO / "generate.py"), "--quiet"]
     command += ["--base-url", BASE_URL, "--publish", f"s3://{BUCKET}/{PREFIX}"]
-    environ = {**hermetic_environ(), **store.environ()}
-    done = subprocess.run(
-        command, cwd=folder, capture_output=True, text=True, env=environ, check=False
-    )
-    assert done.returncode == 0, f"--publish: {done.returncode}\n{done.stdout}{done.stderr}"
+    run_ok(command, cwd=folder, env={**hermetic_environ(), **store.environ()})
     client = store.client()
     for name in USER_FILES:
         entry = bucket_object(folder / "site", name)
@@ -111,35 +103,26 @@ def fill_r2(folder: Path, site: Path) -> None:
             cacheControl=CACHE_CONTROL, contentType=entry.get("contentType", "application/gzip")
         )
     (folder / "objects.json").write_text(json.dumps(objects), encoding="utf-8")
-    command = ["node", str(FILL_R2), str(folder / "state"), BUCKET, str(folder / "objects.json")]
-    done = subprocess.run(command, cwd=folder, capture_output=True, text=True, check=False)
-    assert done.returncode == 0, f"{FILL_R2}: {done.returncode}\n{done.stdout}{done.stderr}"
+    objects_file = str(folder / "objects.json")
+    run_ok(["node", str(FILL_R2), str(folder / "state"), BUCKET, objects_file], cwd=folder)
 
 
 def start_worker(folder: Path, ratings: str = RATINGS) -> Host:
     """``wrangler dev`` running deploy/cloudflare-r2-worker over a local R2, offline."""
-    from tests.hosts import (
-        NODE_BIN,
-        WRANGLER_READY,
-        build_project,
-        free_port,
-        host,
-        install_host_tools,
-        started,
-        wrangler_environ,
-    )
+    from tests import hosts
 
-    install_host_tools()
-    site = build_project(folder, ratings)
+    hosts.install_host_tools()
+    site = hosts.build_project(folder, ratings)
     config = worker_config(folder)
     fill_r2(folder, site)
-    port = free_port()
-    command = [str(NODE_BIN / "wrangler"), "dev", "--config", str(config), "--local"]
+    port = hosts.free_port()
+    command = [str(hosts.NODE_BIN / "wrangler"), "dev", "--config", str(config), "--local"]
     command += ["--persist-to", str(folder / "state"), "--ip", "127.0.0.1", "--port", str(port)]
-    command += ["--inspector-port", str(free_port())]
+    command += ["--inspector-port", str(hosts.free_port())]
     # Offline: no fetch of the Request.cf object from Cloudflare (a placeholder is used).
-    environ = wrangler_environ(folder) | {"CLOUDFLARE_CF_FETCH_ENABLED": "false"}
-    worker = host("Worker → R2", site, started(command, folder, WRANGLER_READY, environ, port))
+    environ = hosts.wrangler_environ(folder) | {"CLOUDFLARE_CF_FETCH_ENABLED": "false"}
+    ready = hosts.started(command, folder, hosts.WRANGLER_READY, environ, port)
+    worker = hosts.host("Worker → R2", site, ready)
     worker.publish = lambda: fill_r2(folder, site)
     return worker
 
@@ -201,11 +184,8 @@ def nginx_edge(folder: Path, ratings: str = RATINGS) -> tuple[Host, Store]:
         publish_with_cli(folder, store)
         time.sleep(NGINX_EDGE_STALE_SECONDS + 0.1)  # until the cached copies expire
 
-    edge.publish, edge.stale_seconds, edge.stop_also = (
-        publish_again,
-        NGINX_EDGE_STALE_SECONDS,
-        store.stop,
-    )
+    edge.publish, edge.stop_also = publish_again, store.stop
+    edge.stale_seconds = NGINX_EDGE_STALE_SECONDS
     return edge, store
 
 
@@ -267,8 +247,7 @@ the `charset` of HTML and text files | `charset=utf-8` | --publish sets the para
 a rebuild (in the same second, same size) | the new document, with a new `ETag`, after up to 2 s (its cache) | the edge keeps each object for 1 s (`proxy_cache_valid`), counted in whole seconds: a publish is seen within 2 s, when the edge asks the store again with `If-None-Match`
 the no-slash redirect's body | 162 bytes of `text/html` | nginx's `return 301` always sends its own HTML page
 """)
-    | NGINX_RANGES
-    | NGINX_REQUEST_LINE,
+    | NGINX_OWN,
     "Worker → R2": differences(r"""
 the `charset` of HTML and text files | `charset=utf-8` | the same: the object's own type, as --publish set it
 `ETag` | `"<32 hex digits>"` (of the content) | R2's own ETag, the MD5 of the object: it changes with the content

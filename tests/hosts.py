@@ -1,19 +1,10 @@
-"""The hosts the HTTP contract suite runs against, and where each differs.
+"""The hosts of the HTTP contract suite, and where each differs from the app (DIFFERENCES).
 
-Each ``start_*`` function takes an empty folder (and optionally the ratings to
-serve: bench/hosts.py gives larger ones), builds the test project in it, starts
-a server on 127.0.0.1 with the configuration this repository ships, and returns
-a ``Host``: the WhiteNoise app under ``generate.py --serve`` and under gunicorn;
-Debian's nginx-light with ``deploy/nginx.conf``; netlify-cli's ``netlify dev``,
-offline, with ``netlify.toml``; Cloudflare Pages' ``wrangler pages dev``, offline,
-with ``deploy/cloudflare-pages/_headers``. The static hosts' programs come from
-``scripts/install-host-tools``, run once a session: its failure fails the tests.
-The edges in front of a published bucket are in tests/edges.py, and join HOSTS
-and DIFFERENCES at the end of this module.
-
-DIFFERENCES names, for each host, the lines of the contract it cannot honour,
-what it answers instead (as measured), and why: the checks assert exactly that,
-and tests/README.md's table is rendered from it. Nothing is skipped.
+Each ``start_*`` builds the test project in an empty folder (with other ratings for
+bench/hosts.py) and starts, on 127.0.0.1 with the configuration shipped here: the app
+under ``--serve`` and gunicorn, nginx, ``netlify dev`` and ``wrangler pages dev``
+(offline; from scripts/install-host-tools, whose failure fails the tests). The edges
+of tests/edges.py join HOSTS and DIFFERENCES at the end.
 """
 
 from __future__ import annotations
@@ -30,8 +21,7 @@ from typing import Final
 
 from ratings_api.build import build
 from tests.contract import (
-    NGINX_RANGES,
-    NGINX_REQUEST_LINE,
+    NGINX_OWN,
     RATINGS,
     READY_SECONDS,
     REPO,
@@ -40,6 +30,7 @@ from tests.contract import (
     differences,
     hermetic_environ,
     make_project,
+    run_ok,
     start,
     stop,
     wait_answering,
@@ -135,8 +126,7 @@ def start_gunicorn(folder: Path, ratings: str = RATINGS) -> Host:
 @functools.cache
 def install_host_tools() -> None:
     """Run scripts/install-host-tools once a session; fail with its output if it fails."""
-    done = subprocess.run([INSTALL], capture_output=True, text=True, check=False, timeout=1800)
-    assert done.returncode == 0, f"{INSTALL}: {done.returncode}\n{done.stdout}{done.stderr}"
+    run_ok([str(INSTALL)], timeout=1800)
 
 
 def free_port() -> int:
@@ -194,17 +184,22 @@ def start_nginx(folder: Path, ratings: str = RATINGS) -> Host:
     return host("nginx", site, run_nginx(folder, port, nginx_site_conf(port, site)))
 
 
-def run_nginx(folder: Path, port: int, server: str) -> tuple[subprocess.Popen[bytes], int, Path]:
-    """Debian's nginx in the foreground with the server block ``server``, its files in ``folder``."""
+def nginx_command(folder: Path, server: str) -> list[str]:
+    """Debian's nginx with the server block ``server``, its files and its log in ``folder``."""
     (folder / "ratings.conf").write_text(server, encoding="utf-8")
     # As root, nginx's workers would run as nobody, who cannot enter pytest's 0700 folders.
     user = "user root;\n" if os.geteuid() == 0 else ""
     main = folder / "nginx.conf"
     main.write_text(NGINX_MAIN.format(user=user, folder=folder), encoding="utf-8")
+    (folder / "nginx-error.log").touch()
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    return [nginx, "-p", str(folder), "-c", str(main), "-e", str(folder / "nginx-error.log")]
+
+
+def run_nginx(folder: Path, port: int, server: str) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """nginx in the foreground (``nginx_command``): its process, port and log."""
+    command = [*nginx_command(folder, server), "-g", "daemon off;"]
     log = folder / "nginx-error.log"
-    log.touch()
-    command = [shutil.which("nginx") or "/usr/sbin/nginx", "-p", str(folder), "-c", str(main)]
-    command += ["-e", str(log), "-g", "daemon off;"]
     return started(command, folder, "start worker process", port=port, log=log)
 
 
@@ -248,17 +243,8 @@ def start_wrangler(folder: Path, ratings: str = RATINGS) -> Host:
     """``wrangler pages dev`` (Cloudflare Pages' local server) serving site/, offline."""
     install_host_tools()
     make_project(folder, ratings)
-    done = subprocess.run(  # the documented build command, as Pages would run it
-        ["bash", str(CLOUDFLARE_BUILD)],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        env={**hermetic_environ(), "CF_PAGES_URL": BASE_URL, "PYTHON": sys.executable},
-        check=False,
-    )
-    assert done.returncode == 0, (
-        f"{CLOUDFLARE_BUILD}: {done.returncode}\n{done.stdout}{done.stderr}"
-    )
+    environ = {**hermetic_environ(), "CF_PAGES_URL": BASE_URL, "PYTHON": sys.executable}
+    run_ok(["bash", str(CLOUDFLARE_BUILD)], cwd=folder, env=environ)  # as Pages runs it
     port = free_port()
     command = [str(NODE_BIN / "wrangler"), "pages", "dev", "site", "--ip", "127.0.0.1"]
     command += ["--port", str(port), "--compatibility-date", WRANGLER_COMPATIBILITY_DATE]
@@ -290,8 +276,7 @@ a rebuild (in the same second, same size) | the new document, with the old `ETag
 the no-slash redirect's body | 162 bytes of `text/html` | nginx's `return 301` always sends its own HTML page
 the `charset` of HTML and text files | `charset=utf-8` | nginx's `charset utf-8` writes the parameter unquoted, as most servers do; quoted or not, it is the same value (RFC 9110, 5.6.6)
 """)
-    | NGINX_RANGES
-    | NGINX_REQUEST_LINE,
+    | NGINX_OWN,
     "netlify dev": differences(r"""
 `Content-Type` of a JSON file | `application/json; charset=utf-8` | netlify dev's static server adds the parameter
 `ETag` | `W/"<size>-<hash>"`, weak | netlify dev's static server makes its own, of the content

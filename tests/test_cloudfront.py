@@ -11,7 +11,6 @@ the hosts it runs.
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -20,7 +19,16 @@ import yaml
 
 from ratings_api.describe import FRONT_PAGE_CSP
 from ratings_api.publish import content_type
-from tests.contract import ALLOW, CACHE_CONTROL, NOT_ALLOWED, NOT_FOUND, POINTS, PREFLIGHT, REPO
+from tests.contract import (
+    ALLOW,
+    CACHE_CONTROL,
+    NOT_ALLOWED,
+    NOT_FOUND,
+    POINTS,
+    PREFLIGHT,
+    REPO,
+    run_ok,
+)
 from tests.edges import CLOUDFRONT_FUNCTION_POINTS, DIFFERENCES
 
 FUNCTION: Final = REPO / "deploy" / "cloudfront" / "function.js"
@@ -60,15 +68,7 @@ def viewer_response(uri: str, status: int = 200) -> Event:
 
 def node(events: list[Event]) -> list[Result]:
     """What the function returns for each event, run in node as CloudFront runs it."""
-    done = subprocess.run(
-        ["node", str(RUNNER), str(FUNCTION)],
-        input=json.dumps(events),
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=30,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_ok(["node", str(RUNNER), str(FUNCTION)], input=json.dumps(events), timeout=30)
     results: list[Result] = json.loads(done.stdout)
     return results
 
@@ -93,11 +93,7 @@ def answered(result: Result, status: int, body: str | None, **more: str) -> bool
     }
     sent = {"encoding": "text", "data": body} if body is not None else None
     wanted = {**common, **{name.replace("_", "-"): value for name, value in more.items()}}
-    return (result.get("statusCode"), result.get("body"), headers(result)) == (
-        status,
-        sent,
-        wanted,
-    )
+    return (result.get("statusCode"), result.get("body"), headers(result)) == (status, sent, wanted)
 
 
 def is_json_404(result: Result) -> bool:
@@ -210,20 +206,16 @@ def test_other_methods_are_the_json_405_and_options_the_preflight() -> None:
     uris = ("/away/api/articles/7/rating/", "/away/api/articles/2/rating/", "/")
     methods = ("POST", "PUT", "PATCH", "DELETE", "OPTIONS")
     asked = [(uri, method) for uri in uris for method in methods]
-    for (uri, method), result in zip(
-        asked, node([viewer_request(uri, method) for uri, method in asked]), strict=True
-    ):
-        if method == "OPTIONS":
-            preflight = {"allow": ALLOW, "access_control_allow_methods": ALLOW}
-            preflight |= {"access_control_allow_headers": "*", "access_control_max_age": "86400"}
-            assert answered(result, 204, None, **preflight), (uri, result)
-        else:
-            body = f'{{"detail": "Method \\"{method}\\" not allowed."}}\n'
-            assert answered(result, 405, body, allow=ALLOW, content_type="application/json"), (
-                uri,
-                method,
-                result,
-            )
+    preflight = {"allow": ALLOW, "access_control_allow_methods": ALLOW}
+    preflight |= {"access_control_allow_headers": "*", "access_control_max_age": "86400"}
+    for (uri, method), result in zip(asked, node([viewer_request(*a) for a in asked]), strict=True):
+        body = f'{{"detail": "Method \\"{method}\\" not allowed."}}\n'
+        ok = (
+            answered(result, 204, None, **preflight)
+            if method == "OPTIONS"
+            else answered(result, 405, body, allow=ALLOW, content_type="application/json")
+        )
+        assert ok, (uri, method, result)
     said = "POST, PUT, PATCH, DELETE: as the app; PROPFIND, TRACE: not run here"
     assert POINTS["POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating"] == NOT_ALLOWED
     assert expect("POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating") == said

@@ -6,8 +6,6 @@ The contract itself is checked on every edge by tests/test_http_contract.py.
 from __future__ import annotations
 
 import http.server
-import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -15,19 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from ratings_api.publish import STATE_NAME
-from tests.contract import NOT_FOUND, Host, request, stop
+from tests.contract import NOT_FOUND, Host, request, run_ok, stop
 from tests.edges import (
-    BUCKET,
     NGINX_EDGE_CACHE_SECONDS,
     NGINX_EDGE_STALE_SECONDS,
-    PREFIX,
     nginx_edge,
     nginx_edge_conf,
     start_edge_nginx,
     store_reads,
 )
-from tests.hosts import NGINX_MAIN, install_host_tools, nginx_site_conf
+from tests.hosts import install_host_tools, nginx_command, nginx_site_conf
 from tests.objectstore import Store
 
 HOT = "/away/api/articles/7/rating/"
@@ -105,15 +100,6 @@ def test_the_existence_check_and_the_document_share_one_entry(edge: tuple[Host, 
     assert store_reads(store) == before + 1
 
 
-def test_the_publishers_state_is_not_served(edge: tuple[Host, Store]) -> None:
-    host, store = edge
-    key = f"{PREFIX}/{STATE_NAME}"
-    assert store.client().head_object(Bucket=BUCKET, Key=key)["ContentLength"] > 0  # it is there
-    for method in ("GET", "HEAD"):
-        reply = request(host.port, method, f"/{STATE_NAME}")
-        assert (reply.status, reply.body) == (404, NOT_FOUND if method == "GET" else b"")
-
-
 class Forbidding(http.server.BaseHTTPRequestHandler):
     """A store that may not be listed: every missing key is a 403 with an XML body, as S3's."""
 
@@ -133,10 +119,8 @@ class Forbidding(http.server.BaseHTTPRequestHandler):
 
 
 def test_a_store_that_answers_403_in_xml_gives_the_json_404(tmp_path: Path) -> None:
-    store = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forbidding)
-    thread = threading.Thread(target=store.serve_forever)
-    thread.start()
-    try:
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forbidding) as store:
+        threading.Thread(target=store.serve_forever, daemon=True).start()
         process, port, _ = start_edge_nginx(tmp_path, store.server_address[1])
         try:
             for path in (HOT, HOT.rstrip("/"), "/", "/robots.txt", "/about/"):
@@ -147,10 +131,7 @@ def test_a_store_that_answers_403_in_xml_gives_the_json_404(tmp_path: Path) -> N
                     assert reply.header("Access-Control-Allow-Origin") == "*"
         finally:
             stop(process)
-    finally:
-        store.shutdown()
-        store.server_close()
-        thread.join()
+            store.shutdown()
 
 
 @pytest.mark.parametrize("shipped", ["nginx.conf", "nginx-object-storage.conf"])
@@ -158,21 +139,10 @@ def test_nginx_t_is_clean_on_the_shipped_configurations(tmp_path: Path, shipped:
     """`nginx -t` on each file with its documented edits: ok, and not one warning."""
     install_host_tools()
     (tmp_path / "site").mkdir()
-    server = (
-        nginx_site_conf(8080, tmp_path / "site")
-        if shipped == "nginx.conf"
-        else nginx_edge_conf(8080, 8333, tmp_path)
-    )
-    (tmp_path / "ratings.conf").write_text(server, encoding="utf-8")
-    main = tmp_path / "nginx.conf"
-    main.write_text(NGINX_MAIN.format(user="", folder=tmp_path), encoding="utf-8")
-    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-    done = subprocess.run(
-        [nginx, "-t", "-p", str(tmp_path), "-c", str(main)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    if shipped == "nginx.conf":
+        server = nginx_site_conf(8080, tmp_path / "site")
+    else:
+        server = nginx_edge_conf(8080, 8333, tmp_path)
+    done = run_ok([*nginx_command(tmp_path, server), "-t"])
     assert "[warn]" not in done.stderr, done.stderr
     assert done.stderr.endswith("test is successful\n"), done.stderr

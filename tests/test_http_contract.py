@@ -1,12 +1,9 @@
-"""The HTTP contract of the served site, checked over real HTTP on every host.
+"""The HTTP contract, over real HTTP on every host; then what only ``--serve`` or the app does.
 
-Each point of the contract (``POINTS`` in tests/contract.py) has an observation
-here: a few requests, and their answer in the few words of tests/README.md's
-table. ``test_contract`` runs each against every host of tests/hosts.py and
-tests/edges.py (started once a session by tests/conftest.py) and compares it
-with the app's answer or the host's documented difference. The observations
-also assert what admits no difference: no answer ever holds a file outside the
-site. Then the tests of what only ``--serve`` or the WSGI app does.
+Each point of ``POINTS`` (tests/contract.py) has an observation: a few requests, and
+their answer in the words of tests/README.md's table, compared with the app's or the
+host's documented difference. What admits no difference (no file outside the site in
+any answer) the observations assert themselves.
 """
 
 from __future__ import annotations
@@ -19,8 +16,6 @@ import os
 import re
 import signal
 import socket
-import subprocess
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final
@@ -45,7 +40,6 @@ from tests.contract import (
     POINTS,
     PREFLIGHT,
     RATINGS,
-    READY_SECONDS,
     REPO,
     SECRET,
     SERVER_ERROR,
@@ -66,6 +60,7 @@ from tests.contract import (
     start,
     stop,
     wait_for,
+    wait_until,
 )
 from tests.hosts import DIFFERENCES, SERVING, refused_serve, serve_command
 
@@ -161,12 +156,6 @@ def _get_a_rating(host: Host) -> object:
     return one(found(request(host.port, "GET", rating_path(i)), host.document(i)) for i in ARTICLES)
 
 
-@observes("`Content-Type` of a JSON file")
-def _json_type(host: Host) -> object:
-    paths = (R7, "/away/api/openapi.json")
-    return one(quoted(request(host.port, "GET", path), "Content-Type") for path in paths)
-
-
 @observes("`Content-Length` of a file")
 def _file_length(host: Host) -> object:
     return length(request(host.port, "GET", R7), len(host.document(7)))
@@ -201,11 +190,6 @@ def _file_cache_control(host: Host) -> object:
     etag = request(host.port, "GET", R7).header("ETag") or ""
     asked = ({}, {"Range": "bytes=0-9"}, {"If-None-Match": etag})
     return one(quoted(request(host.port, "GET", R7, headers), "Cache-Control") for headers in asked)
-
-
-@observes("`Cache-Control` of a 404")
-def _not_found_cache_control(host: Host) -> object:
-    return one(quoted(request(host.port, "GET", path), "Cache-Control") for path in MISSING)
 
 
 @observes("`Cache-Control` of a redirect, 405 or OPTIONS")
@@ -250,11 +234,12 @@ def _no_slash(host: Host) -> object:
     return one(said)
 
 
-@observes("the no-slash redirect's body")
-def _no_slash_body(host: Host) -> object:
-    reply = request(host.port, "GET", NO_SLASH)
-    if reply.status != 301:
-        return "no redirect"
+@observes("the no-slash redirect's body", path=NO_SLASH, headers={}, status=301)
+@observes("the 416's body", path=R7, headers={"Range": "bytes=500-"}, status=416)
+def _empty_body(host: Host, path: str, headers: dict[str, str], status: int) -> object:
+    reply = request(host.port, "GET", path, headers)
+    if reply.status != status:
+        return "no redirect" if status == 301 else f"no {status}"
     return "empty" if not reply.body else body_said(reply)
 
 
@@ -330,9 +315,16 @@ def _not_found_body(host: Host) -> object:
     return one(JSON_ERROR if reply.body == NOT_FOUND else body_said(reply) for reply in said)
 
 
-@observes("`Content-Type` of a 404")
-def _not_found_type(host: Host) -> object:
-    return one(quoted(request(host.port, "GET", path), "Content-Type") for path in MISSING)
+def _header(host: Host, name: str, paths: tuple[str, ...]) -> object:
+    return one(quoted(request(host.port, "GET", path), name) for path in paths)
+
+
+for _point, _name, _paths in (
+    ("`Content-Type` of a JSON file", "Content-Type", (R7, "/away/api/openapi.json")),
+    ("`Content-Type` of a 404", "Content-Type", MISSING),
+    ("`Cache-Control` of a 404", "Cache-Control", MISSING),
+):
+    observes(_point, name=_name, paths=_paths)(_header)
 
 
 @observes("`Content-Length` of a 404")
@@ -354,6 +346,10 @@ def not_allowed_said(reply: Reply, method: str) -> str:
         and reply.header("Content-Length") == str(len(json_error))
     ):
         return NOT_ALLOWED
+    return other_said(reply)
+
+
+def other_said(reply: Reply) -> str:
     allow = f", `Allow: {reply.header('Allow')}`" if reply.header("Allow") else ", no `Allow`"
     return f"{reply.status}{allow}, {body_said(reply)}"
 
@@ -384,8 +380,7 @@ def options_said(reply: Reply) -> str:
         reply.header("Access-Control-Max-Age"),
     ) == (ALLOW, "*", "86400"):
         return PREFLIGHT
-    allow = f", `Allow: {reply.header('Allow')}`" if reply.header("Allow") else ", no `Allow`"
-    return f"{reply.status}{allow}, {body_said(reply)}"
+    return other_said(reply)
 
 
 @observes("OPTIONS, with or without CORS, on a rating", path=R7)
@@ -516,14 +511,6 @@ def _ranges(host: Host, values: tuple[str, ...]) -> object:
 
 for _point, _values in RANGES.items():
     observes(_point, values=_values)(_ranges)
-
-
-@observes("the 416's body")
-def _not_satisfiable_body(host: Host) -> object:
-    reply = request(host.port, "GET", R7, {"Range": "bytes=500-"})
-    if reply.status != 416:
-        return "no 416"
-    return "empty" if not reply.body else body_said(reply)
 
 
 @observes("`If-Range` with another `ETag` or an older date")
@@ -737,14 +724,6 @@ def rebuild(host: Host, ratings: str) -> None:
         build(str(source), str(host.site), base_url=host.base_url, environ={})
         if host.publish is not None:
             host.publish()
-
-
-def wait_until(condition: Callable[[], bool], process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + READY_SECONDS
-    while not condition():
-        assert process.poll() is None, log.read_text()
-        assert time.monotonic() < deadline, log.read_text()
-        time.sleep(0.02)
 
 
 def test_the_host_listens_on_loopback_only(server: Host) -> None:
