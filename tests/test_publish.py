@@ -42,6 +42,7 @@ from ratings_api.rating import Renderer
 from ratings_api.s3 import Destination, explain
 from tests.objectstore import RATINGS as CATALOGUE
 from tests.objectstore import CountingProxy, Store, free_port, start_counting_proxy
+from tests.trees import document
 
 REPO: Final = Path(__file__).resolve().parent.parent
 CACHE_CONTROL: Final = "public, max-age=0, must-revalidate"
@@ -77,10 +78,6 @@ GOOD_HEAD: Final = {
     "format": 2,
     "stamp": "",
 }
-
-
-def document(article_id: int) -> str:
-    return f"away/api/articles/{article_id}/rating/index.json"
 
 
 def many(count: int, first: int = 1) -> str:
@@ -459,15 +456,6 @@ def test_publishing_options_without_publish_are_refused(
     assert err.startswith("usage: generate.py ")
     assert err.endswith(f"\ngenerate.py: error: {line}\n")
     assert list(tmp_path.iterdir()) == []
-
-
-def test_publish_and_serve_do_not_go_together(capsys: Capture) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        main(["--serve", "--publish", "s3://b/p"])
-    assert exit_.value.code == 2
-    assert capsys.readouterr().err.endswith(
-        "generate.py: error: --publish and --serve do not go together\n"
-    )
 
 
 def test_the_test_store_lists_nothing_to_anonymous_requests(project: Project) -> None:
