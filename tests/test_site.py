@@ -288,10 +288,6 @@ def test_check_names_what_a_build_would_change_and_writes_nothing(
     assert (snapshot(tmp_path), snapshot(state_of(site))) == before  # nor the state folder
 
 
-def limit_file_size(size: int) -> None:
-    resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
-
-
 def test_a_write_cut_short_leaves_whole_documents(tmp_path: Path) -> None:
     """As on a full disk: the kernel writes part of a file, then refuses the rest."""
     site = tmp_path / "site"
@@ -308,7 +304,7 @@ def test_a_write_cut_short_leaves_whole_documents(tmp_path: Path) -> None:
         [sys.executable, str(ROOT / "generate.py"), "--input", str(ratings), "--output", str(site)],
         env=environ,
         capture_output=True,
-        preexec_fn=lambda: limit_file_size(limit),
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)),
         timeout=60,
         check=False,
     )
