@@ -109,10 +109,6 @@ class Store:
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _client: S3Client | None = field(default=None, repr=False)
 
-    @property
-    def log(self) -> Path:
-        return self.folder / "weed.log"
-
     def environ(self) -> dict[str, str]:
         """The standard AWS variables that point a client at this store."""
         return {
@@ -250,7 +246,8 @@ def _probe(store: Store) -> None:
 
 
 def _tail(store: Store) -> str:
-    return store.log.read_text(errors="replace")[-4000:] if store.log.exists() else "(no log)"
+    log = store.folder / "weed.log"
+    return log.read_text(errors="replace")[-4000:] if log.exists() else "(no log)"
 
 
 def remove_store(store: Store) -> None:
