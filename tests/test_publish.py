@@ -189,12 +189,12 @@ class Project:
     def put_state(self, data: bytes) -> None:
         self.store.client().put_object(Bucket=self.bucket, Key=f"p/{STATE_KEY}", Body=data)
 
-    def assert_published(self, prefix: str = "p/") -> None:
-        """The bucket under ``prefix`` holds exactly the site and its state, all known."""
-        stored = self.objects(prefix)
+    def assert_published(self, prefix: str = "p/", theirs: dict[str, bytes] | None = None) -> None:
+        """The bucket under ``prefix`` holds exactly the site, its state (all known), and theirs."""
+        stored, theirs = self.objects(prefix), theirs or {}
         state = dict(decode(stored.pop(prefix + STATE_KEY)).entries())
-        assert stored == self.site(prefix)
-        assert state == dict.fromkeys((key[len(prefix) :] for key in stored), True)
+        assert stored == self.site(prefix) | theirs
+        assert state == {key[len(prefix) :]: True for key in stored.keys() - theirs.keys()}
 
 
 Capture = pytest.CaptureFixture[str]
@@ -298,16 +298,15 @@ def test_progress_is_reported_every_hundred_uploads(
 
 
 def test_removed_articles_go_and_the_users_objects_stay(project: Project) -> None:
-    client = project.store.client()
     theirs = {
         "p/CNAME": b"ratings.example.com\n",
         "p/away/notes.txt": b"mine\n",
         "p/away/api/articles/7/rating/draft.json": b"{}\n",
-        "elsewhere/away/api/articles/2/rating/index.json": b"{}\n",
         "p/.ratings-api-notes": b"not the state\n",
     }
-    for key, body in theirs.items():
-        client.put_object(Bucket=project.bucket, Key=key, Body=body)
+    elsewhere = {"elsewhere/away/api/articles/2/rating/index.json": b"{}\n"}
+    for key, body in (theirs | elsewhere).items():
+        project.store.client().put_object(Bucket=project.bucket, Key=key, Body=body)
     project.output.mkdir()
     (project.output / "CNAME").write_text("ratings.example.com\n")  # the user's: not published
     assert project.publish().code == 0
@@ -315,14 +314,8 @@ def test_removed_articles_go_and_the_users_objects_stay(project: Project) -> Non
     done = project.main("--publish", project.target)
     assert done.code == 0, done.err
     assert done.out.splitlines()[1].startswith(summary(project, 2, 2, 7, 6))
-    stored = project.objects()
-    for key, body in theirs.items():
-        assert stored.pop(key) == body
-    site = project.site()
-    site.pop("p/CNAME")
-    state = dict(decode(stored.pop("p/" + STATE_KEY)).entries())
-    assert stored == site
-    assert state == dict.fromkeys((key[2:] for key in stored), True)
+    assert project.objects("elsewhere/") == elsewhere
+    project.assert_published(theirs=theirs)
 
 
 # The removal guard, --check and --repair
@@ -487,10 +480,7 @@ def test_repair_lists_the_bucket_and_puts_back_what_was_changed_by_hand(
     # get, list, mark, 2 puts, delete, state
     assert done.out.splitlines()[1].startswith(summary(project, 2, 1, 9, 7))
     assert project.proxy.count() == 7
-    stored = project.objects()
-    assert stored.pop("p/away/mine.json") == b"{}\n"
-    stored.pop("p/" + STATE_KEY)
-    assert stored == project.site()
+    project.assert_published(theirs={"p/away/mine.json": b"{}\n"})
 
 
 @pytest.mark.parametrize(
