@@ -121,23 +121,19 @@ class Store:
 
     def client(self) -> S3Client:
         """The store's boto3 S3 client, signed with the test identity (closed by stop())."""
-        if self._client is None:
-            self._client = self.new_client()
-        return self._client
-
-    def new_client(self) -> S3Client:
-        """A new boto3 S3 client signed with the test identity; the caller closes it."""
         import boto3
         from botocore.config import Config
 
-        return boto3.client(
-            "s3",
-            endpoint_url=self.endpoint,
-            aws_access_key_id=self.access_key,
-            aws_secret_access_key=self.secret_key,
-            region_name=self.region,
-            config=Config(retries={"mode": "standard", "max_attempts": 3}),
-        )
+        if self._client is None:
+            self._client = boto3.client(
+                "s3",
+                endpoint_url=self.endpoint,
+                aws_access_key_id=self.access_key,
+                aws_secret_access_key=self.secret_key,
+                region_name=self.region,
+                config=Config(retries={"mode": "standard", "max_attempts": 3}),
+            )
+        return self._client
 
     def create_bucket(self, name: str) -> None:
         """Create the bucket ``name`` (empty, readable anonymously)."""
@@ -236,13 +232,10 @@ def _probe(store: Store) -> None:
         urllib.request.urlopen(store.endpoint + "/", timeout=2).close()
     except urllib.error.HTTPError as answer:
         answer.close()  # any HTTP answer means the gateway listens
-    client = store.new_client()
-    try:
-        if PROBE_BUCKET not in {bucket["Name"] for bucket in client.list_buckets()["Buckets"]}:
-            client.create_bucket(Bucket=PROBE_BUCKET)
-        client.put_object(Bucket=PROBE_BUCKET, Key="probe", Body=b"ready\n")
-    finally:
-        client.close()
+    client = store.client()
+    if PROBE_BUCKET not in {bucket["Name"] for bucket in client.list_buckets()["Buckets"]}:
+        client.create_bucket(Bucket=PROBE_BUCKET)
+    client.put_object(Bucket=PROBE_BUCKET, Key="probe", Body=b"ready\n")
 
 
 def _tail(store: Store) -> str:

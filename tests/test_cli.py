@@ -221,7 +221,7 @@ def test_the_cli_page_shows_the_help_as_it_is() -> None:
 
 def test_the_input_page_shows_a_base_url_error_as_it_is() -> None:
     # Every error of the cases is on docs/troubleshooting.md (tests/test_docs.py); this
-    # sample is asserted in test_a_bad_base_url_names_where_it_came_from.
+    # sample is asserted in test_the_base_url_comes_from_the_first_place_that_gives_one.
     assert "```text\n--base-url: the base URL has no host, found 'https://'\n```" in INPUT_PAGE
 
 
