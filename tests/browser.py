@@ -8,11 +8,13 @@ browser or a driver, never runs.
 
 from __future__ import annotations
 
+import base64
+import struct
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
@@ -40,6 +42,7 @@ FLAGS: Final = (
     "--hide-scrollbars",
     "--lang=en-US",
 )
+PNG_SIGNATURE: Final = b"\x89PNG\r\n\x1a\n"
 
 
 def install_test_tools() -> str:
@@ -71,3 +74,28 @@ def chromium(profile: Path, width: int, height: int) -> Iterator[webdriver.Chrom
         yield driver
     finally:
         driver.quit()
+
+
+def save_screenshot(driver: webdriver.Chrome, width: int, height: int, path: Path) -> None:
+    """The page's top ``width`` × ``height`` pixels as a PNG at ``path``, if they changed."""
+    clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
+    shot = driver.execute_cdp_cmd(
+        "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": clip}
+    )
+    png = base64.b64decode(shot["data"], validate=True)
+    assert png.startswith(PNG_SIGNATURE)
+    assert struct.unpack(">II", png[16:24]) == (width, height)  # the IHDR chunk comes first
+    if not path.exists() or path.read_bytes() != png:
+        path.write_bytes(png)
+
+
+def console(driver: webdriver.Chrome) -> list[tuple[str, str, str]]:
+    """The console's entries since the last call (reading empties it): level, source, text."""
+    entries: list[dict[str, Any]] = driver.get_log("browser")  # type: ignore[no-untyped-call]
+    return [(entry["level"], entry["source"], entry["message"]) for entry in entries]
+
+
+def not_found(url: str) -> tuple[str, str, str]:
+    """The entry Chromium writes for each 404 a page fetches (the page itself writes nothing)."""
+    failed = "Failed to load resource: the server responded with a status of 404 (Not Found)"
+    return ("SEVERE", "network", f"{url} - {failed}")

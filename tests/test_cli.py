@@ -18,6 +18,7 @@ from ratings_api.cli import main, parser
 from ratings_api.errors import InputError
 from ratings_api.loader import Catalogue
 from ratings_api.writer import Changes
+from tests.test_user_errors import run
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -169,38 +170,41 @@ def test_paths_are_relative_to_the_current_folder(
     assert (tmp_path / "public/away/api/articles/7/rating/index.json").is_file()
 
 
-def test_check_and_serve_do_not_go_together(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["--check", "--serve"], "--check and --serve do not go together"),
+        (["--serve", "--publish", "s3://b/p"], "--publish and --serve do not go together"),
+        *(
+            (["--publish-workers", value], f"argument --publish-workers: expected {expected}")
+            for value, expected in [
+                ("0", "a whole number, 1 or more, found '0'"),
+                ("two", "a whole number, found 'two'"),
+                ("-1", "a whole number, found '-1'"),
+            ]
+        ),
+    ],
+)
+def test_a_misused_option_is_a_usage_error(
+    argv: list[str], line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exit:
-        main(["--check", "--serve"])
+        main(argv)
 
     assert exit.value.code == 2
-    assert capsys.readouterr().err.endswith(
-        "generate.py: error: --check and --serve do not go together\n"
-    )
+    assert capsys.readouterr().err.endswith(f"generate.py: error: {line}\n")
 
 
 def test_in_a_pipe_a_build_prints_its_line_and_bad_input_one_line(tmp_path: Path) -> None:
     """No progress where stderr is no terminal; a mistake is its line, with no traceback."""
     case = CASES / "rating-true"
-    bad = subprocess.run(
-        [sys.executable, str(ROOT / "generate.py"), "--output", str(tmp_path / "site")],
-        cwd=case,
-        check=False,  # the exit code is what the test reads
-        capture_output=True,
-        text=True,
-    )
-    assert (bad.returncode, bad.stdout, bad.stderr) == (2, "", (case / "error").read_text())
+    bad = run(case, "--output", str(tmp_path / "site"))
+    assert bad == (2, "", (case / "error").read_text())
 
     ratings = write(tmp_path / "ratings.yaml", GOOD)
-    good = subprocess.run(
-        [sys.executable, str(ROOT / "generate.py"), "--input", str(ratings)],
-        cwd=tmp_path,
-        check=False,
-        capture_output=True,
-        text=True,
-    )
-    assert (good.returncode, good.stderr) == (0, "")
-    assert good.stdout.startswith("built site: 1 article; files: 9 written, ")
+    code, stdout, stderr = run(tmp_path, "--input", str(ratings))
+    assert (code, stderr) == (0, "")
+    assert stdout.startswith("built site: 1 article; files: 9 written, ")
 
 
 def test_the_committed_site_is_up_to_date(
@@ -217,7 +221,7 @@ def test_the_cli_page_shows_the_help_as_it_is() -> None:
 
 def test_the_input_page_shows_a_base_url_error_as_it_is() -> None:
     # Every error of the cases is on docs/troubleshooting.md (tests/test_docs.py); this
-    # sample is asserted in test_a_bad_base_url_names_where_it_came_from.
+    # sample is asserted in test_the_base_url_comes_from_the_first_place_that_gives_one.
     assert "```text\n--base-url: the base URL has no host, found 'https://'\n```" in INPUT_PAGE
 
 

@@ -1,15 +1,11 @@
 """The ``<article-rating>`` element in a real browser, embedded from every host of the contract.
 
-Each host of the HTTP contract suite that runs here (the app, nginx, netlify
-dev, wrangler pages dev, the nginx edge over S3, the Worker over R2) is started
-once, all at the same time, with the contract's ratings. A second server on
-127.0.0.1, another origin, sends a page with the two documented lines under a
-strict Content-Security-Policy (no inline script or style, Trusted Types
-required, scripts and requests allowed from the host only), and headless
-Chromium loads it. The test reads what the element shows (text, label,
-stars), counts the page's requests to the API, and keeps the console: a
-script error or a refusal by the policy is a failure. The app's page is saved
-as docs/embed.png, rewritten only when the pixels changed.
+Every host that runs here is started once, all at the same time. Another origin
+sends a page with the two documented lines under a strict Content-Security-Policy
+(scripts and requests from the host only, Trusted Types required), and headless
+Chromium shows what the element shows, the page's requests to the API, and its
+console: a script error or a refusal by the policy fails. The app's page is
+docs/embed.png, rewritten only when the pixels changed.
 """
 
 from __future__ import annotations
@@ -32,7 +28,7 @@ from selenium.webdriver import Chrome
 from selenium.webdriver.support.ui import WebDriverWait
 
 from ratings_api.embed import EMBED_PATH, MAX_GZIPPED, embed_script
-from tests.browser import chromium, install_test_tools
+from tests.browser import chromium, console, install_test_tools, not_found, save_screenshot
 from tests.contract import Host, request
 from tests.edges import start_nginx_edge, start_worker
 from tests.hosts import (
@@ -42,7 +38,6 @@ from tests.hosts import (
     start_serve,
     start_wrangler,
 )
-from tests.test_front_page_browser import save_screenshot
 
 REPO: Final = Path(__file__).resolve().parent.parent
 SCREENSHOT: Final = REPO / "docs" / "embed.png"
@@ -219,12 +214,6 @@ def pages() -> Iterator[PageServer]:
         thread.join()
 
 
-def console(driver: Chrome) -> list[tuple[str, str]]:
-    """The console's entries since the last call, as (level, message)."""
-    entries: list[dict[str, Any]] = driver.get_log("browser")  # type: ignore[no-untyped-call]
-    return [(entry["level"], entry["message"]) for entry in entries]
-
-
 SHOWN: Final = """
 return [...document.querySelectorAll("article-rating")].map((element) => {
   const root = element.shadowRoot;
@@ -322,17 +311,6 @@ def without_width(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def not_found_line(port: int, article: str) -> tuple[str, str]:
-    # Chromium notes every 4xx a page fetches; the element itself writes nothing.
-    return (
-        "SEVERE",
-        (
-            f"http://127.0.0.1:{port}/away/api/articles/{article}/rating/ - Failed to load "
-            "resource: the server responded with a status of 404 (Not Found)"
-        ),
-    )
-
-
 def filled_in(script: bytes) -> list[str]:
     """The two values the build fills in: stars drawn, and the top of the scale."""
     return re.findall(r"^const (?:STARS|TOP) = ([^;]+);", script.decode(), re.MULTILINE)
@@ -407,7 +385,8 @@ def test_the_element_from_each_host(
     assert paths.count(f"/away/api/articles/{LATER}/rating/") == 1
     assert paths.count(f"/away/api/articles/{TOTALS}/rating/") == 1
     assert len(paths) == 7
-    assert console(driver) == [not_found_line(host.port, UNKNOWN)]
+    api = f"http://127.0.0.1:{host.port}/away/api/articles"
+    assert console(driver) == [not_found(f"{api}/{UNKNOWN}/rating/")]
 
 
 @pytest.mark.parametrize(
@@ -446,7 +425,7 @@ def test_an_api_that_fails_shows_nothing_and_throws_nothing(
         if error is None
         else [(f"{api}/{a}/rating/ - Failed to load resource: {error}") for a in (*articles, RATED)]
     )
-    assert sorted(message for _, message in console(driver)) == sorted(expected)
+    assert sorted(message for _, _, message in console(driver)) == sorted(expected)
 
 
 def test_the_screenshot(driver: Chrome, hosts: dict[str, Host], pages: PageServer) -> None:

@@ -9,15 +9,11 @@ rewriting it only when the pixels changed.
 
 from __future__ import annotations
 
-import base64
-import http.client
 import json
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import pytest
 from selenium.webdriver import Chrome
@@ -25,7 +21,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.browser import chromium, install_test_tools
+from tests.browser import chromium, console, install_test_tools, not_found, save_screenshot
+from tests.contract import Reply, request
 from tests.sample import SAMPLE, SAMPLE_BEST
 from tests.served import REPO, Served, serving
 
@@ -33,7 +30,6 @@ WIDTH: Final = 1000
 HEIGHT: Final = 1200
 WAIT_SECONDS: Final = 10.0
 SCREENSHOT: Final = REPO / "docs" / "front-page.png"
-PNG_SIGNATURE: Final = b"\x89PNG\r\n\x1a\n"
 CURL: Final = "curl https://ratings.example.com/away/api/articles/3/rating/"
 
 
@@ -50,11 +46,6 @@ class Browser:
     driver: Chrome
     address: str
     loading: list[tuple[str, str, str]]  # the console while the page loaded
-
-    def console(self) -> list[tuple[str, str, str]]:
-        """The console's entries since the last call (reading empties it): level, source, text."""
-        entries: list[dict[str, Any]] = self.driver.get_log("browser")  # type: ignore[no-untyped-call]
-        return [(e["level"], e["source"], e["message"]) for e in entries]
 
     def find(self, selector: str) -> WebElement:
         return self.driver.find_element(By.CSS_SELECTOR, selector)
@@ -75,7 +66,7 @@ def browser(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Iterato
             )
         )
         browser = Browser(driver, served.address, [])
-        browser.loading = browser.console()
+        browser.loading = console(browser.driver)
         yield browser
 
 
@@ -93,15 +84,8 @@ def look_up(browser: Browser, text: str) -> WebElement:
     return result
 
 
-def get(address: str, path: str) -> tuple[int, dict[str, str], bytes]:
-    host, port = address.removeprefix("http://").split(":")
-    connection = http.client.HTTPConnection(host, int(port), timeout=10)
-    try:
-        connection.request("GET", path)
-        response = connection.getresponse()
-        return response.status, dict(response.getheaders()), response.read()
-    finally:
-        connection.close()
+def get(address: str, path: str) -> Reply:
+    return request(int(address.rsplit(":", 1)[1]), "GET", path)
 
 
 def test_the_page_loads_cleanly_and_says_what_the_api_is(browser: Browser) -> None:
@@ -130,7 +114,7 @@ def test_the_copy_button_copies_the_curl_line(browser: Browser) -> None:
     )
     assert pasted == CURL
     WebDriverWait(browser.driver, WAIT_SECONDS).until(lambda _: button.text == "Copy")
-    assert browser.console() == []
+    assert console(browser.driver) == []
 
 
 def test_the_best_rated_table(browser: Browser) -> None:
@@ -155,9 +139,9 @@ def test_the_openapi_link(browser: Browser) -> None:
     link = browser.find("#openapi-link")
     assert link.text == "away/api/openapi.json"
     assert link.get_attribute("href") == f"{browser.address}/away/api/openapi.json"
-    status, headers, body = get(browser.address, "/away/api/openapi.json")
-    assert (status, headers["Content-Type"]) == (200, "application/json")
-    assert json.loads(body)["openapi"] == "3.1.0"
+    reply = get(browser.address, "/away/api/openapi.json")
+    assert (reply.status, reply.header("Content-Type")) == (200, "application/json")
+    assert json.loads(reply.body)["openapi"] == "3.1.0"
 
 
 DOCUMENT_7: Final = (
@@ -209,7 +193,7 @@ def test_looking_up_an_id(
     texts: dict[str, str],
     stars: tuple[str | None, str] | None,
 ) -> None:
-    browser.console()
+    console(browser.driver)
     result = look_up(browser, typed)
     assert result.get_attribute("data-outcome") == outcome
     assert {selector: browser.find(selector).text for selector in texts} == texts
@@ -220,11 +204,9 @@ def test_looking_up_an_id(
         if label is not None:
             assert shown.get_attribute("aria-label") == label
         assert shown.find_element(By.CSS_SELECTOR, ".stars-full").get_attribute("style") == width
-    # Chromium notes every 4xx a page fetches: the lookup's own 404, and nothing else.
+    # The lookup's own 404, and nothing else.
     url = f"{browser.address}/away/api/articles/{typed}/rating/"
-    failed = "Failed to load resource: the server responded with a status of 404 (Not Found)"
-    not_found = ("SEVERE", "network", f"{url} - {failed}")
-    assert browser.console() == ([not_found] if outcome == "missing" else [])
+    assert console(browser.driver) == ([not_found(url)] if outcome == "missing" else [])
 
 
 def test_an_answer_that_is_not_json(browser: Browser, served: Served) -> None:
@@ -233,21 +215,21 @@ def test_an_answer_that_is_not_json(browser: Browser, served: Served) -> None:
     good = path.read_bytes()
     path.write_bytes(b"<!doctype html><title>Welcome</title>\n")
     try:
-        browser.console()
+        console(browser.driver)
         result = look_up(browser, "12")
     finally:
         path.write_bytes(good)
     assert result.get_attribute("data-outcome") == "error"
     assert browser.find("#result-message").text == "The API answered 200 OK, but not with JSON."
     assert browser.find("#result-json").text == "<!doctype html><title>Welcome</title>"
-    assert browser.console() == []
+    assert console(browser.driver) == []
 
 
 @pytest.mark.parametrize("text", ["07", "abc", "-1", "0", "7.0", "", "1" * 20])
 def test_a_malformed_id_is_refused_without_a_request(
     browser: Browser, served: Served, text: str
 ) -> None:
-    browser.console()
+    console(browser.driver)
     requests = served.log.read_text().count("GET /away/api/articles/")
     result = look_up(browser, text)
     assert result.get_attribute("data-outcome") == "invalid"
@@ -255,11 +237,11 @@ def test_a_malformed_id_is_refused_without_a_request(
     assert browser.find("#result-message").text == message
     assert browser.find("#result-json").text == ""
     assert served.log.read_text().count("GET /away/api/articles/") == requests
-    assert browser.console() == []
+    assert console(browser.driver) == []
 
 
 def test_the_policy_is_in_force(browser: Browser) -> None:
-    browser.console()
+    console(browser.driver)
     ran = browser.driver.execute_script(
         "const s = document.createElement('script');"
         "s.textContent = 'window.inlineRan = true';"
@@ -272,7 +254,7 @@ def test_the_policy_is_in_force(browser: Browser) -> None:
         "Executing inline script violates the following Content Security Policy directive "
         "'script-src 'self''"
     )
-    entries = browser.console()
+    entries = console(browser.driver)
     assert [(level, source) for level, source, _ in entries] == [("SEVERE", "security")] * 2
     assert all(refusal in message for _, _, message in entries), entries
 
@@ -288,9 +270,9 @@ def test_the_policy_is_in_force(browser: Browser) -> None:
 def test_the_page_s_files_are_served_with_their_types(
     served: Served, path: str, content_type: str
 ) -> None:
-    status, headers, _ = get(served.address, path)
-    assert (status, headers["Content-Type"]) == (200, content_type)
-    assert headers["X-Content-Type-Options"] == "nosniff"  # so a wrong type would be refused
+    reply = get(served.address, path)
+    assert (reply.status, reply.header("Content-Type")) == (200, content_type)
+    assert reply.header("X-Content-Type-Options") == "nosniff"  # so a wrong type would be refused
 
 
 def test_the_page_needs_no_file_from_elsewhere(browser: Browser) -> None:
@@ -311,16 +293,3 @@ def test_the_screenshot(browser: Browser) -> None:
     browser.driver.execute_script("document.activeElement.blur(); window.scrollTo(0, 0);")
     height = browser.driver.execute_script("return document.documentElement.scrollHeight")
     save_screenshot(browser.driver, WIDTH, height, SCREENSHOT)
-
-
-def save_screenshot(driver: Chrome, width: int, height: int, path: Path) -> None:
-    """The page's top ``width`` × ``height`` pixels as a PNG at ``path``, if they changed."""
-    clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
-    shot = driver.execute_cdp_cmd(
-        "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": clip}
-    )
-    png = base64.b64decode(shot["data"], validate=True)
-    assert png.startswith(PNG_SIGNATURE)
-    assert struct.unpack(">II", png[16:24]) == (width, height)  # the IHDR chunk comes first
-    if not path.exists() or path.read_bytes() != png:
-        path.write_bytes(png)

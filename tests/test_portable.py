@@ -12,7 +12,6 @@ is played by ``flock``).
 from __future__ import annotations
 
 import ast
-import fcntl
 import os
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from typing import Final
 from ratings_api.build import build
 from tests.contract import READY_SECONDS, REPO, hermetic_environ, request
 from tests.served import serving
+from tests.test_writers import hold_lock
 from tests.trees import read_tree, tree_diff
 
 MODULES: Final = ("os", "signal", "fcntl", "mmap", "select", "socket", "time")
@@ -169,10 +169,7 @@ def test_the_build_runs_without_what_macos_and_windows_lack(tmp_path: Path) -> N
     (tmp_path / "ratings.yaml").write_text(RATINGS, encoding="utf-8")
     build(str(tmp_path / "ratings.yaml"), str(tmp_path / "expected"), base_url=None, environ={})
     expected = read_tree(tmp_path / "expected")
-    (tmp_path / ".site.generate").mkdir()
-    lock = os.open(tmp_path / ".site.generate" / "lock", os.O_RDWR | os.O_CREAT)
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    os.write(lock, b"4242\n")
+    lock = hold_lock(tmp_path / "site", b"4242\n")
     try:  # a second build waits for the first, through Windows's lock
         process = subprocess.Popen(
             on_windows(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True

@@ -13,17 +13,12 @@ from pathlib import Path
 import pytest
 
 from ratings_api.cli import main
-from tests.trees import documents, read_tree, snapshot, state_of
+from tests.trees import document, documents, read_tree, snapshot, state_of
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD_TIME = 1_000_000_000_000_000_000  # 2001, in nanoseconds: far from any build's clock
-ARTICLES = Path("away/api/articles")
 RATINGS = "  1: [5]\n  2: [4, 4]\n  3: []\n  40: {sum: 29, count: 6}\n"
 Damage = Callable[[Path, Path], None]  # done to the output folder and its state folder
-
-
-def document(article_id: int) -> Path:
-    return ARTICLES / str(article_id) / "rating" / "index.json"
 
 
 def ratings_file(folder: Path, articles: str, base_url: str = "https://example.com") -> Path:
@@ -60,7 +55,7 @@ def test_a_rebuild_writes_only_the_files_that_changed(
 
     # Article 2's document (and its folder, where it was renamed in), and the front
     # page, whose table of the best rated changed; then nothing at all.
-    assert changed == {str(document(2)), str(document(2).parent), "index.html"}
+    assert changed == {document(2), document(2).removesuffix("/index.json"), "index.html"}
     assert (
         (site / document(2))
         .read_bytes()
@@ -183,7 +178,7 @@ def test_files_the_generator_did_not_make_are_kept(tmp_path: Path) -> None:
 
     tree = read_tree(site)
     assert {name: tree.get(name) for name in users} == users
-    assert str(document(7)) not in tree
+    assert document(7) not in tree
 
 
 def test_an_empty_catalogue_removes_the_article_folders_but_not_the_users_files(
@@ -293,10 +288,6 @@ def test_check_names_what_a_build_would_change_and_writes_nothing(
     assert (snapshot(tmp_path), snapshot(state_of(site))) == before  # nor the state folder
 
 
-def limit_file_size(size: int) -> None:
-    resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
-
-
 def test_a_write_cut_short_leaves_whole_documents(tmp_path: Path) -> None:
     """As on a full disk: the kernel writes part of a file, then refuses the rest."""
     site = tmp_path / "site"
@@ -313,7 +304,7 @@ def test_a_write_cut_short_leaves_whole_documents(tmp_path: Path) -> None:
         [sys.executable, str(ROOT / "generate.py"), "--input", str(ratings), "--output", str(site)],
         env=environ,
         capture_output=True,
-        preexec_fn=lambda: limit_file_size(limit),
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)),
         timeout=60,
         check=False,
     )
@@ -324,14 +315,12 @@ def test_a_write_cut_short_leaves_whole_documents(tmp_path: Path) -> None:
         f"{site / document(2)}: cannot write: File too large\n".encode(),
     )
     assert documents(site) == {
-        str(document(1)): old[str(document(1))].replace(
-            b'5, "rating_count": 1', b'10, "rating_count": 2'
-        ),
-        str(document(2)): old[str(document(2))],
+        document(1): old[document(1)].replace(b'5, "rating_count": 1', b'10, "rating_count": 2'),
+        document(2): old[document(2)],
     }
     assert len((state_of(site) / "write.tmp").read_bytes()) == limit  # the cut-off write
     assert build(ratings, site) == 0
-    assert documents(site)[str(document(2))].endswith(
+    assert documents(site)[document(2)].endswith(
         b'"rating_sum": 40000000000000, "rating_count": 10000000000000, "rating_value": "4.0"}\n'
     )
 

@@ -43,27 +43,20 @@ def run(folder: Path, *args: str, environ: dict[str, str] | None = None) -> tupl
     return done.returncode, done.stdout, done.stderr
 
 
-IN_FILE: Final = "base_url: 'http://[::1'\n" + GOOD
-WITH_URL: Final = "base_url: https://x.example\n" + GOOD
-# Each mistake: the options, the environment, ratings.yaml, and the one line it gets.
-# docs/troubleshooting.md shows each line with its fix (tests/docs_pages.py).
-MISTAKES: Final[dict[str, tuple[list[str], dict[str, str], str, str]]] = {
+# Each mistake: the options, and the one line it gets (with ratings.yaml holding GOOD,
+# but where FILES and ENVIRON say otherwise). docs/troubleshooting.md shows each line
+# with its fix (tests/docs_pages.py).
+MISTAKES: Final[dict[str, tuple[list[str], str]]] = {
     "ipv6-unclosed": (
         ["--base-url", "http://[::1"],
-        {},
-        GOOD,
         f"--base-url: {UNREADABLE} (Invalid IPv6 URL), found 'http://[::1'",
     ),
     "port-out-of-range": (
         ["--base-url", "https://x.example:99999"],
-        {},
-        GOOD,
         f"--base-url: {UNREADABLE} (Port out of range 0-65535), found 'https://x.example:99999'",
     ),
     "port-not-a-number": (
         ["--base-url", "https://x.example:http"],
-        {},
-        GOOD,
         (
             f"--base-url: {UNREADABLE} (Port could not be cast to integer value as 'http'), "
             "found 'https://x.example:http'"
@@ -71,8 +64,6 @@ MISTAKES: Final[dict[str, tuple[list[str], dict[str, str], str, str]]] = {
     ),
     "port-0": (
         ["--base-url", "https://x.example:0"],
-        {},
-        GOOD,
         (
             "--base-url: the base URL's port must be a number from 1 to 65535, "
             "found 'https://x.example:0'"
@@ -80,82 +71,52 @@ MISTAKES: Final[dict[str, tuple[list[str], dict[str, str], str, str]]] = {
     ),
     "ipv6-variable": (
         [],
-        {"BASE_URL": "http://[fe80::1%eth0"},
-        GOOD,
         f"BASE_URL (environment): {UNREADABLE} (Invalid IPv6 URL), found 'http://[fe80::1%eth0'",
     ),
     "ipv6-in-the-file": (
         [],
-        {},
-        IN_FILE,
         f"ratings.yaml:1:11: base_url: {UNREADABLE} (Invalid IPv6 URL), found 'http://[::1'",
     ),
-    "input-a-folder": (["--input", "."], {}, GOOD, ".: cannot read: Is a directory"),
-    "input-missing": (
-        ["--input", "missing.yaml"],
-        {},
-        GOOD,
-        "missing.yaml: cannot read: No such file or directory",
-    ),
-    "input-a-symlink-loop": (
-        ["--input", "loop.yaml"],
-        {},
-        GOOD,
-        "loop.yaml: cannot read: Too many levels of symbolic links",
-    ),
-    "input-a-socket": (
-        ["--input", "socket.yaml"],
-        {},
-        GOOD,
-        "socket.yaml: cannot read: No such device or address",
-    ),
-    "input-unreadable": (
-        ["--input", "/proc/self/mem"],
-        {},
-        GOOD,
-        "/proc/self/mem: cannot read: Input/output error",
-    ),
-    "input-name-too-long": (
-        ["--input", "x" * 300],
-        {},
-        GOOD,
-        f"{'x' * 300}: cannot read: File name too long",
-    ),
-    "output-a-file": (
-        ["--output", "ratings.yaml"],
-        {},
-        WITH_URL,
-        "ratings.yaml: cannot write: Not a directory",
-    ),
+    **{
+        f"input-{case}": (["--input", name], f"{name}: cannot read: {reason}")
+        for case, name, reason in [
+            ("a-folder", ".", "Is a directory"),
+            ("missing", "missing.yaml", "No such file or directory"),
+            ("a-symlink-loop", "loop.yaml", "Too many levels of symbolic links"),
+            ("a-socket", "socket.yaml", "No such device or address"),
+            ("unreadable", "/proc/self/mem", "Input/output error"),
+            ("name-too-long", "x" * 300, "File name too long"),
+        ]
+    },
+    "output-a-file": (["--output", "ratings.yaml"], "ratings.yaml: cannot write: Not a directory"),
     "serve-port-out-of-range": (
         ["--serve", "--port", "70000"],
-        {},
-        GOOD,
         "--port 70000: a port is a number from 0 to 65535",
     ),
     "serve-host-idna": (
         ["--serve", "--host", "bücher..example", "--port", "0"],
-        {},
-        GOOD,
         "--host bücher..example: not a host name (label empty or too long)",
     ),
     "serve-bad-host": (
         ["--serve", "--host", "no such host", "--port", "0"],
-        {},
-        GOOD,
         "cannot serve at no such host:0: Name or service not known",
     ),
+}
+ENVIRON: Final = {"ipv6-variable": {"BASE_URL": "http://[fe80::1%eth0"}}
+FILES: Final = {
+    "ipv6-in-the-file": "base_url: 'http://[::1'\n" + GOOD,
+    "output-a-file": "base_url: https://x.example\n" + GOOD,
 }
 
 
 @pytest.mark.parametrize("name", list(MISTAKES))
 def test_a_user_mistake_is_one_line_and_exit_2(name: str, tmp_path: Path) -> None:
-    args, environ, ratings, message = MISTAKES[name]
-    (tmp_path / "ratings.yaml").write_text(ratings, encoding="utf-8")
+    args, message = MISTAKES[name]
+    (tmp_path / "ratings.yaml").write_text(FILES.get(name, GOOD), encoding="utf-8")
     os.symlink("loop.yaml", tmp_path / "loop.yaml")
     with socket.socket(socket.AF_UNIX) as listening:
         listening.bind(str(tmp_path / "socket.yaml"))
-        code, stdout, stderr = run(tmp_path, *args, environ=environ)
+        code, stdout, stderr = run(tmp_path, *args, environ=ENVIRON.get(name))
     assert (code, stdout, stderr) == (2, "", message + "\n")
     assert not (tmp_path / "site").exists()
 

@@ -13,16 +13,11 @@ from pathlib import Path
 import pytest
 
 from ratings_api.cli import main
-from tests.trees import documents, read_tree, snapshot, state_of
+from tests.trees import document, documents, read_tree, snapshot, state_of
 
 ROOT = Path(__file__).resolve().parent.parent
-ARTICLES = Path("away/api/articles")
 OLD, NEW = "https://old.example", "https://new.example"
 LINK = "is a symbolic link: the build follows none where it writes; remove it"
-
-
-def document(article_id: int) -> Path:
-    return ARTICLES / str(article_id) / "rating" / "index.json"
 
 
 def ratings_file(path: Path, ids: range | list[int], base_url: str = OLD) -> Path:
@@ -263,23 +258,3 @@ def test_the_state_folder_is_beside_the_output_folder(
         "named",
         "ratings.yaml",
     ]
-
-
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        ("0", "expected a whole number, 1 or more, found '0'"),
-        ("two", "expected a whole number, found 'two'"),
-        ("-1", "expected a whole number, found '-1'"),
-    ],
-)
-def test_publish_workers_must_be_a_positive_number(
-    capsys: pytest.CaptureFixture[str], value: str, expected: str
-) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        main(["--publish-workers", value])
-
-    assert exit_.value.code == 2
-    assert capsys.readouterr().err.endswith(
-        f"generate.py: error: argument --publish-workers: {expected}\n"
-    )

@@ -23,6 +23,11 @@ def read_tree(root: Path, under: str = "") -> dict[str, bytes]:
     }
 
 
+def document(article_id: int) -> str:
+    """An article's document, by its path from the output folder."""
+    return f"{ARTICLES_PATH}/{article_id}/rating/index.json"
+
+
 def state_of(root: Path) -> Path:
     """The build's state folder for the output folder ``root``: beside it."""
     return Path(state_path(str(root)))
