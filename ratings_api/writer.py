@@ -11,7 +11,9 @@ a reader, a kill or a full disk sees each file old and whole or new and whole.
 No link below the output folder is followed to write or remove: a folder is
 checked with ``lstat`` before the build writes in it (a link there is an error
 that names it), and the rename replaces a link where a file goes, never what it
-points to. One process, plain ``os`` calls on paths: the same code on every system.
+points to. One process, plain ``os`` calls on paths; a rebuild reads the documents
+back relative to the open articles folder where ``os.open`` takes ``dir_fd`` (not on
+Windows, which reads by path): shorter look-ups.
 """
 
 from __future__ import annotations
