@@ -11,9 +11,7 @@ a reader, a kill or a full disk sees each file old and whole or new and whole.
 No link below the output folder is followed to write or remove: a folder is
 checked with ``lstat`` before the build writes in it (a link there is an error
 that names it), and the rename replaces a link where a file goes, never what it
-points to. One process, plain ``os`` calls on paths; a rebuild reads the documents
-back relative to the open articles folder where ``os.open`` takes ``dir_fd`` (not on
-Windows, which reads by path): shorter look-ups.
+points to. One process, plain ``os`` calls on paths: the same code on every system.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ import contextlib
 import errno
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -136,56 +134,37 @@ def _sync_documents(
     articles = os.path.join(writer.root, ARTICLES_PATH)
     there = _folders(writer.root, ARTICLES_PATH, create=not writer.dry_run)
     others = _entries(articles) if there else set()  # less each article's: the stale, the user's
-    unchanged = 0
-    with _opened(articles if others else None) as (at, below):
-        articles_read = zip(catalogue.ids, catalogue.sums, catalogue.counts, strict=True)
-        for index, (article_id, total, count) in enumerate(articles_read):
-            if progress is not None and index % PROGRESS_EVERY == 0:
-                progress(index)
-            name = str(article_id)  # f-strings, not os.path.join: this loop runs once an article
-            body = render(article_id, total, count)
-            known = name in others
-            try:
-                if known:
-                    others.remove(name)
-                    if _holds(f"{below}{name}/{DOCUMENT}", body, at):
-                        unchanged += 1
-                        continue
-                _write_document(writer, f"{articles}/{name}", body, known)
-            except OSError as error:
-                raise _write_error(f"{articles}/{name}/{DOCUMENT}", error) from None
-    writer.changes.unchanged += unchanged
+    ids, sums, counts = catalogue.ids, catalogue.sums, catalogue.counts
+    for index, article_id in enumerate(ids):
+        if progress is not None and index % PROGRESS_EVERY == 0:
+            progress(index)
+        name = str(article_id)
+        folder = f"{articles}/{name}"  # not os.path.join, slow for a loop run once an article
+        try:
+            _sync_document(
+                writer, folder, render(article_id, sums[index], counts[index]), name in others
+            )
+        except OSError as error:
+            raise _write_error(f"{folder}/{DOCUMENT}", error) from None
+        others.discard(name)
     if progress is not None:
-        progress(len(catalogue.ids))
+        progress(len(ids))
     return sorted(int(name) for name in others if ID_NAME.fullmatch(name))
 
 
-@contextlib.contextmanager
-def _opened(folder: str | None) -> Iterator[tuple[int | None, str]]:
-    """The folder open, and the prefix of a path below it: shorter look-ups, where possible.
-
-    Where ``os.open`` takes no ``dir_fd`` (Windows), or there is no ``folder``,
-    no descriptor and the folder's path as the prefix.
-    """
-    if folder is None or os.open not in os.supports_dir_fd:
-        yield None, "" if folder is None else f"{folder}/"
+def _sync_document(writer: _Writer, folder: str, body: bytes, there: bool) -> None:
+    """One article's document: unchanged, or written (in folders made, if it is new)."""
+    path = f"{folder}/{DOCUMENT}"
+    if there and _holds(path, body):
+        writer.changes.unchanged += 1
         return
-    fd = os.open(folder, READ)  # a link swapped in since it was checked is not followed
-    try:
-        yield fd, ""
-    finally:
-        os.close(fd)
-
-
-def _write_document(writer: _Writer, folder: str, body: bytes, there: bool) -> None:
-    """One article's document that differs (in folders made, if it is new)."""
     if there and not writer.dry_run:
         real_folder(folder, create=False)
         real_folder(f"{folder}/rating", create=True)
     elif not writer.dry_run:  # a new article: its folders are made, no question asked
         os.mkdir(folder)
         os.mkdir(f"{folder}/rating")
-    writer.write(f"{folder}/{DOCUMENT}", body)
+    writer.write(path, body)
 
 
 def _entries(articles: str) -> set[str]:
@@ -199,13 +178,10 @@ def _entries(articles: str) -> set[str]:
     return names
 
 
-def _holds(path: str, body: bytes, at: int | None = None) -> bool:
-    """Whether the file ``path`` (below the folder open as ``at``) holds exactly ``body``.
-
-    False if it is missing (or a link).
-    """
+def _holds(path: str, body: bytes) -> bool:
+    """Whether the file ``path`` holds exactly ``body``: false if missing (or a link)."""
     try:
-        fd = os.open(path, READ, dir_fd=at)
+        fd = os.open(path, READ)
     except OSError as error:
         if error.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
             return False

@@ -34,7 +34,7 @@ PORTABLE: Final = {
         *("O_CREAT", "O_EXCL", "O_RDONLY", "O_RDWR", "O_WRONLY"),
         *("SEEK_SET", "close", "environ", "fstat", "ftruncate", "getpid", "lseek", "lstat"),
         *("makedirs", "mkdir", "open", "path", "read", "replace", "rmdir", "scandir", "stat"),
-        *("stat_result", "strerror", "supports_dir_fd", "unlink", "write"),
+        *("stat_result", "strerror", "unlink", "write"),
     },
     "signal": {
         *("SIGINT", "SIGTERM", "SIG_DFL", "SIG_IGN", "Signals", "getsignal", "raise_signal"),
