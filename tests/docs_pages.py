@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from tests.contract import POINTS, Difference, cell
+from tests.contract import cell
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 CASES: Final = ROOT / "tests" / "cases" / "errors"
@@ -342,24 +341,6 @@ def troubleshooting_page() -> str:
         + table
         + _rows(other_errors(PUBLISH_ERRORS) + publish_errors())
     )
-
-
-def condensed_contract_table(
-    differences: Mapping[str, Mapping[str, Difference]], points: list[str]
-) -> str:
-    """docs/http-api.md's table: the lines of the contract a client may meet differently."""
-    hosts = list(differences)
-    lines = [
-        "| | the app |" + "".join(f" `{name}` |" for name in hosts),
-        "|---|---|" + "---|" * len(hosts),
-    ]
-    for point in points:
-        row = [
-            cell(differences[host][point].value) if point in differences[host] else "✓"
-            for host in hosts
-        ]
-        lines.append(f"| {cell(point)} | {cell(POINTS[point])} | " + " | ".join(row) + " |")
-    return "\n".join(lines) + "\n"
 
 
 # The lines of the contract that change what a client of the API sees.

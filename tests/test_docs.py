@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
+from tests.contract import contract_table
 from tests.docs_pages import (
     CLIENT_POINTS,
     command_errors,
-    condensed_contract_table,
     input_errors,
     troubleshooting_page,
 )
@@ -229,5 +229,5 @@ def test_the_troubleshooting_page_is_every_error_of_the_tests() -> None:
 
 
 def test_the_http_page_shows_how_the_hosts_differ_as_measured() -> None:
-    table = condensed_contract_table(DIFFERENCES, CLIENT_POINTS)
+    table = contract_table(DIFFERENCES, CLIENT_POINTS, "| | the app |")
     assert table in (DOCS / "http-api.md").read_text(encoding="utf-8")
