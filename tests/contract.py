@@ -457,10 +457,7 @@ def contract_table(
 ) -> str:
     """tests/README.md's host × contract table (or ``points`` of it): ✓ where as the app."""
     hosts = list(differences)
-    lines = [
-        head + "".join(f" `{name}` |" for name in hosts),
-        "|---|---|" + "---|" * len(hosts),
-    ]
+    lines = [head + "".join(f" `{name}` |" for name in hosts), "|---|---|" + "---|" * len(hosts)]
     for point in points:
         row = [cell(differences[h][point].value) if point in differences[h] else "✓" for h in hosts]
         lines.append(f"| {cell(point)} | {cell(POINTS[point])} | " + " | ".join(row) + " |")

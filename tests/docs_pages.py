@@ -276,9 +276,7 @@ def command_errors() -> list[tuple[str, str]]:
     return [(message, COMMAND_FIXES[name]) for name, (*_, message) in MISTAKES.items()]
 
 
-def other_errors(
-    errors: list[tuple[str, str, str, str]] = OTHER_ERRORS,
-) -> list[tuple[str, str]]:
+def other_errors(errors: list[tuple[str, str, str, str]] = OTHER_ERRORS) -> list[tuple[str, str]]:
     """The errors of building and serving (or ``errors``), each checked against its test's text."""
     rows = []
     for message, fix, test_file, fragment in errors:

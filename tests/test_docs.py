@@ -12,12 +12,7 @@ from pathlib import Path
 from typing import Final
 
 from tests.contract import contract_table
-from tests.docs_pages import (
-    CLIENT_POINTS,
-    command_errors,
-    input_errors,
-    troubleshooting_page,
-)
+from tests.docs_pages import CLIENT_POINTS, command_errors, input_errors, troubleshooting_page
 from tests.hosts import DIFFERENCES
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -863,9 +863,7 @@ def test_create_app_needs_a_built_site(tmp_path: Path) -> None:
     )
 
 
-def test_an_unservable_file_is_the_json_404_and_a_lost_site_a_json_500(
-    serve_project: Path,
-) -> None:
+def test_an_unservable_file_is_the_json_404_and_a_lost_site_a_json_500(serve_project: Path) -> None:
     """No traceback on an error path: each answer follows the contract, with one log line."""
     site = serve_project / "site"
     log = serve_project / "serve.log"
@@ -885,7 +883,7 @@ def test_an_unservable_file_is_the_json_404_and_a_lost_site_a_json_500(
             reply = request(port, method, R7)
             assert (reply.status, reply.body) == (500, SERVER_ERROR if method == "GET" else b"")
             assert [reply.header(name) for name in ("Content-Type", "Content-Length")] == [
-                *("application/json", str(len(SERVER_ERROR))),
+                *("application/json", str(len(SERVER_ERROR)))
             ]
             assert reply.header("Access-Control-Allow-Origin") == "*"
         os.rename(serve_project / "elsewhere", site)

@@ -12,13 +12,7 @@ import pytest
 
 from ratings_api.build import build
 from ratings_api.errors import InputError
-from ratings_api.limits import (
-    NETLIFY_PER_DIRECTORY,
-    OBJECT_STORAGE,
-    PAGES_FREE,
-    PAGES_PAID,
-    check,
-)
+from ratings_api.limits import NETLIFY_PER_DIRECTORY, OBJECT_STORAGE, PAGES_FREE, PAGES_PAID, check
 from tests.contract import REPO, hermetic_environ
 
 # Extras as the build adds them to the articles' documents (index.html, 404.html, the

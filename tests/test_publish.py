@@ -384,9 +384,7 @@ def test_check_changes_nothing_and_says_what_differs(project: Project) -> None:
     )
 
 
-def test_publish_alone_writes_no_folder_and_uploads_what_a_build_writes(
-    project: Project,
-) -> None:
+def test_publish_alone_writes_no_folder_and_uploads_what_a_build_writes(project: Project) -> None:
     """In a fresh checkout, as CI runs it: nothing but ratings.yaml in the folder."""
     project.ratings.write_text(CATALOGUE)
     done = project.run(["--publish", project.target])
@@ -463,9 +461,7 @@ def test_check_of_an_output_not_built_says_so(project: Project) -> None:
     assert project.proxy.count() == 0
 
 
-def test_repair_lists_the_bucket_and_puts_back_what_was_changed_by_hand(
-    project: Project,
-) -> None:
+def test_repair_lists_the_bucket_and_puts_back_what_was_changed_by_hand(project: Project) -> None:
     assert project.publish().code == 0
     client = project.store.client()
     client.delete_object(Bucket=project.bucket, Key="p/" + document(7))
@@ -485,10 +481,7 @@ def test_repair_lists_the_bucket_and_puts_back_what_was_changed_by_hand(
 
 @pytest.mark.parametrize(
     ("data", "line"),
-    [
-        (b"not gzip", UNREADABLE),
-        (state_of({**GOOD_HEAD, "format": 3, "shards": 4}), NEWER),
-    ],
+    [(b"not gzip", UNREADABLE), (state_of({**GOOD_HEAD, "format": 3, "shards": 4}), NEWER)],
 )
 def test_a_state_it_cannot_read_stops_it_and_repair_replaces_it(
     project: Project, data: bytes, line: str
@@ -664,9 +657,7 @@ def test_a_publish_stopped_midway_converges(
     project.assert_published()
 
 
-def test_a_store_going_away_midway_exits_2_and_the_next_publish_converges(
-    project: Project,
-) -> None:
+def test_a_store_going_away_midway_exits_2_and_the_next_publish_converges(project: Project) -> None:
     """Every connection to the store closes without an answer, as when it dies."""
     project.ratings.write_text(many(300))
     process = project.start("--quiet", "--publish-workers", "2")
