@@ -1,15 +1,6 @@
-"""The parts of docs/ rendered from the tests' own data, so that the pages cannot drift.
-
-- docs/troubleshooting.md, whole: every error of tests/cases/errors, every
-  command-line mistake of tests/test_user_errors.py and every error of publishing
-  that tests/test_publish*.py hold as data, each with its fix;
-- docs/http-api.md's condensed table of how the hosts differ, from the contract
-  suite's DIFFERENCES (the full table is in tests/README.md).
-
-tests/test_docs.py holds the pages to these functions. After changing a case or a
-fix, write the troubleshooting page again:
-
-    python -m tests.docs_pages
+"""The parts of docs/ rendered from the tests' own data (tests/test_docs.py holds the pages
+to them): docs/troubleshooting.md, rewritten by ``python -m tests.docs_pages``, and
+docs/http-api.md's table of how the hosts differ (CLIENT_POINTS).
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The CloudFront Function of deploy/cloudfront, run in node on CloudFront-shaped events.
 
-CloudFront and S3 cannot run here. The function can: tests/hosts-node/
-cloudfront-run.cjs runs it in a bare context, as CloudFront does, on events of
-the shape CloudFront passes it (its documented event structure, version 1.0).
-The lines of the contract it decides alone are asserted against the table's
-data (``DIFFERENCES["CloudFront"]`` in tests/edges.py), as the suite does for
-the hosts it runs.
+The lines of the contract it decides alone are held to ``DIFFERENCES["CloudFront"]``
+(tests/edges.py), as the suite does for the hosts it runs.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The HTTP contract, over real HTTP on every host; then what only ``--serve`` or the app does.
 
-Each point of ``POINTS`` (tests/contract.py) has an observation: a few requests, and
-their answer in the words of tests/README.md's table, compared with the app's or the
-host's documented difference. What admits no difference (no file outside the site in
-any answer) the observations assert themselves.
+Each point of ``POINTS`` (tests/contract.py) has an observation in the words of tests/README.md's
+table, compared with the app's answer or the host's documented difference.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The package installs with pip and builds the same site as the checkout.
-
-The wheel is built from a copy of the checkout's package files, installed in
-a fresh virtual environment (its dependencies from pip's cache or the
-package index), and run from a folder outside the checkout: it must build
-the very site the checkout builds, templates included.
+"""The package installs with pip into a fresh virtual environment and, run from outside the
+checkout, builds the very site the checkout builds, templates included.
 """
 
 from __future__ import annotations
