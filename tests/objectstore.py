@@ -49,16 +49,12 @@ STOP_TIMEOUT: Final = 20.0
 # The probe bucket proves that writes work (volumes allocated) before a test starts.
 PROBE_BUCKET: Final = "objectstore-ready"
 PORT_NAMES: Final = (
-    "master.port",
-    "master.port.grpc",
-    "volume.port",
-    "volume.port.grpc",
-    "filer.port",
-    "filer.port.grpc",
-    "s3.port",
-    "s3.port.grpc",
-    "metricsPort",
-    "debug.port",
+    *(
+        f"{server}.port{grpc}"
+        for server in ("master", "volume", "filer", "s3")
+        for grpc in ("", ".grpc")
+    ),
+    *("metricsPort", "debug.port"),
 )
 
 

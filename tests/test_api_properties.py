@@ -91,15 +91,8 @@ def run(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Run:
     before = len(served.log.read_text(errors="replace"))
     done = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "schemathesis.cli",
-            "--config-file",
-            str(config),
-            "run",
-            "--checks",
-            "all",
-            f"{served.address}/away/api/openapi.json",
+            *(sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run"),
+            *("--checks", "all", f"{served.address}/away/api/openapi.json"),
         ],
         cwd=work,
         env=environ,

@@ -18,16 +18,8 @@ from tests.hosts import DIFFERENCES
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # Linked to from the pages, and checked alike.
-OTHERS = [
-    ROOT / name
-    for name in (
-        "ARCHITECTURE.md",
-        "CONTRIBUTING.md",
-        "CHANGELOG.md",
-        "tests/README.md",
-        "bench/README.md",
-    )
-]
+OTHERS = [ROOT / name for name in ("ARCHITECTURE.md", "CONTRIBUTING.md", "CHANGELOG.md")]
+OTHERS += [ROOT / "tests" / "README.md", ROOT / "bench" / "README.md"]
 
 FENCE = re.compile(r"^ {0,3}(```|~~~)")
 HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.*?)[ \t#]*$")
@@ -138,10 +130,7 @@ def test_github_anchors_of_headings() -> None:
         "the-input-ratingsyaml",
         "deploying-to-object-storage-amazon-s3-website-hosting",
         "serving-stock-whitenoise-against-create_app",
-        "size",
-        "size-1",
-        "size-2",
-        "linked-heading",
+        *("size", "size-1", "size-2", "linked-heading"),
     }
 
 

@@ -150,14 +150,9 @@ class Project:
     def start(self, *options: str, **environ: str) -> subprocess.Popen[str]:
         """``generate.py --publish`` with ``options``, started in a process of its own."""
         variables = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        generate = [sys.executable, "-W", "error", str(REPO / "generate.py")]
         return subprocess.Popen(
-            [
-                sys.executable,
-                "-W",
-                "error",
-                str(REPO / "generate.py"),
-                *self.arguments("--publish", self.target, *options),
-            ],
+            [*generate, *self.arguments("--publish", self.target, *options)],
             env={**variables, **self.environ(**environ)},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -898,11 +893,7 @@ def test_marks_record_each_touched_file_as_unknown() -> None:
 
     assert dict(marks.entries()) == {
         document(1): True,
-        document(2): False,
-        document(8): False,
-        document(3): False,
-        "index.html": False,
-        "new.css": False,
+        **dict.fromkeys([document(2), document(8), document(3), "index.html", "new.css"], False),
     }
     assert dict(final.entries())[document(2)]  # the final state is left as it was
 
