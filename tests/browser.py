@@ -1,9 +1,6 @@
 """Headless Chromium for the tests: Debian's chromium and chromedriver, driven by Selenium.
 
-Nothing is downloaded at run time: scripts/install-test-tools installs the two
-Debian packages (built from one source, so their versions always match), and
-Selenium is given both paths, so its Selenium Manager, which would fetch a
-browser or a driver, never runs.
+Selenium is given both paths, so its Selenium Manager, which would download them, never runs.
 """
 
 from __future__ import annotations

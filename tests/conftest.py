@@ -23,12 +23,8 @@ def _no_base_url_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Put every test's tmp_path on tmpfs where the machine has one.
-
-    The tests write thousands of files, and this machine's disk creates files
-    several times slower for minutes after mass deletions (such as pytest's
-    own clean-up of old runs); on /dev/shm the suite is many times faster.
-    """
+    """Put every test's tmp_path on tmpfs where the machine has one: the tests write
+    thousands of files, and a disk slows down for minutes after mass deletions."""
     if config.option.basetemp is None and _roomy_tmpfs(SHM):
         config.option.basetemp = tempfile.mkdtemp(dir=SHM, prefix="ratings-tests-")
         config.add_cleanup(lambda: shutil.rmtree(config.option.basetemp, ignore_errors=True))
@@ -36,11 +32,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _coverage_floor_for_the_whole_suite(config: pytest.Config) -> None:
-    """Enforce fail_under (pyproject.toml) only when every test runs.
-
-    A run of a few tests still prints their coverage, but cannot reach the floor
-    and should not fail for that; ``--cov-fail-under`` given by hand still counts.
-    """
+    """Enforce fail_under (pyproject.toml) only when every test runs, or when given by hand:
+    a run of a few tests cannot reach the floor."""
     coverage = config.pluginmanager.get_plugin("_cov")  # pytest-cov, unless --no-cov
     floor_given = any(arg.startswith("--cov-fail-under") for arg in config.invocation_params.args)
     if coverage is not None and not floor_given and not _whole_suite(config):
@@ -84,13 +77,8 @@ def object_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Host]:
-    """Each host of the HTTP contract suite (tests/hosts.py), running, one at a time.
-
-    Session-scoped, so that the contract suite (tests/test_http_contract.py) and
-    the property test that holds every host to the app (tests/test_hosts_agree.py)
-    start each host once between them: pytest runs every test of one host before
-    it stops that host and starts the next.
-    """
+    """Each host of the contract suite (tests/hosts.py), running, one at a time: session-scoped,
+    so test_http_contract.py and test_hosts_agree.py start each host once between them."""
     folder = tmp_path_factory.mktemp(request.param.replace(" ", "_"))
     host = HOSTS[request.param](folder)
     try:

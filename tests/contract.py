@@ -13,7 +13,7 @@ import socket
 import subprocess
 import time
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from email.message import Message
 from pathlib import Path
@@ -450,21 +450,17 @@ def cell(value: object) -> str:
     return str(value).replace("|", "\\|")
 
 
-def contract_table(differences: Mapping[str, Mapping[str, Difference]]) -> str:
-    """tests/README.md's host × contract table: ✓ where a host answers as the app does."""
+def contract_table(
+    differences: Mapping[str, Mapping[str, Difference]],
+    points: Iterable[str] = POINTS,
+    head: str = "| contract line | the contract: the app (✓) |",
+) -> str:
+    """tests/README.md's host × contract table (or ``points`` of it): ✓ where as the app."""
     hosts = list(differences)
-    lines = [
-        "| contract line | the contract: the app (✓) | "
-        + " | ".join(f"`{name}`" for name in hosts)
-        + " |",
-        "|---|---|" + "---|" * len(hosts),
-    ]
-    for point, value in POINTS.items():
-        row = [
-            cell(differences[host][point].value) if point in differences[host] else "✓"
-            for host in hosts
-        ]
-        lines.append(f"| {cell(point)} | {cell(value)} | " + " | ".join(row) + " |")
+    lines = [head + "".join(f" `{name}` |" for name in hosts), "|---|---|" + "---|" * len(hosts)]
+    for point in points:
+        row = [cell(differences[h][point].value) if point in differences[h] else "✓" for h in hosts]
+        lines.append(f"| {cell(point)} | {cell(POINTS[point])} | " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -1,26 +1,16 @@
-"""The parts of docs/ rendered from the tests' own data, so that the pages cannot drift.
-
-- docs/troubleshooting.md, whole: every error of tests/cases/errors, every
-  command-line mistake of tests/test_user_errors.py and every error of publishing
-  that tests/test_publish*.py hold as data, each with its fix;
-- docs/http-api.md's condensed table of how the hosts differ, from the contract
-  suite's DIFFERENCES (the full table is in tests/README.md).
-
-tests/test_docs.py holds the pages to these functions. After changing a case or a
-fix, write the troubleshooting page again:
-
-    python -m tests.docs_pages
+"""The parts of docs/ rendered from the tests' own data (tests/test_docs.py holds the pages
+to them): docs/troubleshooting.md, rewritten by ``python -m tests.docs_pages``, and
+docs/http-api.md's table of how the hosts differ (CLIENT_POINTS).
 """
 
 from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from tests.contract import POINTS, Difference, cell
+from tests.contract import cell
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 CASES: Final = ROOT / "tests" / "cases" / "errors"
@@ -277,9 +267,7 @@ def command_errors() -> list[tuple[str, str]]:
     return [(message, COMMAND_FIXES[name]) for name, (*_, message) in MISTAKES.items()]
 
 
-def other_errors(
-    errors: list[tuple[str, str, str, str]] = OTHER_ERRORS,
-) -> list[tuple[str, str]]:
+def other_errors(errors: list[tuple[str, str, str, str]] = OTHER_ERRORS) -> list[tuple[str, str]]:
     """The errors of building and serving (or ``errors``), each checked against its test's text."""
     rows = []
     for message, fix, test_file, fragment in errors:
@@ -342,24 +330,6 @@ def troubleshooting_page() -> str:
         + table
         + _rows(other_errors(PUBLISH_ERRORS) + publish_errors())
     )
-
-
-def condensed_contract_table(
-    differences: Mapping[str, Mapping[str, Difference]], points: list[str]
-) -> str:
-    """docs/http-api.md's table: the lines of the contract a client may meet differently."""
-    hosts = list(differences)
-    lines = [
-        "| | the app |" + "".join(f" `{name}` |" for name in hosts),
-        "|---|---|" + "---|" * len(hosts),
-    ]
-    for point in points:
-        row = [
-            cell(differences[host][point].value) if point in differences[host] else "✓"
-            for host in hosts
-        ]
-        lines.append(f"| {cell(point)} | {cell(POINTS[point])} | " + " | ".join(row) + " |")
-    return "\n".join(lines) + "\n"
 
 
 # The lines of the contract that change what a client of the API sees.

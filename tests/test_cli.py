@@ -44,92 +44,48 @@ NO_BASE_URL: Final = (
 )
 
 
-# (base_url in the file, the environment, the options): the base URL built with, or the error.
+BOTH: Final = {"BASE_URL": "https://env.example", **NETLIFY}
+SCHEME: Final = "the base URL must start with http:// or https://, found "
+FTP: Final = "ftp://netlify.example"
+FRAGMENT: Final = "the base URL must not have a query or a fragment, found "
+TOP: Final = "https://example.com/#top"
+# id: (base_url in the file, the environment, --base-url, the base URL built with or the error)
+BASE_URLS: Final = {
+    "the-option-wins": (True, BOTH, "https://option.example/", "https://option.example"),
+    "the-variable-wins-over-the-file": (True, BOTH, None, "https://env.example"),
+    "empty-is-unset": (True, {"BASE_URL": ""}, None, "https://file.example"),
+    "the-file-wins-over-netlify": (True, NETLIFY, None, "https://file.example"),
+    "netlify-production": (False, {"CONTEXT": "production", **PREVIEWS}, None, PREVIEWS["URL"]),
+    "netlify-deploy-preview": (False, {"CONTEXT": "deploy-preview", **PREVIEWS}, None, PREVIEW),
+    "netlify-branch-deploy": (False, {"CONTEXT": "branch-deploy", **PREVIEWS}, None, PREVIEW),
+    "url-alone-is-not-netlify": (False, {"URL": "https://somewhere.example"}, None, NO_BASE_URL),
+    # Each context reads one variable: the other one, set, is not taken instead.
+    "production-without-url": (False, {**PREVIEWS, **NETLIFY, "URL": ""}, None, NO_BASE_URL),
+    "preview-without-its-url": (
+        False,
+        {"CONTEXT": "deploy-preview", "DEPLOY_PRIME_URL": "", "URL": PREVIEW},
+        None,
+        NO_BASE_URL,
+    ),
+    "no-host": (False, {}, "https://", "--base-url: the base URL has no host, found 'https://'"),
+    "no-scheme": (False, {}, "example.com", f"--base-url: {SCHEME}'example.com'"),
+    "a-fragment": (False, {"BASE_URL": TOP}, None, f"BASE_URL (environment): {FRAGMENT}'{TOP}'"),
+    "netlify-ftp": (
+        False,
+        {**NETLIFY, "URL": FTP},
+        None,
+        f"URL (Netlify, CONTEXT=production): {SCHEME}'{FTP}'",
+    ),
+}
+
+
 @pytest.mark.parametrize(
-    ("in_file", "environ", "args", "expected"),
-    [
-        pytest.param(
-            True,
-            {"BASE_URL": "https://env.example", **NETLIFY},
-            ["--base-url", "https://option.example/"],
-            "https://option.example",
-            id="the-option-wins-over-everything",
-        ),
-        pytest.param(
-            True,
-            {"BASE_URL": "https://env.example", **NETLIFY},
-            [],
-            "https://env.example",
-            id="the-variable-wins-over-the-file",
-        ),
-        pytest.param(True, {"BASE_URL": ""}, [], "https://file.example", id="empty-is-unset"),
-        pytest.param(True, NETLIFY, [], "https://file.example", id="the-file-wins-over-netlify"),
-        *(
-            pytest.param(False, {"CONTEXT": context, **PREVIEWS}, [], url, id=f"netlify-{context}")
-            for context, url in [
-                ("production", "https://ratings.netlify.app"),
-                ("deploy-preview", PREVIEW),
-                ("branch-deploy", PREVIEW),
-            ]
-        ),
-        pytest.param(
-            False,
-            {"URL": "https://somewhere.example"},
-            [],
-            NO_BASE_URL,
-            id="url-alone-is-not-netlify",
-        ),
-        # Each context reads one variable: the other one, set, is not taken instead.
-        pytest.param(
-            False,
-            {"CONTEXT": "production", "URL": "", "DEPLOY_PRIME_URL": PREVIEW},
-            [],
-            NO_BASE_URL,
-            id="production-without-url",
-        ),
-        pytest.param(
-            False,
-            {"CONTEXT": "deploy-preview", "DEPLOY_PRIME_URL": "", "URL": PREVIEW},
-            [],
-            NO_BASE_URL,
-            id="preview-without-its-url",
-        ),
-        pytest.param(
-            False,
-            {},
-            ["--base-url", "https://"],
-            "--base-url: the base URL has no host, found 'https://'",
-            id="no-host",
-        ),
-        pytest.param(
-            False,
-            {},
-            ["--base-url", "example.com"],
-            "--base-url: the base URL must start with http:// or https://, found 'example.com'",
-            id="no-scheme",
-        ),
-        pytest.param(
-            False,
-            {"BASE_URL": "https://example.com/#top"},
-            [],
-            "BASE_URL (environment): the base URL must not have a query or a fragment, "
-            "found 'https://example.com/#top'",
-            id="a-fragment",
-        ),
-        pytest.param(
-            False,
-            {"CONTEXT": "production", "URL": "ftp://netlify.example"},
-            [],
-            "URL (Netlify, CONTEXT=production): the base URL must start with http:// or "
-            "https://, found 'ftp://netlify.example'",
-            id="netlify-ftp",
-        ),
-    ],
+    ("in_file", "environ", "option", "expected"), BASE_URLS.values(), ids=BASE_URLS
 )
 def test_the_base_url_comes_from_the_first_place_that_gives_one(
     in_file: bool,
     environ: dict[str, str],
-    args: list[str],
+    option: str | None,
     expected: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -141,6 +97,7 @@ def test_the_base_url_comes_from_the_first_place_that_gives_one(
         monkeypatch.setenv(name, value)
     site = tmp_path / "site"
 
+    args = ["--base-url", option] if option else []
     code = main(["--input", str(ratings), "--output", str(site), *args])
 
     if expected.startswith("http"):

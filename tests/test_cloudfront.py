@@ -1,17 +1,13 @@
 """The CloudFront Function of deploy/cloudfront, run in node on CloudFront-shaped events.
 
-CloudFront and S3 cannot run here. The function can: tests/hosts-node/
-cloudfront-run.cjs runs it in a bare context, as CloudFront does, on events of
-the shape CloudFront passes it (its documented event structure, version 1.0).
-The lines of the contract it decides alone are asserted against the table's
-data (``DIFFERENCES["CloudFront"]`` in tests/edges.py), as the suite does for
-the hosts it runs.
+The lines of the contract it decides alone are held to ``DIFFERENCES["CloudFront"]``
+(tests/edges.py), as the suite does for the hosts it runs.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -124,15 +120,23 @@ REWRITES: Final = {
 }
 
 
-def test_a_path_goes_on_to_its_object() -> None:
-    asked = [(uri, method) for uri in REWRITES for method in ("GET", "HEAD")]
+def assert_each(uris: Iterable[str], holds: Callable[[str, str, Result], bool]) -> None:
+    """Assert ``holds(uri, method, result)`` for GET and HEAD of each of ``uris``, in one run."""
+    asked = [(uri, method) for uri in uris for method in ("GET", "HEAD")]
     results = node([viewer_request(uri, method) for uri, method in asked])
     wrong = [
         f"{method} {uri}: {result}"
         for (uri, method), result in zip(asked, results, strict=True)
-        if (result.get("method"), result.get("uri")) != (method, REWRITES[uri])
+        if not holds(uri, method, result)
     ]
-    assert not wrong, "\n".join(wrong)  # a request passed on, with the object's key
+    assert not wrong, "\n".join(wrong)
+
+
+def test_a_path_goes_on_to_its_object() -> None:
+    # A request passed on, with the object's key.
+    assert_each(
+        REWRITES, lambda uri, method, r: (r.get("method"), r.get("uri")) == (method, REWRITES[uri])
+    )
 
 
 def test_the_no_slash_form_is_redirected_with_its_query_and_an_encoded_slash_is_a_404() -> None:
@@ -190,14 +194,7 @@ NOT_FOUND_URIS: Final = {
 
 
 def test_a_path_no_object_may_answer_is_the_json_404() -> None:
-    asked = [(uri, method) for uri in NOT_FOUND_URIS for method in ("GET", "HEAD")]
-    results = node([viewer_request(uri, method) for uri, method in asked])
-    wrong = [
-        f"{method} {uri}: {result}"
-        for (uri, method), result in zip(asked, results, strict=True)
-        if not is_json_404(result)
-    ]
-    assert not wrong, "\n".join(wrong)
+    assert_each(NOT_FOUND_URIS, lambda _uri, _method, result: is_json_404(result))
     points = set(NOT_FOUND_URIS.values()) & set(CLOUDFRONT_FUNCTION_POINTS)
     assert {expect(point) for point in points} == {404}
 

@@ -1,9 +1,6 @@
-"""The files that describe the API: what holds for any catalogue and any base URL.
-
-Their exact bytes for a few catalogues are golden cases (tests/cases/valid/front-page
-and its neighbours); here are the properties: a valid OpenAPI document whose
-examples are the very documents, a ranking that agrees with the slow one, a front
-page that passes its own policy, a hostile base URL that stays data.
+"""The files that describe the API: what holds for any catalogue and any base URL (their bytes
+are golden cases): valid OpenAPI whose examples are the documents, a front page that passes its
+own policy, a hostile base URL that stays data.
 """
 
 from __future__ import annotations

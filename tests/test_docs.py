@@ -11,28 +11,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
-from tests.docs_pages import (
-    CLIENT_POINTS,
-    command_errors,
-    condensed_contract_table,
-    input_errors,
-    troubleshooting_page,
-)
+from tests.contract import contract_table
+from tests.docs_pages import CLIENT_POINTS, command_errors, input_errors, troubleshooting_page
 from tests.hosts import DIFFERENCES
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # Linked to from the pages, and checked alike.
-OTHERS = [
-    ROOT / name
-    for name in (
-        "ARCHITECTURE.md",
-        "CONTRIBUTING.md",
-        "CHANGELOG.md",
-        "tests/README.md",
-        "bench/README.md",
-    )
-]
+OTHERS = [ROOT / name for name in ("ARCHITECTURE.md", "CONTRIBUTING.md", "CHANGELOG.md")]
+OTHERS += [ROOT / "tests" / "README.md", ROOT / "bench" / "README.md"]
 
 FENCE = re.compile(r"^ {0,3}(```|~~~)")
 HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.*?)[ \t#]*$")
@@ -143,10 +130,7 @@ def test_github_anchors_of_headings() -> None:
         "the-input-ratingsyaml",
         "deploying-to-object-storage-amazon-s3-website-hosting",
         "serving-stock-whitenoise-against-create_app",
-        "size",
-        "size-1",
-        "size-2",
-        "linked-heading",
+        *("size", "size-1", "size-2", "linked-heading"),
     }
 
 
@@ -229,5 +213,5 @@ def test_the_troubleshooting_page_is_every_error_of_the_tests() -> None:
 
 
 def test_the_http_page_shows_how_the_hosts_differ_as_measured() -> None:
-    table = condensed_contract_table(DIFFERENCES, CLIENT_POINTS)
+    table = contract_table(DIFFERENCES, CLIENT_POINTS, "| | the app |")
     assert table in (DOCS / "http-api.md").read_text(encoding="utf-8")

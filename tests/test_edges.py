@@ -37,9 +37,7 @@ def edge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Host, Store
         host.stop()
 
 
-def test_a_hot_article_reaches_the_store_once_per_cache_lifetime(
-    edge: tuple[Host, Store],
-) -> None:
+def test_a_hot_article_reaches_the_store_once_per_cache_lifetime(edge: tuple[Host, Store]) -> None:
     host, store = edge
     before = store_reads(store)
     first = request(host.port, "GET", HOT)

@@ -1,11 +1,7 @@
-"""The ``<article-rating>`` element in a real browser, embedded from every host of the contract.
+"""The ``<article-rating>`` element in headless Chromium, embedded from every host of the contract.
 
-Every host that runs here is started once, all at the same time. Another origin
-sends a page with the two documented lines under a strict Content-Security-Policy
-(scripts and requests from the host only, Trusted Types required), and headless
-Chromium shows what the element shows, the page's requests to the API, and its
-console: a script error or a refusal by the policy fails. The app's page is
-docs/embed.png, rewritten only when the pixels changed.
+A page of another origin, under a strict Content-Security-Policy, holds the two documented lines;
+a script error or a refusal by the policy fails. docs/embed.png is rewritten only on new pixels.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""The front page in a real browser: headless Chromium on the page ``generate.py --serve`` serves.
+"""The front page in headless Chromium, as ``generate.py --serve`` serves it.
 
-What a person sees is read as Selenium reads it: visible text only. The
-browser's console is kept, so a request the page should not make, a script
-error or anything the Content-Security-Policy refuses shows up as a failure.
-A test saves the screenshot docs/api-description.md shows, docs/front-page.png,
-rewriting it only when the pixels changed.
+Text is read as a person sees it; the console is kept, so a stray request, a script error or a
+refusal by the policy fails. docs/front-page.png is rewritten only when the pixels changed.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The app is the oracle: every host answers generated requests as the app does.
 
-Hypothesis (a fixed seed, EXAMPLES requests a host) sends odd paths, ranges,
-validators and methods, byte for byte, to each host of the contract suite and to the
-app in this process. The host must give the app's status, body and contract headers,
-or differ only on a line of its table that the request touches (``touched``). The
-CloudFront function is held to the app in node, on batches of the same requests.
+Hypothesis (a fixed seed) sends odd requests byte for byte to each host and to the app; a host
+may differ only on a line of its table the request touches. The CloudFront function too, in node.
 """
 
 from __future__ import annotations

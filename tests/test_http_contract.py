@@ -1,9 +1,7 @@
 """The HTTP contract, over real HTTP on every host; then what only ``--serve`` or the app does.
 
-Each point of ``POINTS`` (tests/contract.py) has an observation: a few requests, and
-their answer in the words of tests/README.md's table, compared with the app's or the
-host's documented difference. What admits no difference (no file outside the site in
-any answer) the observations assert themselves.
+Each point of ``POINTS`` (tests/contract.py) has an observation in the words of tests/README.md's
+table, compared with the app's answer or the host's documented difference.
 """
 
 from __future__ import annotations
@@ -863,9 +861,7 @@ def test_create_app_needs_a_built_site(tmp_path: Path) -> None:
     )
 
 
-def test_an_unservable_file_is_the_json_404_and_a_lost_site_a_json_500(
-    serve_project: Path,
-) -> None:
+def test_an_unservable_file_is_the_json_404_and_a_lost_site_a_json_500(serve_project: Path) -> None:
     """No traceback on an error path: each answer follows the contract, with one log line."""
     site = serve_project / "site"
     log = serve_project / "serve.log"
@@ -885,7 +881,7 @@ def test_an_unservable_file_is_the_json_404_and_a_lost_site_a_json_500(
             reply = request(port, method, R7)
             assert (reply.status, reply.body) == (500, SERVER_ERROR if method == "GET" else b"")
             assert [reply.header(name) for name in ("Content-Type", "Content-Length")] == [
-                *("application/json", str(len(SERVER_ERROR))),
+                *("application/json", str(len(SERVER_ERROR)))
             ]
             assert reply.header("Access-Control-Allow-Origin") == "*"
         os.rename(serve_project / "elsewhere", site)

@@ -12,26 +12,15 @@ import pytest
 
 from ratings_api.build import build
 from ratings_api.errors import InputError
-from ratings_api.limits import (
-    NETLIFY_PER_DIRECTORY,
-    OBJECT_STORAGE,
-    PAGES_FREE,
-    PAGES_PAID,
-    check,
-)
+from ratings_api.limits import NETLIFY_PER_DIRECTORY, OBJECT_STORAGE, PAGES_FREE, PAGES_PAID, check
 from tests.contract import REPO, hermetic_environ
 
 # Extras as the build adds them to the articles' documents (index.html, 404.html, the
 # three assets, openapi.json, _redirects; a real build also embed.js, which the
 # subprocess test below counts): Pages leaves _redirects out of its count.
 EXTRAS: Final = (
-    "404.html",
-    "_redirects",
-    "index.html",
-    "assets/front-page.css",
-    "assets/front-page.js",
-    "assets/star.svg",
-    "away/api/openapi.json",
+    *("404.html", "_redirects", "index.html", "away/api/openapi.json"),
+    *(f"assets/{name}" for name in ("front-page.css", "front-page.js", "star.svg")),
 )
 
 
@@ -169,13 +158,8 @@ def test_the_hosts_page_gives_each_host_s_limit_with_its_source_and_these_number
     head = "| host | limit | what counts | source | what the build does |\n|---|---|---|---|---|\n"
     rows = page.split(head, 1)[1].split("\n\n", 1)[0].splitlines()
     table = {cells[0]: cells[1:] for cells in (row.strip("| ").split(" | ") for row in rows)}
-    assert list(table)[:5] == [
-        "Cloudflare Pages",
-        "Netlify",
-        "Azure Static Web Apps",
-        "Vercel",
-        "GitHub Pages",
-    ]
+    hosts = ["Cloudflare Pages", "Netlify", "Azure Static Web Apps", "Vercel", "GitHub Pages"]
+    assert list(table)[:5] == hosts
     assert list(table)[5].startswith("Object storage")
     assert all(len(cells) == 4 and all(cells) for cells in table.values()), table
     # What the build does on the two hosts it checks: the numbers of limits.py.

