@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from ratings_api import loader
+from ratings_api import csvinput, loader
 from ratings_api.describe import describe_files
 from ratings_api.embed import embed_files
 from ratings_api.errors import InputError
@@ -55,6 +55,8 @@ def build(
     progress: Callable[[int, int], None] | None = None,
     host_notice: Callable[[str], None] | None = None,
     waiting: Waiting | None = None,
+    input_format: str | None = None,
+    scale: tuple[int, int] | None = None,
 ) -> Result:
     """Build ``output`` from ``input_path``; with ``dry_run``, only say what would change.
 
@@ -63,9 +65,16 @@ def build(
     now and then with the articles written so far, and all. ``host_notice``,
     where a static host's deploy follows, checks its limits first. ``waiting``
     is told the process id of another build that holds ``output``, before
-    this one waits for it.
+    this one waits for it. ``input_format`` and ``scale``: as ``read_input``.
     """
-    site = render_site(input_path, base_url=base_url, environ=environ, fallback=fallback_base_url)
+    site = render_site(
+        input_path,
+        base_url=base_url,
+        environ=environ,
+        fallback=fallback_base_url,
+        input_format=input_format,
+        scale=scale,
+    )
     catalogue, render, extras, total = site.catalogue, site.render, site.extras, site.articles
     assert catalogue is not None and render is not None
     if host_notice is not None:
@@ -88,14 +97,18 @@ def render_site(
     base_url: str | None,
     environ: Mapping[str, str],
     fallback: str | None = None,
+    input_format: str | None = None,
+    scale: tuple[int, int] | None = None,
 ) -> Result:
     """What a build of ``input_path`` would write, held in memory, with no folder touched.
 
     ``--publish`` without an output folder uploads from this: the documents are
     rendered from the catalogue when uploaded, the other files are bytes here.
     """
-    catalogue = loader.read(input_path)
-    url = resolve_base_url(input_path, base_url, environ, catalogue, fallback)
+    form = input_format or ("csv" if input_path.lower().endswith(".csv") else "yaml")
+    catalogue = read_input(input_path, form, scale)
+    settings = source_name(input_path) if form == "yaml" else None  # CSV holds no base_url
+    url = resolve_base_url(settings, base_url, environ, catalogue, fallback)
     extras = {
         **describe_files(catalogue, url),
         **hosting_files(),
@@ -104,8 +117,24 @@ def render_site(
     return Result(len(catalogue.ids), Changes(), catalogue, Renderer(url), extras)
 
 
+def read_input(input_path: str, input_format: str, scale: tuple[int, int] | None) -> Catalogue:
+    """The catalogue of ``input_path`` (``-``: standard input), ``yaml`` or ``csv``.
+
+    ``scale`` is a CSV input's, which has no settings of its own.
+    """
+    if scale is not None and input_format != "csv":
+        raise InputError("--scale goes only with a CSV input: a YAML input sets scale in the file")
+    data, name = loader.read_bytes(input_path), source_name(input_path)
+    return csvinput.read(name, data, scale) if input_format == "csv" else loader.load(name, data)
+
+
+def source_name(input_path: str) -> str:
+    """How messages name the input: its path, or ``<stdin>`` for ``-``."""
+    return "<stdin>" if input_path == "-" else input_path
+
+
 def resolve_base_url(
-    input_path: str,
+    input_path: str | None,
     option: str | None,
     environ: Mapping[str, str],
     catalogue: Catalogue,
@@ -128,8 +157,9 @@ def resolve_base_url(
             return _checked(environ[name], f"{name} (Netlify, CONTEXT={environ['CONTEXT']})")
     if fallback is not None:
         return _checked(fallback, "the served address")
+    in_file = "" if input_path is None else f"base_url in {input_path}, "
     raise InputError(
-        f"no base URL to build article_url from: set base_url in {input_path}, "
+        f"no base URL to build article_url from: set {in_file}"
         "the BASE_URL environment variable, or --base-url",
         input_path,
     )

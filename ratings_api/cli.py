@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Final
 
+from ratings_api import loader
 from ratings_api.build import Result, build, count_articles, render_site
 from ratings_api.errors import InputError
 from ratings_api.publish import (
@@ -65,7 +66,19 @@ def _add_building(command: argparse.ArgumentParser) -> None:
         "--input",
         default="ratings.yaml",
         metavar="FILE",
-        help="the ratings to read (default: ratings.yaml)",
+        help="the ratings to read, YAML or CSV; - reads standard input (default: ratings.yaml)",
+    )
+    add(
+        "--format",
+        choices=("yaml", "csv"),
+        help="the input's format (default: csv for a name ending in .csv, else yaml)",
+    )
+    add(
+        "--scale",
+        type=_scale,
+        metavar="LOW..HIGH",
+        help="a CSV input's lowest and highest rating, such as 1..5 (a YAML input sets "
+        "scale in the file)",
     )
     add(
         "--output",
@@ -140,6 +153,15 @@ def _count(text: str) -> int:
     return int(text)
 
 
+def _scale(text: str) -> tuple[int, int]:
+    low, _, high = text.partition("..")
+    if not (loader.INT_TEXT.fullmatch(low) and loader.INT_TEXT.fullmatch(high)):
+        raise argparse.ArgumentTypeError(f"expected LOW..HIGH, two integers, found '{text}'")
+    if int(low) >= int(high):
+        raise argparse.ArgumentTypeError(f"the scale must go from low to high, found '{text}'")
+    return int(low), int(high)
+
+
 def _positive(text: str) -> int:
     number = _count(text)
     if number == 0:
@@ -157,11 +179,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         command.error("--check and --serve do not go together")
     if args.publish:
         command.error("--publish and --serve do not go together")
+    if args.input == "-":
+        command.error("--serve watches a file: it cannot serve standard input (--input -)")
     from ratings_api.devserver import serve  # WhiteNoise is only needed to serve
 
     output = args.output or DEFAULT_OUTPUT
     return serve(
-        args.input, output, base_url=args.base_url, host=args.host, port=args.port, quiet=args.quiet
+        args.input,
+        output,
+        base_url=args.base_url,
+        host=args.host,
+        port=args.port,
+        quiet=args.quiet,
+        input_format=args.format,
+        scale=args.scale,
     )
 
 
@@ -173,7 +204,13 @@ def _build_and_publish(args: argparse.Namespace) -> int:
         target = _publish_target(args.publish)
         with _interruptible():
             if output is None:  # publishing alone: nothing to write, no folder to lock
-                result = render_site(args.input, base_url=args.base_url, environ=os.environ)
+                result = render_site(
+                    args.input,
+                    base_url=args.base_url,
+                    environ=os.environ,
+                    input_format=args.format,
+                    scale=args.scale,
+                )
             else:
                 result = _build(args, output, target, show_progress)
     except InputError as error:
@@ -232,6 +269,8 @@ def _build(
         # Not when publishing to object storage: no static host's limit applies.
         host_notice=_say if target is None else None,
         waiting=None if args.quiet else _waiting(output),
+        input_format=args.format,
+        scale=args.scale,
     )
 
 

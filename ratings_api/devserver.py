@@ -16,7 +16,7 @@ import time
 import traceback
 from collections.abc import Callable
 from socketserver import ThreadingMixIn
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import unquote
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
@@ -67,6 +67,8 @@ def serve(
     host: str,
     port: int,
     quiet: bool = False,
+    input_format: str | None = None,
+    scale: tuple[int, int] | None = None,
 ) -> int:
     """Build ``output``, serve it at ``host:port``, rebuild when ``input_path`` changes.
 
@@ -78,7 +80,16 @@ def serve(
     try:
         with _listen(host, port, type("Handler", (_Handler,), {"quiet": quiet})) as server:
             address = f"http://{host}:{server.server_port}"  # the bound port, for --port 0
-            rebuild = functools.partial(_build, input_path, output, base_url, address)
+            rebuild = functools.partial(
+                _build,
+                input_path,
+                output,
+                base_url=base_url,
+                environ=os.environ,
+                fallback_base_url=address,
+                input_format=input_format,
+                scale=scale,
+            )
             seen = _signature(input_path)  # before the build, so no edit falls in between
             say(rebuild())
             server.set_app(create_app(output))
@@ -119,12 +130,10 @@ def _listen(host: str, port: int, handler: type[WSGIRequestHandler]) -> _Server:
         raise InputError(f"cannot serve at {host}:{port}: {error.strerror}") from None
 
 
-def _build(input_path: str, output: str, base_url: str | None, address: str) -> str:
-    """Build the site, the served address as the last resort base URL; the summary line."""
+def _build(input_path: str, output: str, **options: Any) -> str:
+    """Build the site with ``build``'s ``options``; the summary line."""
     started = time.perf_counter()
-    result = build(
-        input_path, output, base_url=base_url, environ=os.environ, fallback_base_url=address
-    )
+    result = build(input_path, output, **options)
     return result.summary(output, time.perf_counter() - started)
 
 
