@@ -12,6 +12,7 @@ message and its line and column.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import re
@@ -39,8 +40,9 @@ Record = tuple[int, list[str], str]  # its first line, its fields, its text
 
 def read(path: str, data: bytes, scale: Scale) -> Catalogue:
     """Validate ``data``, the CSV bytes of ``path``, into a Catalogue on ``scale``."""
+    data = data.removeprefix(codecs.BOM_UTF8)  # a spreadsheet's mark, no part of a column name
     try:
-        text = data.decode("utf-8-sig")  # a spreadsheet's byte order mark is no column name
+        text = data.decode("utf-8")
     except UnicodeDecodeError as bad:
         where = offset_position(data, bad.start)
         raise InputError(f"not valid UTF-8 ({bad.reason})", path, *where) from None
@@ -48,8 +50,11 @@ def read(path: str, data: bytes, scale: Scale) -> Catalogue:
     if header is None:
         raise InputError(f"the file is empty; expected the header {FORMS}", path, 1, 1)
     form = _form(path, header)
-    quick = _quick(text, form, scale) if header[1] == list(form) else None
-    return quick or _Strict(path, form, header[1], scale).read(text)
+    if header[1] == list(form):  # the usual order, which the quick pass reads
+        quick = _quick(text, form, scale)
+        if quick is not None:
+            return quick
+    return _Strict(path, form, header[1], scale).read(text)
 
 
 def _records(path: str, text: str) -> Iterator[Record]:
@@ -99,9 +104,9 @@ def _form(path: str, header: Record) -> Form:
     form = TOTALS if set(TOTALS[1:]) & set(names) else RATINGS
     for index, name in enumerate(names):
         if name not in form:
-            _fail(path, header, index, f"unknown column '{name}' (expected {FORMS})")
+            _fail(path, header, index, f"unknown column {name!r} (expected {FORMS})")
         if name in names[:index]:
-            _fail(path, header, index, f"the column '{name}' appears twice")
+            _fail(path, header, index, f"the column {name!r} appears twice")
     for name in form:
         if name not in names:
             _fail(path, header, 0, f"the column '{name}' is missing (expected {FORMS})")
@@ -145,11 +150,18 @@ def _quick_ratings(
             ratings.add(rating)
             entry[0] += rating
             entry[1] += 1
-    articles.ids = list(totals)
-    articles.sums = [total for total, _ in totals.values()]
-    articles.counts = [count for _, count in totals.values()]
+    articles.ids, articles.sums, articles.counts = _columns(totals)
     articles.ratings = list(ratings)
     return True
+
+
+def _columns(totals: dict[int, list[int]]) -> tuple[list[int], list[int], list[int]]:
+    """Ids, sums and counts, from each article's [sum, count]."""
+    return (
+        list(totals),
+        [entry[0] for entry in totals.values()],
+        [entry[1] for entry in totals.values()],
+    )
 
 
 class _Strict:
@@ -219,9 +231,7 @@ class _Strict:
                 self.fail(record, 1, message)
             entry[0] += rating
             entry[1] += 1
-        self.catalogue.ids = list(totals)
-        self.catalogue.sums = [total for total, _ in totals.values()]
-        self.catalogue.counts = [count for _, count in totals.values()]
+        self.catalogue.ids, self.catalogue.sums, self.catalogue.counts = _columns(totals)
 
     def totals(self, records: Iterator[Record]) -> None:
         lines: dict[int, int] = {}
