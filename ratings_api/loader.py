@@ -61,11 +61,6 @@ class Catalogue:
     base_url_at: tuple[int, int] | None = None  # (line, column) of base_url, for messages
 
 
-def read(path: str) -> Catalogue:
-    """Read and validate the file ``path``."""
-    return load(path, read_bytes(path))
-
-
 def read_bytes(path: str) -> bytes:
     """The bytes of the file ``path``, or of standard input for ``-``."""
     try:

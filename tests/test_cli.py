@@ -324,7 +324,7 @@ def test_an_error_keeps_where_it_is_apart_from_what_it_is(tmp_path: Path) -> Non
     must = "the base URL must start with http:// or https://, found 'ftp://x.example'"
     errors = []
     for mistake in (
-        lambda: loader.read(missing),
+        lambda: loader.read_bytes(missing),
         lambda: resolve_base_url("r.yaml", "ftp://x.example", {}, Catalogue()),
         lambda: resolve_base_url("r.yaml", None, {}, in_file),
     ):
