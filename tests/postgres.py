@@ -19,16 +19,12 @@ from typing import Final
 
 from tests.objectstore import free_port
 
-# Debian installs each major version's programs here; the newest is used.
-BINARIES: Final = sorted(
-    Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name)
-)
 USER: Final = "postgres"  # the cluster's superuser, as on a Debian server
 START_TIMEOUT: Final = 60.0
 STOP_TIMEOUT: Final = 30.0
 UTF8: Final = ("--encoding=UTF8", "--locale=C")
-# On loopback only, no Unix socket (its folder would need a path nobody may write), and no
-# fsync: the data is thrown away.
+# On loopback only; no Unix socket (its default folder is the system server's); no
+# fsync, as the data is thrown away.
 SETTINGS: Final = (
     *("-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="),
     *("-c", "fsync=off"),
@@ -78,9 +74,12 @@ class Postgres:
 
 
 def _binary(name: str) -> Path:
-    if not BINARIES:
+    """A program of the newest PostgreSQL Debian installed, looked for when needed: the
+    tests install it (scripts/install-test-tools) after this module is imported."""
+    folders = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name))
+    if not folders:
         raise AssertionError("no /usr/lib/postgresql/*/bin: run scripts/install-test-tools")
-    return BINARIES[-1] / name
+    return folders[-1] / name
 
 
 def start_postgres() -> Postgres:
@@ -96,6 +95,7 @@ def start_postgres() -> Postgres:
     subprocess.run(
         [str(_binary("initdb")), "-D", str(data), "-U", USER, "--auth=trust", "--no-sync", *UTF8],
         user=owner,
+        cwd=folder,  # a folder its owner may enter, whoever runs the tests
         capture_output=True,
         timeout=120,
         check=True,
@@ -105,6 +105,7 @@ def start_postgres() -> Postgres:
         process = subprocess.Popen(
             [str(_binary("postgres")), "-D", str(data), "-p", str(port), *SETTINGS],
             user=owner,
+            cwd=folder,
             stdout=output,
             stderr=subprocess.STDOUT,
         )
