@@ -1,13 +1,10 @@
 """CSV input, as databases and spreadsheets export it: every CSV rule and message.
 
-The header names the form: ``article_id,rating``, a row a rating (an empty
-rating lists an article not rated yet), or ``article_id,rating_sum,rating_count``,
-a row an article. The settings (base URL, scale) come from the command line.
-The rows are read with the csv module, as loader.py's rules for YAML say
-(numbers in plain decimal, ids at most MAX_ID). A quick pass checks each row
-against one regular expression; only when it finds something amiss does the
-strict pass read the rows again, field by field, for the first mistake's
-message and its line and column.
+The header names the form: ``article_id,rating`` (a row a rating; an empty rating
+lists an article not rated yet) or ``article_id,rating_sum,rating_count`` (a row an
+article). The numbers follow loader.py's rules. A quick pass reads the usual file; only
+when it finds something amiss does the strict pass read it again, field by field, for
+the first mistake's message, line and column.
 """
 
 from __future__ import annotations
