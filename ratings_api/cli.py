@@ -68,11 +68,7 @@ def _add_building(command: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="the ratings to read, YAML or CSV; - reads standard input (default: ratings.yaml)",
     )
-    add(
-        "--format",
-        choices=("yaml", "csv"),
-        help="the input's format (default: csv for a name ending in .csv, else yaml)",
-    )
+    add("--format", choices=("yaml", "csv"), help="the input's format (default: csv for *.csv)")
     add(
         "--scale",
         type=_scale,
@@ -155,10 +151,11 @@ def _count(text: str) -> int:
 
 def _scale(text: str) -> tuple[int, int]:
     low, _, high = text.partition("..")
-    if not (loader.INT_TEXT.fullmatch(low) and loader.INT_TEXT.fullmatch(high)):
-        raise argparse.ArgumentTypeError(f"expected LOW..HIGH, two integers, found '{text}'")
-    if int(low) >= int(high):
-        raise argparse.ArgumentTypeError(f"the scale must go from low to high, found '{text}'")
+    plain = loader.INT_TEXT.fullmatch(low) and loader.INT_TEXT.fullmatch(high)
+    if not plain or int(low) >= int(high):
+        raise argparse.ArgumentTypeError(
+            f"expected LOW..HIGH, integers, low < high, found '{text}'"
+        )
     return int(low), int(high)
 
 
@@ -183,10 +180,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         command.error("--serve watches a file: it cannot serve standard input (--input -)")
     from ratings_api.devserver import serve  # WhiteNoise is only needed to serve
 
-    output = args.output or DEFAULT_OUTPUT
     return serve(
         args.input,
-        output,
+        args.output or DEFAULT_OUTPUT,
         base_url=args.base_url,
         host=args.host,
         port=args.port,

@@ -136,8 +136,13 @@ def test_paths_are_relative_to_the_current_folder(
             ["--serve", "--input", "-"],
             "--serve watches a file: it cannot serve standard input (--input -)",
         ),
-        (["--scale", "1-5"], "argument --scale: expected LOW..HIGH, two integers, found '1-5'"),
-        (["--scale", "5..1"], "argument --scale: the scale must go from low to high, found '5..1'"),
+        *(
+            (
+                ["--scale", value],
+                f"argument --scale: expected LOW..HIGH, integers, low < high, found '{value}'",
+            )
+            for value in ("1-5", "5..1", "10..9", "1..x")
+        ),
         *(
             (["--publish-workers", value], f"argument --publish-workers: expected {expected}")
             for value, expected in [
