@@ -79,7 +79,7 @@ REPO: Final = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # a script in bench/: the package is one folder up
 
 from ratings_api.bucket_state import CACHE_CONTROL, STATE_NAME, encode, local_state  # noqa: E402
-from ratings_api.build import render_site  # noqa: E402
+from ratings_api.build import Reading, render_site  # noqa: E402
 from ratings_api.publish import site_of  # noqa: E402
 from tests.objectstore import Store, free_port, start_store  # noqa: E402
 
@@ -304,8 +304,8 @@ def store_cpu(store: Store) -> float:
 
 def seed_state(store: Store, bucket: str, source: Path) -> None:
     """Put the state a publish of ``source`` writes into ``bucket``, without the objects."""
-    scale = (1, 5) if SOURCE["csv"] else None
-    result = render_site(str(source), base_url=CSV_OPTIONS[1], environ={}, scale=scale)
+    reading = Reading(scale=(1, 5) if SOURCE["csv"] else None)
+    result = render_site(str(source), base_url=CSV_OPTIONS[1], environ={}, reading=reading)
     body = encode(local_state(site_of(result))[0])
     store.client().put_object(Bucket=bucket, Key=f"p/{STATE_NAME}", Body=body)
     print(f"  {result.articles:,}: the state only, {len(body):,} bytes", flush=True)

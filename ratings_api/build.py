@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Final
 from urllib.parse import urlsplit
 
 from ratings_api import csvinput, loader
@@ -39,6 +40,18 @@ class Result:
         )
 
 
+@dataclass(frozen=True)
+class Reading:
+    """How to read the input: its format (None: csv for a name ending in .csv, else yaml),
+    and the scale of a CSV input, which holds no settings of its own."""
+
+    input_format: str | None = None
+    scale: tuple[int, int] | None = None
+
+
+BY_NAME: Final = Reading()
+
+
 def count_articles(count: int) -> str:
     """``1 article``, ``12 articles``, ``1,000,000 articles``."""
     return f"{count:,} article{'' if count == 1 else 's'}"
@@ -55,8 +68,7 @@ def build(
     progress: Callable[[int, int], None] | None = None,
     host_notice: Callable[[str], None] | None = None,
     waiting: Waiting | None = None,
-    input_format: str | None = None,
-    scale: tuple[int, int] | None = None,
+    reading: Reading = BY_NAME,
 ) -> Result:
     """Build ``output`` from ``input_path``; with ``dry_run``, only say what would change.
 
@@ -65,15 +77,10 @@ def build(
     now and then with the articles written so far, and all. ``host_notice``,
     where a static host's deploy follows, checks its limits first. ``waiting``
     is told the process id of another build that holds ``output``, before
-    this one waits for it. ``input_format`` and ``scale``: as ``read_input``.
+    this one waits for it.
     """
     site = render_site(
-        input_path,
-        base_url=base_url,
-        environ=environ,
-        fallback=fallback_base_url,
-        input_format=input_format,
-        scale=scale,
+        input_path, base_url=base_url, environ=environ, fallback=fallback_base_url, reading=reading
     )
     catalogue, render, extras, total = site.catalogue, site.render, site.extras, site.articles
     assert catalogue is not None and render is not None
@@ -97,16 +104,15 @@ def render_site(
     base_url: str | None,
     environ: Mapping[str, str],
     fallback: str | None = None,
-    input_format: str | None = None,
-    scale: tuple[int, int] | None = None,
+    reading: Reading = BY_NAME,
 ) -> Result:
     """What a build of ``input_path`` would write, held in memory, with no folder touched.
 
     ``--publish`` without an output folder uploads from this: the documents are
     rendered from the catalogue when uploaded, the other files are bytes here.
     """
-    form = input_format or ("csv" if input_path.lower().endswith(".csv") else "yaml")
-    catalogue = read_input(input_path, form, scale)
+    form = reading.input_format or ("csv" if input_path.lower().endswith(".csv") else "yaml")
+    catalogue = read_input(input_path, form, reading.scale)
     settings = source_name(input_path) if form == "yaml" else None  # CSV holds no base_url
     url = resolve_base_url(settings, base_url, environ, catalogue, fallback)
     extras = {
@@ -118,10 +124,7 @@ def render_site(
 
 
 def read_input(input_path: str, input_format: str, scale: tuple[int, int] | None) -> Catalogue:
-    """The catalogue of ``input_path`` (``-``: standard input), ``yaml`` or ``csv``.
-
-    ``scale`` is a CSV input's, which has no settings of its own.
-    """
+    """The catalogue of ``input_path`` (``-``: standard input), ``yaml`` or ``csv``."""
     if scale is not None and input_format != "csv":
         raise InputError("--scale goes only with a CSV input: a YAML input sets scale in the file")
     data, name = loader.read_bytes(input_path), source_name(input_path)

@@ -19,7 +19,7 @@ from types import FrameType
 from typing import Final
 
 from ratings_api import loader
-from ratings_api.build import Result, build, count_articles, render_site
+from ratings_api.build import Reading, Result, build, count_articles, render_site
 from ratings_api.errors import InputError
 from ratings_api.publish import (
     DEFAULT_MAX_REMOVALS,
@@ -169,6 +169,7 @@ def _positive(text: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     command = parser()
     args = command.parse_args(argv)
+    args.reading = Reading(args.format, args.scale)
     _settle_publishing_options(command, args)
     if not args.serve:
         return _build_and_publish(args)
@@ -187,8 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         host=args.host,
         port=args.port,
         quiet=args.quiet,
-        input_format=args.format,
-        scale=args.scale,
+        reading=args.reading,
     )
 
 
@@ -204,8 +204,7 @@ def _build_and_publish(args: argparse.Namespace) -> int:
                     args.input,
                     base_url=args.base_url,
                     environ=os.environ,
-                    input_format=args.format,
-                    scale=args.scale,
+                    reading=args.reading,
                 )
             else:
                 result = _build(args, output, target, show_progress)
@@ -265,8 +264,7 @@ def _build(
         # Not when publishing to object storage: no static host's limit applies.
         host_notice=_say if target is None else None,
         waiting=None if args.quiet else _waiting(output),
-        input_format=args.format,
-        scale=args.scale,
+        reading=args.reading,
     )
 
 
