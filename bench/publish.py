@@ -1,6 +1,6 @@
 """Publish to a real object store: --publish beside aws s3 sync and s5cmd sync.
 
-    python bench/publish.py [--sizes 10000,100000] [--workers-sweep 4,8,16,32,64]
+    python bench/publish.py [--sizes 10000,100000] [--workers-sweep 4,8,16,32,64] [--csv totals]
                             [--peers-first-up-to N] [--state-only-above N] [--tmp /dev/shm]
                             [--compare CHECKOUT] [--peers aws,s5cmd] [--ceiling]
                             [--delay-ms 30] [--sweep-ceilings 2] [--window SECONDS]
@@ -79,7 +79,7 @@ REPO: Final = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # a script in bench/: the package is one folder up
 
 from ratings_api.bucket_state import CACHE_CONTROL, STATE_NAME, encode, local_state  # noqa: E402
-from ratings_api.build import render_site  # noqa: E402
+from ratings_api.build import Reading, render_site  # noqa: E402
 from ratings_api.publish import site_of  # noqa: E402
 from tests.objectstore import Store, free_port, start_store  # noqa: E402
 
@@ -101,8 +101,28 @@ COUNT: Final = re.compile(
 )
 
 
+# --csv: the input's form, and what a CSV input takes from the command line instead.
+CSV_FORMS: Final = ("totals", "ratings")
+CSV_OPTIONS: Final = ("--base-url", "https://ratings.example.com", "--scale", "1..5")
+SOURCE: Final = {"csv": ""}  # set once by main(): "" for YAML, or one of CSV_FORMS
+
+
 def ratings(count: int, changed: tuple[int, ...] = ()) -> str:
-    """``count`` articles, one rating each; the ``changed`` ones have a second rating."""
+    """``count`` articles, one rating each; the ``changed`` ones have a second rating, 5.
+
+    As YAML totals, or (--csv) as CSV: a row an article, or a row a rating.
+    """
+    if SOURCE["csv"] == "totals":
+        rows = "".join(
+            f"{n},{n % 5 + 1 + (5 if n in changed else 0)},{2 if n in changed else 1}\n"
+            for n in range(1, count + 1)
+        )
+        return "article_id,rating_sum,rating_count\n" + rows
+    if SOURCE["csv"] == "ratings":
+        rows = "".join(
+            f"{n},{n % 5 + 1}\n" + (f"{n},5\n" if n in changed else "") for n in range(1, count + 1)
+        )
+        return "article_id,rating\n" + rows
     lines = "".join(
         f"  {n}: {{sum: {n % 5 + 1 + (5 if n in changed else 0)}, "
         f"count: {2 if n in changed else 1}}}\n"
@@ -155,6 +175,7 @@ def command(
             str(checkout / "generate.py"),
             "--input",
             str(source),
+            *(CSV_OPTIONS if SOURCE["csv"] else ()),
             *output,
             "--publish",
             f"s3://{bucket}/p",
@@ -239,7 +260,10 @@ def window(size: int, store: Store, work: Path, peers: Path, seconds: float) -> 
     window of it side by side, in one run: each tool into a bucket of its own,
     stopped with SIGINT at the end of the window, its uploads counted by the store.
     """
-    source, site = work / f"ratings-{size}.yaml", work / f"site-{size}"
+    source, site = (
+        work / f"ratings-{size}.{'csv' if SOURCE['csv'] else 'yaml'}",
+        work / f"site-{size}",
+    )
     source.write_text(ratings(size))
     build(source, site)
     for number, tool in enumerate((TOOLS[0], TOOLS[2])):
@@ -280,7 +304,8 @@ def store_cpu(store: Store) -> float:
 
 def seed_state(store: Store, bucket: str, source: Path) -> None:
     """Put the state a publish of ``source`` writes into ``bucket``, without the objects."""
-    result = render_site(str(source), base_url=None, environ={})
+    reading = Reading(scale=(1, 5) if SOURCE["csv"] else None)
+    result = render_site(str(source), base_url=CSV_OPTIONS[1], environ={}, reading=reading)
     body = encode(local_state(site_of(result))[0])
     store.client().put_object(Bucket=bucket, Key=f"p/{STATE_NAME}", Body=body)
     print(f"  {result.articles:,}: the state only, {len(body):,} bytes", flush=True)
@@ -294,6 +319,7 @@ def build(source: Path, site: Path) -> None:
             "--quiet",
             "--input",
             str(source),
+            *(CSV_OPTIONS if SOURCE["csv"] else ()),
             "--output",
             str(site),
         ],
@@ -322,7 +348,10 @@ def bench_size(
     this machine at this size) but sync to the bucket --publish filled; before
     each tool's one change, one more article changes, so that each sees one.
     """
-    source, site = work / f"ratings-{size}.yaml", work / f"site-{size}"
+    source, site = (
+        work / f"ratings-{size}.{'csv' if SOURCE['csv'] else 'yaml'}",
+        work / f"site-{size}",
+    )
     source.write_text(ratings(size))
     if not fresh_only:
         build(source, site)
@@ -399,7 +428,10 @@ def sweep(
     not at all (0): at a million, each is a million uploads more, and the far one
     only tells whether the proxy is the limit.
     """
-    source, site = work / f"ratings-{size}.yaml", work / f"site-{size}"
+    source, site = (
+        work / f"ratings-{size}.{'csv' if SOURCE['csv'] else 'yaml'}",
+        work / f"site-{size}",
+    )
     source.write_text(ratings(size))
     build(source, site)
     endpoints: list[tuple[str, str | None]] = [("near", None)]
@@ -510,7 +542,11 @@ def main() -> int:
         default=0,
         help="--publish and s5cmd sync, this many seconds of a first publish each",
     )
+    options.add_argument(
+        "--csv", choices=CSV_FORMS, default="", help="the input as CSV of this form, not YAML"
+    )
     args = options.parse_args()
+    SOURCE["csv"] = args.csv
     sizes = [int(size) for size in args.sizes.split(",")]
     compared = Path(args.compare).resolve() if args.compare else None
     # The peers' venv, only when a peer runs (s5cmd measures the ceilings too).

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Final
 from urllib.parse import urlsplit
 
-from ratings_api import loader
+from ratings_api import csvinput, loader
 from ratings_api.describe import describe_files
 from ratings_api.embed import embed_files
 from ratings_api.errors import InputError
@@ -39,6 +40,18 @@ class Result:
         )
 
 
+@dataclass(frozen=True)
+class Reading:
+    """How to read the input: its format (None: csv for a name ending in .csv, else yaml),
+    and the scale of a CSV input, which holds no settings of its own."""
+
+    input_format: str | None = None
+    scale: tuple[int, int] | None = None
+
+
+BY_NAME: Final = Reading()
+
+
 def count_articles(count: int) -> str:
     """``1 article``, ``12 articles``, ``1,000,000 articles``."""
     return f"{count:,} article{'' if count == 1 else 's'}"
@@ -55,6 +68,7 @@ def build(
     progress: Callable[[int, int], None] | None = None,
     host_notice: Callable[[str], None] | None = None,
     waiting: Waiting | None = None,
+    reading: Reading = BY_NAME,
 ) -> Result:
     """Build ``output`` from ``input_path``; with ``dry_run``, only say what would change.
 
@@ -65,7 +79,9 @@ def build(
     is told the process id of another build that holds ``output``, before
     this one waits for it.
     """
-    site = render_site(input_path, base_url=base_url, environ=environ, fallback=fallback_base_url)
+    site = render_site(
+        input_path, base_url=base_url, environ=environ, fallback=fallback_base_url, reading=reading
+    )
     catalogue, render, extras, total = site.catalogue, site.render, site.extras, site.articles
     assert catalogue is not None and render is not None
     if host_notice is not None:
@@ -88,14 +104,17 @@ def render_site(
     base_url: str | None,
     environ: Mapping[str, str],
     fallback: str | None = None,
+    reading: Reading = BY_NAME,
 ) -> Result:
     """What a build of ``input_path`` would write, held in memory, with no folder touched.
 
     ``--publish`` without an output folder uploads from this: the documents are
     rendered from the catalogue when uploaded, the other files are bytes here.
     """
-    catalogue = loader.read(input_path)
-    url = resolve_base_url(input_path, base_url, environ, catalogue, fallback)
+    form = reading.input_format or ("csv" if input_path.lower().endswith(".csv") else "yaml")
+    catalogue = read_input(input_path, form, reading.scale)
+    settings = source_name(input_path) if form == "yaml" else None  # CSV holds no base_url
+    url = resolve_base_url(settings, base_url, environ, catalogue, fallback)
     extras = {
         **describe_files(catalogue, url),
         **hosting_files(),
@@ -104,8 +123,21 @@ def render_site(
     return Result(len(catalogue.ids), Changes(), catalogue, Renderer(url), extras)
 
 
+def read_input(input_path: str, input_format: str, scale: tuple[int, int] | None) -> Catalogue:
+    """The catalogue of ``input_path`` (``-``: standard input), ``yaml`` or ``csv``."""
+    if scale is not None and input_format != "csv":
+        raise InputError("--scale goes only with a CSV input: a YAML input sets scale in the file")
+    data, name = loader.read_bytes(input_path), source_name(input_path)
+    return csvinput.read(name, data, scale) if input_format == "csv" else loader.load(name, data)
+
+
+def source_name(input_path: str) -> str:
+    """How messages name the input: its path, or ``<stdin>`` for ``-``."""
+    return "<stdin>" if input_path == "-" else input_path
+
+
 def resolve_base_url(
-    input_path: str,
+    input_path: str | None,
     option: str | None,
     environ: Mapping[str, str],
     catalogue: Catalogue,
@@ -128,8 +160,9 @@ def resolve_base_url(
             return _checked(environ[name], f"{name} (Netlify, CONTEXT={environ['CONTEXT']})")
     if fallback is not None:
         return _checked(fallback, "the served address")
+    in_file = "" if input_path is None else f"base_url in {input_path}, "
     raise InputError(
-        f"no base URL to build article_url from: set base_url in {input_path}, "
+        f"no base URL to build article_url from: set {in_file}"
         "the BASE_URL environment variable, or --base-url",
         input_path,
     )

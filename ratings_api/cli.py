@@ -18,7 +18,8 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Final
 
-from ratings_api.build import Result, build, count_articles, render_site
+from ratings_api import loader
+from ratings_api.build import Reading, Result, build, count_articles, render_site
 from ratings_api.errors import InputError
 from ratings_api.publish import (
     DEFAULT_MAX_REMOVALS,
@@ -65,7 +66,15 @@ def _add_building(command: argparse.ArgumentParser) -> None:
         "--input",
         default="ratings.yaml",
         metavar="FILE",
-        help="the ratings to read (default: ratings.yaml)",
+        help="the ratings to read, YAML or CSV; - reads standard input (default: ratings.yaml)",
+    )
+    add("--format", choices=("yaml", "csv"), help="the input's format (default: csv for *.csv)")
+    add(
+        "--scale",
+        type=_scale,
+        metavar="LOW..HIGH",
+        help="a CSV input's lowest and highest rating, such as 1..5 (a YAML input sets "
+        "scale in the file)",
     )
     add(
         "--output",
@@ -140,6 +149,16 @@ def _count(text: str) -> int:
     return int(text)
 
 
+def _scale(text: str) -> tuple[int, int]:
+    low, _, high = text.partition("..")
+    plain = loader.INT_TEXT.fullmatch(low) and loader.INT_TEXT.fullmatch(high)
+    if not plain or int(low) >= int(high):
+        raise argparse.ArgumentTypeError(
+            f"expected LOW..HIGH, integers, low < high, found '{text}'"
+        )
+    return int(low), int(high)
+
+
 def _positive(text: str) -> int:
     number = _count(text)
     if number == 0:
@@ -150,6 +169,7 @@ def _positive(text: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     command = parser()
     args = command.parse_args(argv)
+    args.reading = Reading(args.format, args.scale)
     _settle_publishing_options(command, args)
     if not args.serve:
         return _build_and_publish(args)
@@ -157,11 +177,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         command.error("--check and --serve do not go together")
     if args.publish:
         command.error("--publish and --serve do not go together")
+    if args.input == "-":
+        command.error("--serve watches a file: it cannot serve standard input (--input -)")
     from ratings_api.devserver import serve  # WhiteNoise is only needed to serve
 
-    output = args.output or DEFAULT_OUTPUT
     return serve(
-        args.input, output, base_url=args.base_url, host=args.host, port=args.port, quiet=args.quiet
+        args.input,
+        args.output or DEFAULT_OUTPUT,
+        base_url=args.base_url,
+        host=args.host,
+        port=args.port,
+        quiet=args.quiet,
+        reading=args.reading,
     )
 
 
@@ -173,7 +200,12 @@ def _build_and_publish(args: argparse.Namespace) -> int:
         target = _publish_target(args.publish)
         with _interruptible():
             if output is None:  # publishing alone: nothing to write, no folder to lock
-                result = render_site(args.input, base_url=args.base_url, environ=os.environ)
+                result = render_site(
+                    args.input,
+                    base_url=args.base_url,
+                    environ=os.environ,
+                    reading=args.reading,
+                )
             else:
                 result = _build(args, output, target, show_progress)
     except InputError as error:
@@ -232,6 +264,7 @@ def _build(
         # Not when publishing to object storage: no static host's limit applies.
         host_notice=_say if target is None else None,
         waiting=None if args.quiet else _waiting(output),
+        reading=args.reading,
     )
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import unquote
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
-from ratings_api.build import build
+from ratings_api.build import BY_NAME, Reading, build
 from ratings_api.errors import InputError
 from ratings_api.rating import ARTICLES_PATH
 from ratings_api.server import create_app
@@ -67,6 +67,7 @@ def serve(
     host: str,
     port: int,
     quiet: bool = False,
+    reading: Reading = BY_NAME,
 ) -> int:
     """Build ``output``, serve it at ``host:port``, rebuild when ``input_path`` changes.
 
@@ -78,7 +79,7 @@ def serve(
     try:
         with _listen(host, port, type("Handler", (_Handler,), {"quiet": quiet})) as server:
             address = f"http://{host}:{server.server_port}"  # the bound port, for --port 0
-            rebuild = functools.partial(_build, input_path, output, base_url, address)
+            rebuild = functools.partial(_build, input_path, output, base_url, address, reading)
             seen = _signature(input_path)  # before the build, so no edit falls in between
             say(rebuild())
             server.set_app(create_app(output))
@@ -119,11 +120,18 @@ def _listen(host: str, port: int, handler: type[WSGIRequestHandler]) -> _Server:
         raise InputError(f"cannot serve at {host}:{port}: {error.strerror}") from None
 
 
-def _build(input_path: str, output: str, base_url: str | None, address: str) -> str:
+def _build(
+    input_path: str, output: str, base_url: str | None, address: str, reading: Reading
+) -> str:
     """Build the site, the served address as the last resort base URL; the summary line."""
     started = time.perf_counter()
     result = build(
-        input_path, output, base_url=base_url, environ=os.environ, fallback_base_url=address
+        input_path,
+        output,
+        base_url=base_url,
+        environ=os.environ,
+        fallback_base_url=address,
+        reading=reading,
     )
     return result.summary(output, time.perf_counter() - started)
 

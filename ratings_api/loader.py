@@ -11,6 +11,7 @@ lets fastpath.py read the usual layout's articles first, and walks the rest.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final, NoReturn, cast
@@ -60,14 +61,15 @@ class Catalogue:
     base_url_at: tuple[int, int] | None = None  # (line, column) of base_url, for messages
 
 
-def read(path: str) -> Catalogue:
-    """Read and validate the file ``path``."""
+def read_bytes(path: str) -> bytes:
+    """The bytes of the file ``path``, or of standard input for ``-``."""
     try:
+        if path == "-":
+            return sys.stdin.buffer.read()
         with open(path, "rb") as file:
-            data = file.read()
+            return file.read()
     except OSError as error:
         raise InputError(f"cannot read: {error.strerror}", path) from None
-    return load(path, data)
 
 
 def load(path: str, data: bytes) -> Catalogue:
@@ -112,10 +114,10 @@ def _unreadable(path: str, data: bytes, error: yaml.reader.ReaderError) -> Input
         data.decode("utf-8")
     except UnicodeDecodeError as bad:
         return InputError(
-            f"not valid UTF-8 ({bad.reason})", path, *_offset_position(data, bad.start)
+            f"not valid UTF-8 ({bad.reason})", path, *offset_position(data, bad.start)
         )
     reason = str(error).partition("\n")[0]
-    return InputError(reason, path, *_offset_position(data, error.position))
+    return InputError(reason, path, *offset_position(data, error.position))
 
 
 def _syntax(error: yaml.MarkedYAMLError) -> str:
@@ -135,7 +137,7 @@ def _line(event: Event) -> int:
     return _position(event.start_mark)[0]
 
 
-def _offset_position(data: bytes, offset: int) -> tuple[int, int]:
+def offset_position(data: bytes, offset: int) -> tuple[int, int]:
     """(line, column) of a byte offset, the column counted in characters."""
     line_start = data.rfind(b"\n", 0, offset) + 1
     column = len(data[line_start:offset].decode("utf-8", "replace")) + 1

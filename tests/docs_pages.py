@@ -28,8 +28,15 @@ _VALUE = "Give the article a list of ratings (`[5, 4]`, or `[]`) or totals."
 _URL = "Give a full address: `https://ratings.example.com` (a path is fine)."
 _TOP = "Start the file with `articles:`, one article a line under it."
 _SYNTAX = "Correct the YAML at that line and column (indent with spaces, close brackets)."
+_FORMS = "`article_id,rating` (a row a rating) or `article_id,rating_sum,rating_count`"
+_CSV_NUMBER = "Write the number in plain decimal, with no spaces: `7,5`."
 # The fix of a case by the start of its name, unless the case has one of its own.
 FIX_BY_KIND: Final = {
+    "csv-header-": f"Name the columns {_FORMS} (a row an article).",
+    "csv-id-": _CSV_NUMBER,
+    "csv-rating-": _CSV_NUMBER,
+    "csv-row-": "Give each row a value a column, as in the header; an unrated article: `31,`.",
+    "csv-totals-": "Write the totals as two integers: `7,29,6`.",
     "id-": _ID,
     "rating-": _RATING,
     "scale-": _SCALE,
@@ -48,6 +55,18 @@ INPUT_FIXES: Final[dict[str, str]] = {
     "articles-null": "List at least one article under `articles:`, or `articles: {}`.",
     "bad-utf8": "Save the file as UTF-8.",
     "billion-laughs": _PLAIN,
+    "csv-bad-utf8": "Save the file as UTF-8.",
+    "csv-empty": "Check the export: its first line is the header, then a row an article or rating.",
+    "csv-header-semicolon": "Export with commas between the values, not semicolons.",
+    "csv-id-too-large": "Ids stop at the largest `bigint` of a database: use the real id.",
+    "csv-id-twice": "Give each article one row, or use the form of a row a rating.",
+    "csv-quote": "Close the quotes, or leave the numbers unquoted: `7,5`.",
+    "csv-rating-above": "Correct the rating, or `--scale` if the scale really changed.",
+    "csv-rating-huge": "A rating has at most 100 digits: correct it.",
+    "csv-totals-above": "Correct the sum: it must lie within the scale times the count.",
+    "csv-totals-negative": "Correct the count: it is a number of ratings, 0 or more.",
+    "csv-totals-null": "Write 0 for an article nobody rated: `coalesce(sum(rating), 0)` in SQL.",
+    "csv-totals-zero": "With `rating_count` 0, write `rating_sum` 0.",
     "control-char": "Remove the control character (often pasted from a terminal).",
     "deep-nesting": _RATING,
     "deep-top": _TOP,
@@ -78,7 +97,7 @@ def input_fix(case: str) -> str:
 
 # The fix for each command-line mistake of tests/test_user_errors.py, by its param id.
 _BAD_URL = "Correct the base URL: `https://host[:port][/path]`, a port from 1 to 65535."
-_INPUT = "Give `--input` the YAML file itself, readable by you."
+_INPUT = "Give `--input` the ratings file itself, YAML or CSV, readable by you."
 COMMAND_FIXES: Final[dict[str, str]] = {
     "ipv6-unclosed": _BAD_URL,
     "port-out-of-range": _BAD_URL,
@@ -92,6 +111,8 @@ COMMAND_FIXES: Final[dict[str, str]] = {
     "input-a-socket": _INPUT,
     "input-unreadable": _INPUT,
     "input-name-too-long": _INPUT,
+    "scale-with-yaml": "Set `scale: [1, 5]` in the YAML file; `--scale` is for a CSV input.",
+    "csv-no-base-url": "Give `--base-url URL`, or set `BASE_URL`: a CSV input holds no settings.",
     "output-a-file": "Give `--output` a folder (it is made if missing), not a file.",
     "serve-port-out-of-range": "Give `--port` a number from 0 (any free port) to 65535.",
     "serve-host-idna": "Give `--host` an address or a valid host name.",
@@ -222,7 +243,7 @@ PUBLISH_FIXES: Final[dict[str, str]] = {
 }
 
 
-LOCATION: Final = re.compile(r"^ratings\.yaml:\d+:\d+: ")
+LOCATION: Final = re.compile(r"^ratings\.(?:yaml|csv):\d+(?::\d+)?: ")
 
 
 def _rows(errors: list[tuple[str, str]]) -> str:
@@ -246,8 +267,9 @@ def _rows(errors: list[tuple[str, str]]) -> str:
     return "".join(rows)
 
 
-def input_errors() -> list[tuple[str, str]]:
-    """Each case of tests/cases/errors: its exact message, after its location, and its fix."""
+def input_errors(csv: bool = False) -> list[tuple[str, str]]:
+    """Each case of tests/cases/errors (``csv``: of a CSV input): its exact message, after
+    its location, and its fix."""
     cases = sorted(CASES.iterdir())
     assert set(INPUT_FIXES) <= {case.name for case in cases}, "a fix without a case"
     return [
@@ -256,6 +278,7 @@ def input_errors() -> list[tuple[str, str]]:
             input_fix(case.name),
         )
         for case in cases
+        if case.name.startswith("csv-") == csv
     ]
 
 
@@ -316,6 +339,12 @@ def troubleshooting_page() -> str:
         "out below), pointing at the key or value. The rules: [The input](input.md).\n\n"
         + table
         + _rows(input_errors())
+        + "\n## In a CSV input\n\n"
+        "Each message starts with `ratings.csv:LINE:COLUMN: ` (left out below), or\n"
+        "`ratings.csv:LINE: ` for a CSV syntax error; from `--input -`, with `<stdin>`. The\n"
+        "rules: [CSV](input.md#csv-from-a-database-or-a-spreadsheet).\n\n"
+        + table
+        + _rows(input_errors(csv=True))
         + "\n## On the command line\n\n"
         "Each names the option, variable or file it came from. The options: "
         "[The command line](cli.md).\n\n"

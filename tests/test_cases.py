@@ -59,7 +59,7 @@ def test_error_case_says_where_and_changes_nothing(
     capsys.readouterr()
     monkeypatch.chdir(case)
 
-    assert main(["--output", str(output)]) == 2
+    assert main(["--output", str(output), *case_args(case)]) == 2
 
     captured = capsys.readouterr()
     assert captured.err == (case / "error").read_text()

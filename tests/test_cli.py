@@ -132,6 +132,17 @@ def test_paths_are_relative_to_the_current_folder(
     [
         (["--check", "--serve"], "--check and --serve do not go together"),
         (["--serve", "--publish", "s3://b/p"], "--publish and --serve do not go together"),
+        (
+            ["--serve", "--input", "-"],
+            "--serve watches a file: it cannot serve standard input (--input -)",
+        ),
+        *(
+            (
+                ["--scale", value],
+                f"argument --scale: expected LOW..HIGH, integers, low < high, found '{value}'",
+            )
+            for value in ("1-5", "5..1", "10..9", "1..x")
+        ),
         *(
             (["--publish-workers", value], f"argument --publish-workers: expected {expected}")
             for value, expected in [
@@ -162,6 +173,51 @@ def test_in_a_pipe_a_build_prints_its_line_and_bad_input_one_line(tmp_path: Path
     code, stdout, stderr = run(tmp_path, "--input", str(ratings))
     assert (code, stderr) == (0, "")
     assert stdout.startswith("built site: 1 article; files: 9 written, ")
+
+
+# id: (standard input, the options besides --input -, the line on stdout or stderr)
+STDIN: Final = {
+    "yaml": (GOOD, [], "built site: 1 article; files: 9 written, "),
+    "csv": (
+        "article_id,rating\n7,5\n",
+        ["--format", "csv", "--base-url", "https://x.example"],
+        "built site: 1 article; files: 9 written, ",
+    ),
+    "a-mistake": (
+        "articles:\n  7: [x]\n",
+        [],
+        "<stdin>:2:7: article 7: a rating must be an integer, found 'x'\n",
+    ),
+    "empty": (
+        "",
+        [],
+        "<stdin>:1:1: the file is empty; expected a mapping with the key 'articles'\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(STDIN))
+def test_input_dash_reads_yaml_or_csv_from_standard_input(name: str, tmp_path: Path) -> None:
+    text, options, line = STDIN[name]
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "generate.py"), "--input", "-", *options],
+        cwd=tmp_path,
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if done.returncode == 0:
+        assert (done.stdout[: len(line)], done.stderr) == (line, "")
+        assert (
+            (tmp_path / "site/away/api/articles/7/rating/index.json")
+            .read_text()
+            .startswith('{"article_url": "https://')
+        )
+    else:
+        assert (done.returncode, done.stdout, done.stderr) == (2, "", line)
+        assert not (tmp_path / "site").exists()
 
 
 def test_the_committed_site_is_up_to_date(
@@ -273,7 +329,7 @@ def test_an_error_keeps_where_it_is_apart_from_what_it_is(tmp_path: Path) -> Non
     must = "the base URL must start with http:// or https://, found 'ftp://x.example'"
     errors = []
     for mistake in (
-        lambda: loader.read(missing),
+        lambda: loader.read_bytes(missing),
         lambda: resolve_base_url("r.yaml", "ftp://x.example", {}, Catalogue()),
         lambda: resolve_base_url("r.yaml", None, {}, in_file),
     ):

@@ -85,6 +85,17 @@ MISTAKES: Final[dict[str, tuple[list[str], str]]] = {
             ("name-too-long", "x" * 300, "File name too long"),
         ]
     },
+    "scale-with-yaml": (
+        ["--scale", "1..5"],
+        "--scale goes only with a CSV input: a YAML input sets scale in the file",
+    ),
+    "csv-no-base-url": (
+        ["--format", "csv"],
+        (
+            "no base URL to build article_url from: set the BASE_URL environment variable, "
+            "or --base-url"
+        ),
+    ),
     "output-a-file": (["--output", "ratings.yaml"], "ratings.yaml: cannot write: Not a directory"),
     "serve-port-out-of-range": (
         ["--serve", "--port", "70000"],
@@ -103,6 +114,7 @@ ENVIRON: Final = {"ipv6-variable": {"BASE_URL": "http://[fe80::1%eth0"}}
 FILES: Final = {
     "ipv6-in-the-file": "base_url: 'http://[::1'\n" + GOOD,
     "output-a-file": "base_url: https://x.example\n" + GOOD,
+    "csv-no-base-url": "article_id,rating\n7,5\n",
 }
 
 
