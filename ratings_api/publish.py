@@ -69,6 +69,7 @@ TYPES: Final = {
     ".html": "text/html; charset=utf-8",
     ".css": "text/css; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
+    ".ts": "text/plain; charset=utf-8",  # embed.d.ts, as the app sends it
     ".svg": "image/svg+xml",
 }
 

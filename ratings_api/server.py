@@ -45,6 +45,7 @@ PREFLIGHT: Final = (
     ("Access-Control-Allow-Headers", "*"),
     ("Access-Control-Max-Age", "86400"),  # browsers cap it lower anyway (Chrome: 2 hours)
 )
+TYPES: Final = {".ts": "text/plain"}  # WhiteNoise adds "; charset=utf-8" to text/*
 MAX_URL_PATH: Final = 1024  # far longer than any path the site has; bounds a request's work
 
 ARTICLES_URL: Final = f"/{ARTICLES_PATH}"
@@ -155,7 +156,9 @@ class App:
         # files). Every path is routed and checked here first; one WhiteNoise does
         # not find (gone since) gets no answer from the app it wraps: a 404 here.
         options = {"max_age": None, "allow_all_origins": False, "add_headers_function": _add_etag}
-        self.files: WSGIApplication = WhiteNoise(lambda *_: [], root, autorefresh=True, **options)
+        # embed.d.ts is text to read, as npm's CDNs send it; WhiteNoise's .ts is video.
+        files = WhiteNoise(lambda *_: [], root, autorefresh=True, mimetypes=TYPES, **options)
+        self.files: WSGIApplication = files
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         method, url = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")

@@ -116,11 +116,11 @@ def test_the_steps_publish_and_check_as_the_runner_runs_them(runner: Runner) -> 
     check = "Check what a merge would publish"
     first = runner.run(check)  # exit 1 from generate.py: the check passes, and says why
     assert first.returncode == 0, first.stderr
-    assert first.stderr.startswith("checked s3://ci-recipe/v1: 10 to upload, 0 to remove, ")
+    assert first.stderr.startswith("checked s3://ci-recipe/v1: 11 to upload, 0 to remove, ")
 
     published = runner.run("Publish")
     assert published.returncode == 0, published.stderr
-    assert published.stdout.startswith("published s3://ci-recipe/v1: 10 uploaded, 0 removed, ")
+    assert published.stdout.startswith("published s3://ci-recipe/v1: 11 uploaded, 0 removed, ")
     assert sorted(path.name for path in runner.folder.iterdir()) == [
         "generate.py",
         "ratings.yaml",

@@ -120,7 +120,7 @@ def test_paths_are_relative_to_the_current_folder(
 
     summary = capsys.readouterr().out
     assert re.fullmatch(
-        r"built public: 1 article; files: 9 written, 0 removed, 0 unchanged "
+        r"built public: 1 article; files: 10 written, 0 removed, 0 unchanged "
         r"in \d+\.\d\d s \([\d,]+ articles/s\)\n",
         summary,
     ), summary
@@ -172,7 +172,7 @@ def test_in_a_pipe_a_build_prints_its_line_and_bad_input_one_line(tmp_path: Path
     ratings = write(tmp_path / "ratings.yaml", GOOD)
     code, stdout, stderr = run(tmp_path, "--input", str(ratings))
     assert (code, stderr) == (0, "")
-    assert stdout.startswith("built site: 1 article; files: 9 written, ")
+    assert stdout.startswith("built site: 1 article; files: 10 written, ")
 
 
 # id: (standard input, the options besides --input -, the line on stdout or stderr)
@@ -285,7 +285,7 @@ def test_progress_shows_on_a_terminal(tmp_path: Path) -> None:
 
     assert code == 0
     assert stdout.startswith(
-        f"built {tmp_path / 's'}: 1,000 articles; files: 1008 written".encode()
+        f"built {tmp_path / 's'}: 1,000 articles; files: 1009 written".encode()
     )
     assert terminal.endswith(b"\rwriting: 1,000 of 1,000 articles (100%)\r\x1b[K"), terminal
     reports = terminal.removesuffix(b"\r\x1b[K").split(b"\r")[1:]

@@ -1,7 +1,8 @@
 """The ``<article-rating>`` element in headless Chromium, embedded from every host of the contract.
 
 A page of another origin, under a strict Content-Security-Policy, holds the two documented lines;
-a script error or a refusal by the policy fails. docs/embed.png is rewritten only on new pixels.
+a script error or a refusal by the policy fails. The languages, the texts a page gives and the
+failures are shown from the page's own server. docs/embed.png is rewritten only on new pixels.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import gzip
 import http.server
+import json
 import re
 import threading
 import tomllib
@@ -23,7 +25,7 @@ from selenium.common.exceptions import TimeoutException
 from selenium.webdriver import Chrome
 from selenium.webdriver.support.ui import WebDriverWait
 
-from ratings_api.embed import EMBED_PATH, MAX_GZIPPED, embed_script
+from ratings_api.embed import EMBED_PATH, MAX_GZIPPED, TYPES_PATH, embed_script
 from tests.browser import chromium, console, install_test_tools, not_found, save_screenshot
 from tests.contract import Host, request
 from tests.edges import start_nginx_edge, start_worker
@@ -51,7 +53,11 @@ STARTERS: Final[dict[str, Callable[[Path], Host]]] = {
 # In tests.contract.RATINGS: 7 rated one by one, 12 given as totals (the same
 # 4.8), 31 not rated yet, 1000000 rated once; no article 2.
 RATED, TOTALS, UNRATED, ONCE, UNKNOWN, LATER = "7", "12", "31", "1000000", "2", "1"
+SHOWN_IDS: Final = (RATED, TOTALS, ONCE, UNRATED)
 JAVASCRIPT: Final = ("text/javascript", "application/javascript")
+# netlify dev types files itself, as Netlify does not (the next test reads netlify.toml).
+OWN_TYPES: Final = {"netlify dev": "video/mp2t"}
+TEXT: Final = "text/plain; charset=utf-8"
 # The host page's own sheet: the element's documented hooks, from outside.
 PAGE_CSS: Final = b"""\
 body { margin: 16px 20px; font: 16px/1.4 "DejaVu Sans", sans-serif; color: #1d2433; }
@@ -95,6 +101,10 @@ def page(api: str) -> bytes:
         + row('article-id="07" (not an id)', "07")
         + row("(no article-id)", None)
         + row(f'article-id="{RATED}" again', RATED)
+        + '<div lang="de">'
+        + row(f'lang="de" article-id="{RATED}"', RATED)
+        + row(f'lang="de" article-id="{UNRATED}"', UNRATED)
+        + "</div>"
         + '<div class="styled">'
         + row("styled from outside", RATED)
         + "</div>\n</body></html>\n"
@@ -104,6 +114,102 @@ def page(api: str) -> bytes:
 # The module served by the page's own server, below a folder whose API is broken:
 # how the element meets a network failure, an error status, or an answer not JSON.
 BROKEN: Final = ("gone", "fails", "html")
+
+
+@dataclass(frozen=True)
+class Shown:
+    """An element of the languages' page: where its language is set, and what it shows."""
+
+    where: str  # "html" (of a frame of the page), "element", or "parent"
+    lang: str | None
+    article: int  # in the page's own API, article N has N ratings, and 31 none
+    text: str
+    label: str
+    texts: str = ""  # attributes that give the texts, on the element or its parent
+
+
+SWEDISH: Final = (
+    'unrated-text="Inga betyg än" count-one="{count} betyg" count-other="{count} betyg" '
+    'label-other="Betyg {value} av {top} från {count} läsare"'
+)
+MILLION: Final = 1000000
+LANGUAGES: Final = [
+    Shown("html", "de-AT", 6, "4,8 (6 Bewertungen)", "Von 6 Lesern mit 4,8 von 5 bewertet"),
+    Shown("html", "de-AT", 1, "5,0 (1 Bewertung)", "Von 1 Leser mit 5,0 von 5 bewertet"),
+    Shown("html", "fr", 6, "4,8 (6 notes)", "Noté 4,8 sur 5 par 6 lecteurs"),
+    Shown("html", "ja", MILLION, "4.8 (1,000,000件の評価)", "評価 4.8/5（1,000,000人）"),  # noqa: RUF001
+    Shown("html", None, 6, "4.8 (6 ratings)", "Rated 4.8 out of 5 by 6 readers"),
+    Shown("element", "en-GB", 1, "5.0 (1 rating)", "Rated 5.0 out of 5 by 1 reader"),
+    Shown("element", "es", 6, "4,8 (6 valoraciones)", "Valorado con 4,8 de 5 por 6 lectores"),
+    Shown(
+        "element",
+        "fr",
+        MILLION,
+        "4,8 (1\u202f000\u202f000 de notes)",
+        "Noté 4,8 sur 5 par 1\u202f000\u202f000 de lecteurs",
+    ),
+    Shown("element", "pt-BR", 1, "5,0 (1 avaliação)", "Avaliado com 5,0 de 5 por 1 leitor"),
+    Shown(
+        "element",
+        "it",
+        MILLION,
+        "4,8 (1.000.000 di valutazioni)",
+        "Valutato 4,8 su 5 da 1.000.000 di lettori",
+    ),
+    Shown("element", "nl", 6, "4,8 (6 beoordelingen)", "Beoordeeld met 4,8 uit 5 door 6 lezers"),
+    Shown("element", "fr", 31, "Pas encore noté", "Pas encore noté"),
+    Shown("element", "no tag!", 6, "4.8 (6 ratings)", "Rated 4.8 out of 5 by 6 readers"),
+    Shown("parent", "pl", 1, "5,0 (1 ocena)", "Ocena 5,0 na 5 od 1 czytelnika"),
+    Shown("parent", "pl", 2, "4,8 (2 oceny)", "Ocena 4,8 na 5 od 2 czytelników"),
+    Shown("parent", "pl", 5, "4,8 (5 ocen)", "Ocena 4,8 na 5 od 5 czytelników"),
+    Shown("parent", "pt", 2, "4,8 (2 avaliações)", "Avaliado com 4,8 de 5 por 2 leitores"),
+    Shown("parent", "ja", 31, "まだ評価がありません", "まだ評価がありません"),
+    Shown("parent", "de", 31, "Noch nicht bewertet", "Noch nicht bewertet"),
+    # The page's own texts, on a parent or the element, for any language.
+    Shown("parent", "sv", 1, "5,0 (1 betyg)", "Betyg 5,0 av 5 från 1 läsare", SWEDISH),
+    Shown("parent", "sv", 22, "4,8 (22 betyg)", "Betyg 4,8 av 5 från 22 läsare", SWEDISH),
+    Shown("parent", "sv", 31, "Inga betyg än", "Inga betyg än", SWEDISH),
+    Shown("parent", "sv", 6, "4,8 (6 ratings)", "Rated 4,8 out of 5 by 6 readers"),
+    Shown("element", "en", 6, "4.8 (6 votes)", "Rated 4.8 out of 5 by 6 readers", 'count-other="{count} votes"'),
+]  # fmt: skip
+FRAMES: Final = list(dict.fromkeys(row.lang or "-" for row in LANGUAGES if row.where == "html"))
+
+
+def languages_page(frame: str | None) -> bytes:
+    """The languages' page (``frame`` None), or its frame of the rows whose lang is <html lang>.
+
+    The page's own <html lang> ("ko") and a <div lang="ja"> around the elements with a lang of
+    their own are there to lose: the closest lang wins.
+    """
+
+    def element(row: Shown) -> str:
+        lang = f' lang="{row.lang}" {row.texts}' if row.where == "element" else ""
+        return f'<article-rating article-id="{row.article}"{lang}></article-rating>\n'
+
+    def parent(row: Shown) -> str:
+        return f'<p lang="{row.lang}" {row.texts}>{element(row)}</p>\n'
+
+    if frame is None:
+        lang = ' lang="ko"'
+        rows = '<div lang="ja">' + "".join(element(r) for r in LANGUAGES if r.where == "element")
+        rows += "</div>\n" + "".join(parent(r) for r in LANGUAGES if r.where == "parent")
+        rows += "".join(f'<iframe src="/languages/frame/{name}"></iframe>\n' for name in FRAMES)
+    else:
+        lang = "" if frame == "-" else f' lang="{frame}"'
+        chosen = [r for r in LANGUAGES if r.where == "html" and (r.lang or "-") == frame]
+        rows = "".join(element(r) for r in chosen)
+    module = f'<script type="module" src="/languages/{EMBED_PATH}"></script>'
+    return (
+        f"<!doctype html>\n<html{lang}><head>{module}</head><body>\n{rows}</body></html>\n".encode()
+    )
+
+
+def document_of(article: int) -> bytes:
+    """Article N of the languages' page: N ratings, of 5.0 for one, else 4.8; 31: none yet."""
+    count = 0 if article == 31 else article
+    value = "0.0" if count == 0 else "5.0" if count == 1 else "4.8"
+    total = {"rating_sum": round(float(value) * count), "rating_count": count}
+    return json.dumps({"id": article, **total, "rating_value": value}).encode()
 
 
 @dataclass
@@ -131,6 +237,8 @@ def serve_pages(embed: bytes) -> tuple[http.server.ThreadingHTTPServer, PageServ
                 self.answer(200, "text/html; charset=utf-8", page(api), page_policy(state.origin))
             elif self.path == "/page.css":
                 self.answer(200, "text/css", PAGE_CSS)
+            elif self.path.startswith("/languages"):
+                self.languages(self.path.removeprefix("/languages"))
             else:
                 self.broken(self.path.split("/")[1])
 
@@ -145,6 +253,20 @@ def serve_pages(embed: bytes) -> tuple[http.server.ThreadingHTTPServer, PageServ
                 self.answer(500, "application/json", b'{"detail": "A server error occurred."}\n')
             else:
                 self.answer(200, "text/html", b"<!doctype html><title>Welcome</title>\n")
+
+        def languages(self, path: str) -> None:
+            """The languages' page, its frames, and an API whose article N has N ratings."""
+            own = "script-src 'self'; connect-src 'self'; frame-src 'self'; default-src 'none'"
+            article = re.fullmatch(r"/away/api/articles/([0-9]+)/rating/", path)
+            if path in ("", *(f"/frame/{lang}" for lang in FRAMES)):
+                body = languages_page(path.removeprefix("/frame/") if path else None)
+                self.answer(200, "text/html; charset=utf-8", body, own)
+            elif path == f"/{EMBED_PATH}":
+                self.answer(200, "text/javascript", state.embed)
+            elif article:
+                self.answer(200, "application/json", document_of(int(article[1])))
+            else:
+                self.answer(404, "application/json", b'{"detail": "Not found."}\n')
 
         def answer(self, status: int, kind: str, body: bytes, policy: str = "") -> None:
             self.send_response(status)
@@ -190,9 +312,10 @@ def hosts(starting: dict[str, Future[Host]]) -> dict[str, Host]:
 def driver(
     starting: dict[str, Future[Host]], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Chrome]:
-    """Chromium, started while the hosts start."""
+    """Chromium, started while the hosts start, with a page's listener for the events on every page."""
     install_test_tools()
     with chromium(tmp_path_factory.mktemp("embed-chromium") / "profile", WIDTH, HEIGHT) as browser:
+        browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": LISTENER})
         yield browser
 
 
@@ -210,6 +333,16 @@ def pages() -> Iterator[PageServer]:
         thread.join()
 
 
+# Once on the document, as a page listens: what each element told it, by the element's place.
+LISTENER: Final = """
+window.heard = [];
+for (const type of ["article-rating-load", "article-rating-error"]) {
+  document.addEventListener(type, (event) => {
+    const place = [...document.querySelectorAll("article-rating")].indexOf(event.target);
+    window.heard.push([place, type, event.detail, event.composed]);
+  });
+}
+"""
 SHOWN: Final = """
 return [...document.querySelectorAll("article-rating")].map((element) => {
   const root = element.shadowRoot;
@@ -238,6 +371,27 @@ return performance.getEntriesByType("resource")
   .map((entry) => new URL(entry.name).pathname)
   .filter((path) => path.startsWith("/away/api/"));
 """
+
+
+# The text and label of every element of the page and its frames, once all show a rating.
+LANGUAGES_SHOWN: Final = """
+const frames = [...document.querySelectorAll("iframe")].map((frame) => frame.contentDocument);
+const all = [document, ...frames].flatMap((page) => [...page.querySelectorAll("article-rating")]);
+if (all.length < arguments[0] || all.some((e) => !["rated", "unrated"].includes(e.state))) return null;
+return all.map((element) => {
+  const rating = element.shadowRoot.querySelector("[part~=rating]");
+  return [rating.querySelector("[part~=text]").textContent, rating.getAttribute("aria-label")];
+});
+"""
+
+
+def heard(driver: Chrome) -> list[tuple[int, str, dict[str, Any], bool]]:
+    """The events the page heard on its document, by the place of their element, then in order."""
+    events: list[list[Any]] = driver.execute_script("return window.heard;")
+    return sorted(
+        ((place, kind, detail, composed) for place, kind, detail, composed in events),
+        key=lambda e: e[0],
+    )
 
 
 def shown(driver: Chrome) -> list[dict[str, Any]]:
@@ -278,25 +432,53 @@ def nothing(article: str | None, state: str) -> dict[str, Any]:
     return {"id": article, "state": state, **empty, "width": 0}
 
 
+NOT_RATED: Final = {
+    "id": UNRATED,
+    "state": "unrated",
+    "role": "img",
+    "label": "Not rated yet",
+    "text": "Not rated yet",
+    "stars": None,
+    "filled": None,
+}
+
+
+def german(article: str) -> dict[str, Any]:
+    """Article 7 or 31, in the German section of the page."""
+    if article == UNRATED:
+        return {**NOT_RATED, "label": "Noch nicht bewertet", "text": "Noch nicht bewertet"}
+    label = "Von 6 Lesern mit 4,8 von 5 bewertet"
+    return {**rated(article, "4.8", 6, "96%"), "label": label, "text": "4,8 (6 Bewertungen)"}
+
+
 EXPECTED: Final = [
     rated(RATED, "4.8", 6, "96%"),
     rated(TOTALS, "4.8", 6, "96%"),
     rated(ONCE, "5.0", 1, "100%"),
-    {
-        "id": UNRATED,
-        "state": "unrated",
-        "role": "img",
-        "label": "Not rated yet",
-        "text": "Not rated yet",
-        "stars": None,
-        "filled": None,
-    },
+    NOT_RATED,
     nothing(UNKNOWN, "missing"),
     nothing("07", "invalid"),
     nothing(None, "invalid"),
     rated(RATED, "4.8", 6, "96%"),
+    german(RATED),
+    german(UNRATED),
     rated(RATED, "4.8", 6, "96%"),
 ]
+LOAD, ERROR = "article-rating-load", "article-rating-error"
+INVALID: Final = {"reason": "invalid-id", "status": None}
+
+
+def events_of(
+    rows: list[dict[str, Any]], failure: dict[str, Any], documents: dict[str, Any]
+) -> list[Any]:
+    """What each element of ``rows`` tells the page: its document, or why it shows nothing."""
+
+    def event(row: dict[str, Any]) -> tuple[str, Any]:
+        if row["state"] == "invalid":
+            return (ERROR, INVALID)
+        return (LOAD, documents[row["id"]]) if row["id"] in documents else (ERROR, failure)
+
+    return [(place, *event(row), True) for place, row in enumerate(rows)]
 
 
 def without_width(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -321,9 +503,15 @@ def test_the_module_is_small_and_fills_in_the_scale() -> None:
     assert filled_in(embed_script((1, 100))) == ["null", "100"]
     assert filled_in(embed_script(None)) == ["null", "null"]
     assert embed_script((1, 5)) == five  # the same bytes every build
+    # The labels say the scale in each language's words; without a scale, nothing.
+    assert '"other":"Rated {value} out of {top} by {count} readers"' in five.decode()
+    assert '"other":"Von {count} Lesern mit {value} bewertet"' in embed_script(None).decode()
 
 
-def test_netlify_types_the_module_as_javascript() -> None:
+@pytest.mark.parametrize(
+    ("path", "kind"), [(EMBED_PATH, "text/javascript; charset=utf-8"), (TYPES_PATH, TEXT)]
+)
+def test_netlify_types_the_module_and_its_types(path: str, kind: str) -> None:
     """netlify dev types files itself, so only Netlify reads this: the JSON rule must not win.
 
     Of the rules whose path matches, the last that sets a Content-Type wins where
@@ -335,9 +523,9 @@ def test_netlify_types_the_module_as_javascript() -> None:
     types = [
         rule["values"]["Content-Type"]
         for rule in rules
-        if "Content-Type" in rule["values"] and fnmatch.fnmatchcase(f"/{EMBED_PATH}", rule["for"])
+        if "Content-Type" in rule["values"] and fnmatch.fnmatchcase(f"/{path}", rule["for"])
     ]
-    assert types == ["application/json", "text/javascript; charset=utf-8"]
+    assert types == ["application/json", kind]
 
 
 @pytest.mark.parametrize("name", list(STARTERS))
@@ -353,10 +541,18 @@ def test_the_element_from_each_host(
     assert reply.header("Access-Control-Allow-Origin") == "*"  # a module from elsewhere needs it
     assert reply.header("X-Content-Type-Options") == "nosniff"
     host.holds("`Cache-Control` of a file (200, 206, 304)", f"`{reply.header('Cache-Control')}`")
+    types = request(host.port, "GET", f"/{TYPES_PATH}")
+    assert (types.status, types.body) == (200, (host.site / TYPES_PATH).read_bytes())
+    # charset="utf-8" (WhiteNoise) and charset=utf-8 say the same.
+    assert (types.header("Content-Type") or "").replace('"', "") == OWN_TYPES.get(name, TEXT)
 
     console(driver)
     driver.get(f"{pages.origin}/page/{host.port}")
     assert without_width(shown(driver)) == EXPECTED
+    answers = {a: request(host.port, "GET", f"/away/api/articles/{a}/rating/") for a in SHOWN_IDS}
+    documents = {a: json.loads(answer.body) for a, answer in answers.items()}
+    missing = {"reason": "not-found", "status": 404}
+    assert heard(driver) == events_of(EXPECTED, missing, documents)
     # One request for the module, one for each article, however many elements name it.
     assert asked(driver, 6) == sorted(
         [
@@ -386,27 +582,32 @@ def test_the_element_from_each_host(
 
 
 @pytest.mark.parametrize(
-    ("kind", "error"),
+    ("kind", "error", "reason"),
     [
-        ("gone", "net::ERR_EMPTY_RESPONSE"),
-        ("fails", "the server responded with a status of 500 (Internal Server Error)"),
-        ("html", None),
+        ("gone", "net::ERR_EMPTY_RESPONSE", {"reason": "network", "status": None}),
+        (
+            "fails",
+            "the server responded with a status of 500 (Internal Server Error)",
+            {"reason": "server", "status": 500},
+        ),
+        ("html", None, {"reason": "bad-response", "status": 200}),
     ],
 )
 def test_an_api_that_fails_shows_nothing_and_throws_nothing(
-    kind: str, error: str | None, pages: PageServer, driver: Chrome
+    kind: str, error: str | None, reason: dict[str, Any], pages: PageServer, driver: Chrome
 ) -> None:
     console(driver)
     driver.get(f"{pages.origin}/broken/{kind}")
     articles = (RATED, TOTALS, ONCE, UNRATED, UNKNOWN)
     failed = {article: nothing(article, "failed") for article in articles}
-    assert shown(driver) == [
+    rows = [
         *(failed[a] for a in articles),
         nothing("07", "invalid"),
         nothing(None, "invalid"),
-        failed[RATED],
-        failed[RATED],
+        *(failed[a] for a in (RATED, RATED, UNRATED, RATED)),
     ]
+    assert shown(driver) == rows
+    assert heard(driver) == events_of(rows, reason, {})
     # A failure is not kept: an element added later asks again.
     driver.execute_script(
         f"document.body.append(Object.assign(document.createElement('article-rating'), {{}}));"
@@ -422,6 +623,29 @@ def test_an_api_that_fails_shows_nothing_and_throws_nothing(
         else [(f"{api}/{a}/rating/ - Failed to load resource: {error}") for a in (*articles, RATED)]
     )
     assert sorted(message for _, _, message in console(driver)) == sorted(expected)
+
+
+def test_each_language_from_the_element_a_parent_or_the_page(
+    pages: PageServer, driver: Chrome
+) -> None:
+    """Value, count and plural in the closest lang, the built-in texts or the page's own."""
+    console(driver)
+    driver.get(f"{pages.origin}/languages")
+    order = [r for r in LANGUAGES if r.where == "element"]
+    order += [r for r in LANGUAGES if r.where == "parent"]
+    order += [r for f in FRAMES for r in LANGUAGES if r.where == "html" and (r.lang or "-") == f]
+
+    def find(driver: Chrome) -> list[list[str]] | None:
+        found: list[list[str]] | None = driver.execute_script(LANGUAGES_SHOWN, len(order))
+        return found
+
+    assert WebDriverWait(driver, WAIT_SECONDS).until(find) == [[r.text, r.label] for r in order]
+    # The element's lang is watched: the same rating, shown again in the new language.
+    driver.execute_script('document.querySelector("[lang=nl]").setAttribute("lang", "de")')
+    dutch = order.index(next(r for r in order if r.lang == "nl"))
+    german = ["4,8 (6 Bewertungen)", "Von 6 Lesern mit 4,8 von 5 bewertet"]
+    assert (find(driver) or [])[dutch] == german
+    assert console(driver) == []
 
 
 def test_the_screenshot(driver: Chrome, hosts: dict[str, Host], pages: PageServer) -> None:

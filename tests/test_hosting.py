@@ -79,7 +79,8 @@ def test_cloudflare_headers_are_the_apps_and_the_front_page_policy() -> None:
     rules = "".join(line for line in text.splitlines(keepends=True) if not line.startswith("#"))
     common = "".join(f"  {name}: {value}\n" for name, value in COMMON_HEADERS)
     policy = f"  Content-Security-Policy: {FRONT_PAGE_CSP}\n"
-    assert rules == f"/*\n{common}/\n{policy}/index.html\n{policy}"
+    types = "/away/api/embed.d.ts\n  Content-Type: text/plain; charset=utf-8\n"
+    assert rules == f"/*\n{common}{types}/\n{policy}/index.html\n{policy}"
 
 
 # deploy/cloudflare-pages/build

@@ -16,7 +16,7 @@ from ratings_api.limits import NETLIFY_PER_DIRECTORY, OBJECT_STORAGE, PAGES_FREE
 from tests.contract import REPO, hermetic_environ
 
 # Extras as the build adds them to the articles' documents (index.html, 404.html, the
-# three assets, openapi.json, _redirects; a real build also embed.js, which the
+# three assets, openapi.json, _redirects; a real build also embed.js and embed.d.ts, which the
 # subprocess test below counts): Pages leaves _redirects out of its count.
 EXTRAS: Final = (
     *("404.html", "_redirects", "index.html", "away/api/openapi.json"),
@@ -116,8 +116,8 @@ def test_generate_exits_2_on_pages_over_the_limit(tmp_path: Path) -> None:
     done = generate(tmp_path, {"CF_PAGES": "1"}, "--base-url", "https://r.example.com")
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (
-        "100,007 files (and any of yours) are over Cloudflare Pages' limit of 100,000 files "
-        f"a deployment by 7: the deploy would fail; {OBJECT_STORAGE}\n"
+        "100,008 files (and any of yours) are over Cloudflare Pages' limit of 100,000 files "
+        f"a deployment by 8: the deploy would fail; {OBJECT_STORAGE}\n"
     )
     assert not (tmp_path / "site").exists()
 

@@ -72,7 +72,7 @@ def test_a_wheel_installs_in_a_fresh_venv_and_builds_the_same_site(tmp_path: Pat
     )
     assert where.startswith(str(venv / "lib")), where  # the installed copy, not the checkout
     said = run([venv / "bin" / "ratings-api"], project)
-    assert said.startswith("built site: 1 article; files: 9 written, 0 removed, 0 unchanged in ")
+    assert said.startswith("built site: 1 article; files: 10 written, 0 removed, 0 unchanged in ")
 
     expected = tmp_path / "expected"
     build(str(project / "ratings.yaml"), str(expected), base_url=None, environ={})

@@ -55,6 +55,7 @@ TYPES: Final = {
     "404.html": "application/json",
     "away/api/openapi.json": "application/json",
     "away/api/embed.js": "text/javascript; charset=utf-8",
+    "away/api/embed.d.ts": "text/plain; charset=utf-8",
     "assets/front-page.css": "text/css; charset=utf-8",
     "assets/front-page.js": "text/javascript; charset=utf-8",
     "assets/star.svg": "image/svg+xml",
@@ -243,9 +244,9 @@ def test_first_publish_stores_each_file_with_its_bytes_and_headers(
     project.target = f"s3://{project.bucket}/{prefix}".rstrip("/")
     done = project.main("--publish", project.target)
     assert done.code == 0, done.err
-    # state read, state marked, 11 files, state written
-    assert done.out.splitlines()[1].startswith(summary(project, 11, 0, 0, 14))
-    assert project.proxy.count() == 14
+    # state read, state marked, 12 files, state written
+    assert done.out.splitlines()[1].startswith(summary(project, 12, 0, 0, 15))
+    assert project.proxy.count() == 15
     key = f"{prefix}/" if prefix else ""
     project.assert_published(key)
     expected = {document(n): "application/json" for n in (1, 2, 7, 31)} | TYPES
@@ -273,7 +274,7 @@ def test_a_publish_uploads_only_what_changed(project: Project, rating: str) -> N
     marks = [("PUT", state[1])] * 2 if changed else []  # the marks, then the final state
     assert sorted(project.proxy.requests) == sorted([state, *marks, *puts])
     assert done.out.splitlines()[1].startswith(
-        summary(project, len(changed), 0, 11 - len(changed), len(project.proxy.requests))
+        summary(project, len(changed), 0, 12 - len(changed), len(project.proxy.requests))
     )
     project.assert_published()
 
@@ -289,7 +290,7 @@ def test_progress_is_reported_every_hundred_uploads(
 
     publish(site, Destination(project.bucket, "p"), progress=lambda *report: seen.append(report))
 
-    assert seen == [("uploading", 100, 157), ("uploading", 157, 157)]
+    assert seen == [("uploading", 100, 158), ("uploading", 158, 158)]
 
 
 def test_removed_articles_go_and_the_users_objects_stay(project: Project) -> None:
@@ -308,7 +309,7 @@ def test_removed_articles_go_and_the_users_objects_stay(project: Project) -> Non
     project.ratings.write_text(RATINGS.replace("  2: [2, 3, 2]\n", "").replace("  31: []\n", ""))
     done = project.main("--publish", project.target)
     assert done.code == 0, done.err
-    assert done.out.splitlines()[1].startswith(summary(project, 2, 2, 7, 6))
+    assert done.out.splitlines()[1].startswith(summary(project, 2, 2, 8, 6))
     assert project.objects("elsewhere/") == elsewhere
     project.assert_published(theirs=theirs)
 
@@ -346,7 +347,7 @@ def test_check_changes_nothing_and_says_what_differs(project: Project) -> None:
     assert (done.code, done.out) == (1, "")
     lines = done.err.splitlines()
     assert lines[0].startswith(
-        f"checked {project.target}: 11 to upload, 0 to remove, 0 unchanged; 1 request in "
+        f"checked {project.target}: 12 to upload, 0 to remove, 0 unchanged; 1 request in "
     )
     assert lines[1:] == [
         *(f"  upload {document(n)}" for n in (1, 2, 7, 31)),
@@ -354,9 +355,9 @@ def test_check_changes_nothing_and_says_what_differs(project: Project) -> None:
         "  upload assets/front-page.css",
         "  upload assets/front-page.js",
         "  upload assets/star.svg",
+        "  upload away/api/embed.d.ts",
         "  upload away/api/embed.js",
-        "  upload away/api/openapi.json",
-        "  and 1 more",
+        "  and 2 more",
     ]
     assert project.objects() == {}
     assert project.publish().code == 0
@@ -375,7 +376,7 @@ def test_check_changes_nothing_and_says_what_differs(project: Project) -> None:
     done = project.main("--check", "--publish", project.target)
     assert done.code == 0, done.err
     assert done.out.startswith(
-        f"checked {project.target}: 0 to upload, 0 to remove, 10 unchanged; 1 request in "
+        f"checked {project.target}: 0 to upload, 0 to remove, 11 unchanged; 1 request in "
     )
 
 
@@ -383,24 +384,24 @@ def test_publish_alone_writes_no_folder_and_uploads_what_a_build_writes(project:
     """In a fresh checkout, as CI runs it: nothing but ratings.yaml in the folder."""
     project.ratings.write_text(CATALOGUE)
     done = project.run(["--publish", project.target])
-    assert done.out.startswith(summary(project, 10, 0, 0, 13)), done.err
+    assert done.out.startswith(summary(project, 11, 0, 0, 14)), done.err
     assert (done.code, done.err, names(project.folder)) == (0, "", ["ratings.yaml"])
     checked = project.run(["--check", "--publish", project.target])
     assert checked.code == 0, checked.err
     assert checked.out.startswith(
-        f"checked {project.target}: 0 to upload, 0 to remove, 10 unchanged"
+        f"checked {project.target}: 0 to upload, 0 to remove, 11 unchanged"
     )
     project.ratings.write_text(CATALOGUE.replace("2: [2, 3, 2]", "2: [2, 3, 3]"))
     checked = project.run(["--check", "--publish", project.target])
     assert checked.code == 1
     assert checked.err.startswith(
-        f"checked {project.target}: 2 to upload, 0 to remove, 8 unchanged; 1 request in "
+        f"checked {project.target}: 2 to upload, 0 to remove, 9 unchanged; 1 request in "
     )
     assert checked.err.endswith(f"\n  upload {document(2)}\n  upload index.html\n")
     assert names(project.folder) == ["ratings.yaml"]
     # The same bytes as a publish of a built folder, which builds it as well.
     done = project.run(["--output", "out", "--publish", project.target])
-    assert done.out.startswith("built out: 3 articles; files: 11 written, 0 removed"), done.err
+    assert done.out.startswith("built out: 3 articles; files: 12 written, 0 removed"), done.err
     project.output = project.folder / "out"
     project.assert_published()
     assert names(project.folder) == [".out.generate", "out", "ratings.yaml"]
@@ -452,7 +453,7 @@ def test_the_test_store_lists_nothing_to_anonymous_requests(project: Project) ->
 def test_check_of_an_output_not_built_says_so(project: Project) -> None:
     done = project.main("--check", "--publish", project.target)
     assert done.code == 1
-    assert done.err.startswith(f"{project.output} is out of date: 12 to write, 0 to remove")
+    assert done.err.startswith(f"{project.output} is out of date: 13 to write, 0 to remove")
     assert project.proxy.count() == 0
 
 
@@ -469,7 +470,7 @@ def test_repair_lists_the_bucket_and_puts_back_what_was_changed_by_hand(project:
     done = project.main("--publish", project.target, "--repair")
     assert done.code == 0, done.err
     # get, list, mark, 2 puts, delete, state
-    assert done.out.splitlines()[1].startswith(summary(project, 2, 1, 9, 7))
+    assert done.out.splitlines()[1].startswith(summary(project, 2, 1, 10, 7))
     assert project.proxy.count() == 7
     project.assert_published(theirs={"p/away/mine.json": b"{}\n"})
 
@@ -488,7 +489,7 @@ def test_a_state_it_cannot_read_stops_it_and_repair_replaces_it(
     done = project.main("--publish", project.target, "--repair")
     assert (done.code, done.err) == (0, "")
     # get, list, state: every object was right
-    assert done.out.splitlines()[1].startswith(summary(project, 0, 0, 11, 3))
+    assert done.out.splitlines()[1].startswith(summary(project, 0, 0, 12, 3))
     project.assert_published()
 
 
@@ -644,7 +645,7 @@ def test_a_publish_stopped_midway_converges(
     assert (process.returncode, out, err) == (code, "", "" if code < 0 else interrupted)
     assert 30 <= project.proxy.count("PUT") < 200, "stopped too late to test anything"
     assert project.proxy.peak == 2  # --publish-workers: the uploads in flight at once
-    assert list(project.state().values()).count(False) == 200 + 7  # every file marked
+    assert list(project.state().values()).count(False) == 200 + 8  # every file marked
     # The next publish, even of another catalogue, ends with exactly its site.
     project.ratings.write_text(many(150, first=100))
     done = project.publish("--max-removals", "99")

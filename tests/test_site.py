@@ -63,8 +63,8 @@ def test_a_rebuild_writes_only_the_files_that_changed(
     )
     assert snapshot(site) == before
     first, second = capsys.readouterr().out.splitlines()
-    assert first.startswith(f"built {site}: 4 articles; files: 2 written, 0 removed, 10 unchanged")
-    assert second.startswith(f"built {site}: 4 articles; files: 0 written, 0 removed, 12 unchanged")
+    assert first.startswith(f"built {site}: 4 articles; files: 2 written, 0 removed, 11 unchanged")
+    assert second.startswith(f"built {site}: 4 articles; files: 0 written, 0 removed, 13 unchanged")
 
 
 def tamper_in_place(site: Path, state: Path) -> None:
@@ -194,7 +194,7 @@ def test_an_empty_catalogue_removes_the_article_folders_but_not_the_users_files(
 
     listed = sorted(os.listdir(site))
     assert listed == ["404.html", "CNAME", "_redirects", "assets", "away", "index.html"]
-    assert sorted(os.listdir(site / "away/api")) == ["embed.js", "openapi.json"]
+    assert sorted(os.listdir(site / "away/api")) == ["embed.d.ts", "embed.js", "openapi.json"]
 
 
 def test_the_same_input_gives_the_same_tree_whatever_the_order(tmp_path: Path) -> None:
@@ -234,8 +234,8 @@ CHECKS: dict[str, tuple[Callable[[Path], Path], int, str]] = {
         lambda tmp_path: ratings_file(tmp_path, "  1: [5]\n  2: [4]\n"),
         1,
         (
-            "{site} is out of date: 10 to write, 0 to remove:\n  {site}/{doc1}\n  {site}/{doc2}\n"
-            "  {site}/404.html\n  {site}/_redirects\n  {site}/assets/front-page.css\n  and 5 more\n"
+            "{site} is out of date: 11 to write, 0 to remove:\n  {site}/{doc1}\n  {site}/{doc2}\n"
+            "  {site}/404.html\n  {site}/_redirects\n  {site}/assets/front-page.css\n  and 6 more\n"
         ),
     ),
     # The documents first, then the files describing the API (article 3 leaves the
@@ -253,8 +253,9 @@ CHECKS: dict[str, tuple[Callable[[Path], Path], int, str]] = {
         articles_folder_deleted,
         1,
         (
-            "{site} is out of date: 5 to write, 0 to remove:\n  {site}/{doc1}\n  {site}/{doc2}\n"
-            "  {site}/{doc3}\n  {site}/away/api/embed.js\n  {site}/away/api/openapi.json\n"
+            "{site} is out of date: 6 to write, 0 to remove:\n  {site}/{doc1}\n  {site}/{doc2}\n"
+            "  {site}/{doc3}\n  {site}/away/api/embed.d.ts\n  {site}/away/api/embed.js\n"
+            "  and 1 more\n"
         ),
     ),
     "up-to-date": (site_of_three, 0, "{site} is up to date: 3 articles\n"),
