@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -40,10 +41,23 @@ ACCESS_DENIED: Final = (
 SIGN_IN: Final = (
     "the profile's sign-in has expired or was never made: run aws sso login, then publish again"
 )
+# botocore's rule for a bucket's name (legacy names included): no host, port or key in it.
+BUCKET_NAME: Final = re.compile(r"[a-zA-Z0-9._-]{1,255}")
+# A region obstore can put in a host name and a signature (it panics on others).
+REGION_NAME: Final = re.compile(r"[a-zA-Z0-9._-]+")
 # What the configuration chain (botocore) or the store (obstore, after its retries)
-# refused, by the class of the error or one it derives from: never its text.
+# refused, by the class of the error or one it derives from: never its text. Fields
+# in braces are the error's own (botocore's kwargs: names and paths, never a secret).
 REASONS: Final = {
     "ProfileNotFound": "AWS_PROFILE: no profile '{profile}' in the AWS config or credentials files",
+    "PartialCredentialsError": (
+        "{cred_var} is missing: a key pair needs both AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY (in a profile, aws_access_key_id and aws_secret_access_key)"
+    ),
+    "ConfigParseError": (
+        "{path} is not a valid AWS config or credentials file ([section] lines, then "
+        "key = value lines): correct it"
+    ),
     "SSOError": SIGN_IN,
     "TokenRetrievalError": SIGN_IN,
     "CredentialRetrievalError": "the profile's credential_process failed: run it by hand to see why",
@@ -70,6 +84,11 @@ def parse_destination(text: str) -> Destination:
     parts = urlsplit(text)
     if parts.scheme != "s3" or not parts.netloc or parts.query or parts.fragment:
         raise InputError(f"--publish: expected s3://BUCKET[/PREFIX], found '{text}'")
+    if not BUCKET_NAME.fullmatch(parts.netloc):  # not quoted: a key may be written in it
+        raise InputError(
+            "--publish: a bucket's name holds only letters, digits, '.', '-' and '_': "
+            "the store's host and port go in AWS_ENDPOINT_URL"
+        )
     prefix = parts.path.strip("/")
     if "//" in prefix or any(part in (".", "..") for part in prefix.split("/")):
         raise InputError(f"--publish: the prefix must not have empty, . or .. parts: '{text}'")
@@ -108,6 +127,11 @@ def open_store(destination: Destination) -> tuple[S3Store, str, int]:
         )
     credentials.get_frozen_credentials()  # a sign-in or a credential_process fails here, once
     region = os.environ.get("AWS_REGION") or session.get_config_variable("region")
+    if region and not REGION_NAME.fullmatch(region):
+        raise InputError(
+            f"{destination}: the region (AWS_REGION, or region in the AWS config) is not "
+            f"a name such as us-east-1, found '{region}'"
+        )
     config: S3Config = {"region": region or bucket_region(destination.bucket, endpoint)}
     if endpoint:
         config["endpoint"] = endpoint
@@ -176,7 +200,7 @@ def explain(destination: Destination, error: Exception, endpoint: str) -> str:
     shown = f"{url.scheme}://{url.hostname}{f':{url.port}' if url.port else ''}"
     for kind in type(error).__mro__:
         if kind.__name__ in REASONS:
-            profile = getattr(error, "kwargs", {}).get("profile", "")
-            reason = REASONS[kind.__name__].format(profile=profile, endpoint=shown)
+            fields = getattr(error, "kwargs", {})
+            reason = REASONS[kind.__name__].format_map({**fields, "endpoint": shown})
             return f"{destination}: {reason}"
     return f"{destination}: a request failed: {type(error).__name__}"
