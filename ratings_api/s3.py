@@ -50,14 +50,8 @@ REGION_NAME: Final = re.compile(r"[a-zA-Z0-9._-]+")
 # in braces are the error's own (botocore's kwargs: names and paths, never a secret).
 REASONS: Final = {
     "ProfileNotFound": "AWS_PROFILE: no profile '{profile}' in the AWS config or credentials files",
-    "PartialCredentialsError": (
-        "{cred_var} is missing: a key pair needs both AWS_ACCESS_KEY_ID and "
-        "AWS_SECRET_ACCESS_KEY (in a profile, aws_access_key_id and aws_secret_access_key)"
-    ),
-    "ConfigParseError": (
-        "{path} is not a valid AWS config or credentials file ([section] lines, then "
-        "key = value lines): correct it"
-    ),
+    "PartialCredentialsError": "{cred_var} is missing: a key pair needs both halves",
+    "ConfigParseError": "{path}: not a valid AWS config or credentials file",
     "SSOError": SIGN_IN,
     "TokenRetrievalError": SIGN_IN,
     "CredentialRetrievalError": "the profile's credential_process failed: run it by hand to see why",
@@ -86,8 +80,8 @@ def parse_destination(text: str) -> Destination:
         raise InputError(f"--publish: expected s3://BUCKET[/PREFIX], found '{text}'")
     if not BUCKET_NAME.fullmatch(parts.netloc):  # not quoted: a key may be written in it
         raise InputError(
-            "--publish: a bucket's name holds only letters, digits, '.', '-' and '_': "
-            "the store's host and port go in AWS_ENDPOINT_URL"
+            "--publish: a bucket name holds only letters, digits, '.', '-' and '_'; "
+            "a port goes in AWS_ENDPOINT_URL"
         )
     prefix = parts.path.strip("/")
     if "//" in prefix or any(part in (".", "..") for part in prefix.split("/")):
@@ -129,7 +123,7 @@ def open_store(destination: Destination) -> tuple[S3Store, str, int]:
     region = os.environ.get("AWS_REGION") or session.get_config_variable("region")
     if region and not REGION_NAME.fullmatch(region):
         raise InputError(
-            f"{destination}: the region (AWS_REGION, or region in the AWS config) is not "
+            f"{destination}: the region (AWS_REGION, or region in the AWS config) must be "
             f"a name such as us-east-1, found '{region}'"
         )
     config: S3Config = {"region": region or bucket_region(destination.bucket, endpoint)}
