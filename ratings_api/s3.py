@@ -50,7 +50,7 @@ REGION_NAME: Final = re.compile(r"[a-zA-Z0-9._-]+")
 # in braces are the error's own (botocore's kwargs: names and paths, never a secret).
 REASONS: Final = {
     "ProfileNotFound": "AWS_PROFILE: no profile '{profile}' in the AWS config or credentials files",
-    "PartialCredentialsError": "{cred_var} is missing: a key pair needs both halves",
+    "PartialCredentialsError": "the credentials are incomplete: {cred_var} is missing",
     "ConfigParseError": "{path}: not a valid AWS config or credentials file",
     "SSOError": SIGN_IN,
     "TokenRetrievalError": SIGN_IN,
@@ -59,6 +59,8 @@ REASONS: Final = {
     "UnauthenticatedError": ACCESS_DENIED,
     "FileNotFoundError": "no such bucket",  # a 404 to a write: the object's would be a 200
     "GenericError": "cannot reach {endpoint} (AWS_ENDPOINT_URL)",
+    # The others of the configuration chain: a profile's settings that give no credentials.
+    "BotoCoreError": "the profile's settings give no credentials ({kind}): correct the profile",
 }
 
 
@@ -75,9 +77,13 @@ class Destination:
 
 def parse_destination(text: str) -> Destination:
     """``s3://BUCKET[/PREFIX]`` as a Destination, or an InputError saying what is wrong."""
-    parts = urlsplit(text)
+    expected = f"--publish: expected s3://BUCKET[/PREFIX], found '{text}'"
+    try:
+        parts = urlsplit(text)
+    except ValueError:  # a [ or ] of an IPv6 address, unmatched
+        raise InputError(expected) from None
     if parts.scheme != "s3" or not parts.netloc or parts.query or parts.fragment:
-        raise InputError(f"--publish: expected s3://BUCKET[/PREFIX], found '{text}'")
+        raise InputError(expected)
     if not BUCKET_NAME.fullmatch(parts.netloc):  # not quoted: a key may be written in it
         raise InputError(
             "--publish: a bucket name holds only letters, digits, '.', '-' and '_'; "
@@ -157,8 +163,8 @@ def _endpoint(session: Session, destination: Destination) -> str | None:
 
 def _is_url(endpoint: str) -> bool:
     """Whether ``endpoint`` is a URL obstore can send requests to (it panics on others)."""
-    url = urlsplit(endpoint)
     try:
+        url = urlsplit(endpoint)  # an unmatched [ or ] raises
         url.port  # noqa: B018  (a port out of range, or not a number, raises)
     except ValueError:
         return False
@@ -195,6 +201,7 @@ def explain(destination: Destination, error: Exception, endpoint: str) -> str:
     for kind in type(error).__mro__:
         if kind.__name__ in REASONS:
             fields = getattr(error, "kwargs", {})
-            reason = REASONS[kind.__name__].format_map({**fields, "endpoint": shown})
+            known = {"endpoint": shown, "kind": type(error).__name__}
+            reason = REASONS[kind.__name__].format_map({**fields, **known})
             return f"{destination}: {reason}"
     return f"{destination}: a request failed: {type(error).__name__}"

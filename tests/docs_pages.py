@@ -160,16 +160,25 @@ PUBLISH_ERRORS: Final[list[tuple[str, str, str, str]]] = [
         ": no credentials: set AWS_ACCESS_KEY_ID and ",
     ),
     (
-        "s3://ratings/v1: AWS_SECRET_ACCESS_KEY is missing: a key pair needs both halves",
+        "s3://ratings/v1: the credentials are incomplete: AWS_SECRET_ACCESS_KEY is missing",
         "Set the two variables (in CI: the repository's secrets), or a profile.",
         "test_publish.py",
-        "AWS_SECRET_ACCESS_KEY is missing: a key pair needs both halves",
+        ": the credentials are incomplete: AWS_SECRET_ACCESS_KEY is missing",
     ),
     (
         "s3://ratings/v1: AWS_PROFILE: no profile 'nope' in the AWS config or credentials files",
         "Correct the profile's name, or unset `AWS_PROFILE`.",
         "test_publish.py",
         ": AWS_PROFILE: no profile 'nope' in the AWS config or ",
+    ),
+    (
+        (
+            "s3://ratings/v1: the profile's settings give no credentials (InvalidConfigError): "
+            "correct the profile"
+        ),
+        "Correct the profile's `role_arn`, `source_profile`, `credential_source` or `sso_` lines.",
+        "test_publish.py",
+        ": the profile's settings give no credentials (InvalidConfigError): correct ",
     ),
     (
         "s3://ratings/v1: /Users/me/.aws/config: not a valid AWS config or credentials file",
@@ -233,6 +242,7 @@ PUBLISH_FIXES: Final[dict[str, str]] = {
     "https://bucket/p": _TARGET,
     "s3:///p": _TARGET,
     "s3://b/a/../c": _TARGET,
+    "s3://[bucket1/x": _TARGET,
     "s3://bucket1:80/x": _TARGET,
     "s3://key:secret-9c1e@bucket1/x": _TARGET,
     "PermissionDeniedError": _DENIED,

@@ -87,22 +87,6 @@ IDENTITIES: Final = {
 }
 
 
-def public_read(bucket: str) -> dict[str, object]:
-    """The bucket policy that lets anyone GET an object of ``bucket`` (moto's server needs it;
-    SeaweedFS's anonymous identity may read anyway), and nothing else."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Principal": "*",
-                "Action": "s3:GetObject",
-                "Resource": f"arn:aws:s3:::{bucket}/*",
-            }
-        ],
-    }
-
-
 @dataclass
 class Store:
     """A running store: its S3 endpoint, credentials, folder (data, log) and process."""
@@ -144,10 +128,14 @@ class Store:
         return self._client
 
     def create_bucket(self, name: str) -> None:
-        """Create the bucket ``name``, empty; anyone may read its objects, as behind a CDN."""
+        """Create the bucket ``name``, empty; anyone may GET its objects, as behind a CDN (moto
+        needs the policy; SeaweedFS's anonymous identity may read anyway)."""
         client = self.client()
         client.create_bucket(Bucket=name)
-        client.put_bucket_policy(Bucket=name, Policy=json.dumps(public_read(name)))
+        anyone = {"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject"}
+        statement = {**anyone, "Resource": f"arn:aws:s3:::{name}/*"}
+        policy = {"Version": "2012-10-17", "Statement": [statement]}
+        client.put_bucket_policy(Bucket=name, Policy=json.dumps(policy))
 
     def url(self, bucket: str, key: str) -> str:
         """The plain-HTTP (anonymous, path-style) address of an object."""

@@ -544,6 +544,7 @@ FAILURES: Final[dict[str, tuple[dict[str, str], str]]] = {
     "key-in-endpoint": ({"AWS_ENDPOINT_URL": "key:secret-9c1e@127.0.0.1:9000"}, NOT_A_URL),
     "port-out-of-range": ({"AWS_ENDPOINT_URL": "http://127.0.0.1:99999"}, NOT_A_URL),
     "ftp-endpoint-in-config": ({"AWS_ENDPOINT_URL": UNSET}, NOT_A_URL),
+    "endpoint-half-an-ipv6": ({"AWS_ENDPOINT_URL": "http://[::1:9000"}, NOT_A_URL),
     # The proxy's port, which answers in plain HTTP.
     "https-to-plain-http": (
         {"AWS_ENDPOINT_URL": "https://127.0.0.1:{port}"},
@@ -558,11 +559,18 @@ FAILURES: Final[dict[str, tuple[dict[str, str], str]]] = {
     ),
     "half-a-key-pair": (
         {"AWS_SECRET_ACCESS_KEY": UNSET},
-        ("{target}: AWS_SECRET_ACCESS_KEY is missing: a key pair needs both halves"),
+        ("{target}: the credentials are incomplete: AWS_SECRET_ACCESS_KEY is missing"),
     ),
     "broken-config": (
         {},
         ("{target}: {folder}/aws-config: not a valid AWS config or credentials file"),
+    ),
+    "profile-without-credentials": (
+        {"AWS_PROFILE": "role", **NO_KEYS},
+        (
+            "{target}: the profile's settings give no credentials (InvalidConfigError): correct "
+            "the profile"
+        ),
     ),
     "unknown-profile": (
         {"AWS_PROFILE": "nope"},
@@ -582,6 +590,9 @@ CONFIGS: Final = {
     "credential-process": FAILING_PROCESS,
     "ftp-endpoint-in-config": "[default]\nendpoint_url = ftp://127.0.0.1:9000\n",
     "broken-config": "[default\nregion = eu-west-1\n",
+    "profile-without-credentials": (
+        "[profile role]\nrole_arn = arn:aws:iam::1:role/r\ncredential_source = Nowhere\n"
+    ),
 }
 # The cases that reach the store; the others are refused before it.
 AT_THE_STORE: Final = {"no-bucket": (), "wrong-secret": SIGNATURES, "unknown-key": SIGNATURES}
@@ -638,6 +649,7 @@ def test_each_store_failure_is_one_line_without_secrets(error: str, line: str) -
             "s3://b/a/../c",
             "--publish: the prefix must not have empty, . or .. parts: 's3://b/a/../c'",
         ),
+        ("s3://[bucket1/x", "--publish: expected s3://BUCKET[/PREFIX], found 's3://[bucket1/x'"),
         ("s3://bucket1:80/x", BUCKET_NAME),
         ("s3://key:secret-9c1e@bucket1/x", BUCKET_NAME),
     ],
