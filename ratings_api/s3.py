@@ -126,12 +126,7 @@ def open_store(destination: Destination) -> tuple[S3Store, str, int]:
             "or AWS_PROFILE"
         )
     credentials.get_frozen_credentials()  # a sign-in or a credential_process fails here, once
-    region = os.environ.get("AWS_REGION") or session.get_config_variable("region")
-    if region and not REGION_NAME.fullmatch(region):
-        raise InputError(
-            f"{destination}: the region (AWS_REGION, or region in the AWS config) must be "
-            f"a name such as us-east-1, found '{region}'"
-        )
+    region = _region(session, destination)
     config: S3Config = {"region": region or bucket_region(destination.bucket, endpoint)}
     if endpoint:
         config["endpoint"] = endpoint
@@ -159,6 +154,17 @@ def _endpoint(session: Session, destination: Destination) -> str | None:
             "is not a URL such as https://HOST[:PORT]"
         )
     return str(endpoint) if endpoint else None
+
+
+def _region(session: Session, destination: Destination) -> str | None:
+    """The region configured: the variable, else the profile's ``region``."""
+    region = os.environ.get("AWS_REGION") or session.get_config_variable("region")
+    if region and not REGION_NAME.fullmatch(region):
+        raise InputError(
+            f"{destination}: the region (AWS_REGION, or region in the AWS config) must be "
+            f"a name such as us-east-1, found '{region}'"
+        )
+    return str(region) if region else None
 
 
 def _is_url(endpoint: str) -> bool:
