@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -40,10 +41,17 @@ ACCESS_DENIED: Final = (
 SIGN_IN: Final = (
     "the profile's sign-in has expired or was never made: run aws sso login, then publish again"
 )
+# botocore's rule for a bucket's name (legacy names included): no host, port or key in it.
+BUCKET_NAME: Final = re.compile(r"[a-zA-Z0-9._-]{1,255}")
+# A region obstore can put in a host name and a signature (it panics on others).
+REGION_NAME: Final = re.compile(r"[a-zA-Z0-9._-]+")
 # What the configuration chain (botocore) or the store (obstore, after its retries)
-# refused, by the class of the error or one it derives from: never its text.
+# refused, by the class of the error or one it derives from: never its text. Fields
+# in braces are the error's own (botocore's kwargs: names and paths, never a secret).
 REASONS: Final = {
     "ProfileNotFound": "AWS_PROFILE: no profile '{profile}' in the AWS config or credentials files",
+    "PartialCredentialsError": "the credentials are incomplete: {cred_var} is missing",
+    "ConfigParseError": "{path}: not a valid AWS config or credentials file",
     "SSOError": SIGN_IN,
     "TokenRetrievalError": SIGN_IN,
     "CredentialRetrievalError": "the profile's credential_process failed: run it by hand to see why",
@@ -51,6 +59,8 @@ REASONS: Final = {
     "UnauthenticatedError": ACCESS_DENIED,
     "FileNotFoundError": "no such bucket",  # a 404 to a write: the object's would be a 200
     "GenericError": "cannot reach {endpoint} (AWS_ENDPOINT_URL)",
+    # The others of the configuration chain: a profile's settings that give no credentials.
+    "BotoCoreError": "the profile's settings give no credentials ({kind}): correct the profile",
 }
 
 
@@ -67,9 +77,18 @@ class Destination:
 
 def parse_destination(text: str) -> Destination:
     """``s3://BUCKET[/PREFIX]`` as a Destination, or an InputError saying what is wrong."""
-    parts = urlsplit(text)
+    expected = f"--publish: expected s3://BUCKET[/PREFIX], found '{text}'"
+    try:
+        parts = urlsplit(text)
+    except ValueError:  # a [ or ] of an IPv6 address, unmatched
+        raise InputError(expected) from None
     if parts.scheme != "s3" or not parts.netloc or parts.query or parts.fragment:
-        raise InputError(f"--publish: expected s3://BUCKET[/PREFIX], found '{text}'")
+        raise InputError(expected)
+    if not BUCKET_NAME.fullmatch(parts.netloc):  # not quoted: a key may be written in it
+        raise InputError(
+            "--publish: a bucket name holds only letters, digits, '.', '-' and '_'; "
+            "a port goes in AWS_ENDPOINT_URL"
+        )
     prefix = parts.path.strip("/")
     if "//" in prefix or any(part in (".", "..") for part in prefix.split("/")):
         raise InputError(f"--publish: the prefix must not have empty, . or .. parts: '{text}'")
@@ -107,7 +126,7 @@ def open_store(destination: Destination) -> tuple[S3Store, str, int]:
             "or AWS_PROFILE"
         )
     credentials.get_frozen_credentials()  # a sign-in or a credential_process fails here, once
-    region = os.environ.get("AWS_REGION") or session.get_config_variable("region")
+    region = _region(session, destination)
     config: S3Config = {"region": region or bucket_region(destination.bucket, endpoint)}
     if endpoint:
         config["endpoint"] = endpoint
@@ -137,10 +156,21 @@ def _endpoint(session: Session, destination: Destination) -> str | None:
     return str(endpoint) if endpoint else None
 
 
+def _region(session: Session, destination: Destination) -> str | None:
+    """The region configured: the variable, else the profile's ``region``."""
+    region = os.environ.get("AWS_REGION") or session.get_config_variable("region")
+    if region and not REGION_NAME.fullmatch(region):
+        raise InputError(
+            f"{destination}: the region (AWS_REGION, or region in the AWS config) must be "
+            f"a name such as us-east-1, found '{region}'"
+        )
+    return str(region) if region else None
+
+
 def _is_url(endpoint: str) -> bool:
     """Whether ``endpoint`` is a URL obstore can send requests to (it panics on others)."""
-    url = urlsplit(endpoint)
     try:
+        url = urlsplit(endpoint)  # an unmatched [ or ] raises
         url.port  # noqa: B018  (a port out of range, or not a number, raises)
     except ValueError:
         return False
@@ -176,7 +206,8 @@ def explain(destination: Destination, error: Exception, endpoint: str) -> str:
     shown = f"{url.scheme}://{url.hostname}{f':{url.port}' if url.port else ''}"
     for kind in type(error).__mro__:
         if kind.__name__ in REASONS:
-            profile = getattr(error, "kwargs", {}).get("profile", "")
-            reason = REASONS[kind.__name__].format(profile=profile, endpoint=shown)
+            fields = getattr(error, "kwargs", {})
+            known = {"endpoint": shown, "kind": type(error).__name__}
+            reason = REASONS[kind.__name__].format_map({**fields, **known})
             return f"{destination}: {reason}"
     return f"{destination}: a request failed: {type(error).__name__}"

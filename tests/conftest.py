@@ -9,7 +9,7 @@ import pytest
 
 from tests.contract import Host
 from tests.hosts import HOSTS
-from tests.objectstore import Store, remove_store, start_store
+from tests.objectstore import STORES, Store, remove_store
 
 # Variables that choose the base URL: a developer's shell or CI may set any of them.
 BASE_URL_VARIABLES = ("BASE_URL", "CONTEXT", "URL", "DEPLOY_PRIME_URL")
@@ -29,6 +29,9 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.basetemp = tempfile.mkdtemp(dir=SHM, prefix="ratings-tests-")
         config.add_cleanup(lambda: shutil.rmtree(config.option.basetemp, ignore_errors=True))
     _coverage_floor_for_the_whole_suite(config)
+    config.addinivalue_line(
+        "markers", "stores(*names, why): run only against these stores (objectstore.STORES)"
+    )
 
 
 def _coverage_floor_for_the_whole_suite(config: pytest.Config) -> None:
@@ -63,10 +66,30 @@ def _roomy_tmpfs(path: str) -> bool:
     )
 
 
-@pytest.fixture(scope="session")
-def object_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    """A running SeaweedFS (tests/objectstore.py), started once: each test takes its own bucket."""
-    store = start_store(tmp_path_factory.mktemp("objectstore"))
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Leave out the runs of a test, or of one of its cases, on a store its mark does not name:
+    ``@pytest.mark.stores("SeaweedFS", why="moto's server checks no signature")``."""
+    kept, left_out = [], []
+    for item in items:
+        mark = item.get_closest_marker("stores")
+        callspec = getattr(item, "callspec", None)
+        store = callspec.params.get("object_store") if callspec else None
+        if mark is not None:
+            assert set(mark.args) <= set(STORES), item.nodeid
+            assert mark.kwargs.get("why"), f"{item.nodeid}: say why it needs these stores"
+        (left_out if mark and store and store not in mark.args else kept).append(item)
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = kept
+
+
+@pytest.fixture(scope="session", params=list(STORES))
+def object_store(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Store]:
+    """Each store of tests/objectstore.py, running, one at a time: session-scoped, so each
+    starts once (pytest runs each store's tests together). Each test takes its own bucket."""
+    store = STORES[request.param](tmp_path_factory.mktemp(request.param))
     try:
         yield store
     finally:

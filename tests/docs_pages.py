@@ -181,10 +181,31 @@ PUBLISH_ERRORS: Final[list[tuple[str, str, str, str]]] = [
         ": no credentials: set AWS_ACCESS_KEY_ID and ",
     ),
     (
+        "s3://ratings/v1: the credentials are incomplete: AWS_SECRET_ACCESS_KEY is missing",
+        "Set the two variables (in CI: the repository's secrets), or a profile.",
+        "test_publish.py",
+        ": the credentials are incomplete: AWS_SECRET_ACCESS_KEY is missing",
+    ),
+    (
         "s3://ratings/v1: AWS_PROFILE: no profile 'nope' in the AWS config or credentials files",
         "Correct the profile's name, or unset `AWS_PROFILE`.",
         "test_publish.py",
         ": AWS_PROFILE: no profile 'nope' in the AWS config or ",
+    ),
+    (
+        (
+            "s3://ratings/v1: the profile's settings give no credentials (InvalidConfigError): "
+            "correct the profile"
+        ),
+        "Correct the profile's `role_arn`, `source_profile`, `credential_source` or `sso_` lines.",
+        "test_publish.py",
+        ": the profile's settings give no credentials (InvalidConfigError): correct ",
+    ),
+    (
+        "s3://ratings/v1: /Users/me/.aws/config: not a valid AWS config or credentials file",
+        "Correct the file: `[section]` lines, then `key = value` lines.",
+        "test_publish.py",
+        ": not a valid AWS config or credentials file",
     ),
     (
         (
@@ -194,6 +215,15 @@ PUBLISH_ERRORS: Final[list[tuple[str, str, str, str]]] = [
         "Give a URL; keys go in `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`, never in it.",
         "test_publish.py",
         "config) is not a URL such as https://HOST[:PORT]",
+    ),
+    (
+        (
+            "s3://ratings/v1: the region (AWS_REGION, or region in the AWS config) must be a "
+            "name such as us-east-1, found 'us east'"
+        ),
+        "Correct the region, or unset it: the bucket is asked.",
+        "test_publish.py",
+        "the region (AWS_REGION, or region in the AWS config) must be a name such ",
     ),
     (
         (
@@ -233,10 +263,13 @@ PUBLISH_FIXES: Final[dict[str, str]] = {
     "https://bucket/p": _TARGET,
     "s3:///p": _TARGET,
     "s3://b/a/../c": _TARGET,
+    "s3://[bucket1/x": _TARGET,
+    "s3://bucket1:80/x": _TARGET,
+    "s3://key:secret-9c1e@bucket1/x": _TARGET,
     "PermissionDeniedError": _DENIED,
     "UnauthenticatedError": _DENIED,
     "FileNotFoundError": "Create the bucket, or correct its name.",
-    "GenericError": "Check `AWS_ENDPOINT_URL`, and that the store is up and reachable.",
+    "GenericError": "Check `AWS_ENDPOINT_URL` (`http://` if the store has no TLS), and that the store is up and reachable.",
     "NotSupportedError": "The store refused a request: run again; if it persists, report it.",
     "NEWER": "Upgrade ratings-api, or run once with `--repair` (this version's state).",
     "UNREADABLE": "Run the publish once with `--repair`.",

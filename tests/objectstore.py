@@ -1,8 +1,9 @@
-"""A real S3 object store for the tests: SeaweedFS on 127.0.0.1, and a proxy in front of it.
+"""Two real S3 stores for the tests, on 127.0.0.1: SeaweedFS and moto; a proxy in front.
 
-One identity may do everything, another key gets 403, anonymous requests may only read objects.
-The proxy records every request from outside the client, and makes races and lost replies
-happen there. The fixture ``object_store`` is in tests/conftest.py.
+On SeaweedFS one identity may do everything, another key gets 403, anonymous requests may
+only read objects; moto's server checks no signature. The proxy records every request from
+outside the client, and makes races and lost replies happen there. The fixture
+``object_store`` (tests/conftest.py) runs each test that uses it against each store.
 """
 
 from __future__ import annotations
@@ -88,11 +89,12 @@ IDENTITIES: Final = {
 
 @dataclass
 class Store:
-    """A running SeaweedFS: its S3 endpoint, credentials, data folder and process."""
+    """A running store: its S3 endpoint, credentials, folder (data, log) and process."""
 
     folder: Path
-    ports: dict[str, int]
     endpoint: str
+    log: str  # the file in ``folder`` the process writes to
+    ports: dict[str, int] = field(default_factory=dict)  # SeaweedFS's, by its option names
     access_key: str = ACCESS_KEY
     secret_key: str = SECRET_KEY
     region: str = REGION
@@ -126,8 +128,14 @@ class Store:
         return self._client
 
     def create_bucket(self, name: str) -> None:
-        """Create the bucket ``name`` (empty, readable anonymously)."""
-        self.client().create_bucket(Bucket=name)
+        """Create the bucket ``name``, empty; anyone may GET its objects, as behind a CDN (moto
+        needs the policy; SeaweedFS's anonymous identity may read anyway)."""
+        client = self.client()
+        client.create_bucket(Bucket=name)
+        anyone = {"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject"}
+        statement = {**anyone, "Resource": f"arn:aws:s3:::{name}/*"}
+        policy = {"Version": "2012-10-17", "Statement": [statement]}
+        client.put_bucket_policy(Bucket=name, Policy=json.dumps(policy))
 
     def url(self, bucket: str, key: str) -> str:
         """The plain-HTTP (anonymous, path-style) address of an object."""
@@ -141,8 +149,8 @@ class Store:
         process, self.process = self.process, None
         if process is None:
             return
-        # SIGKILL, not SIGTERM: on SIGTERM the filer waits 15 s for its own S3
-        # gateway's subscription to end.
+        # SIGKILL, not SIGTERM: on SIGTERM SeaweedFS's filer waits 15 s for its own S3
+        # gateway's subscription to end; moto keeps nothing to lose.
         if process.poll() is None:
             process.kill()
         process.wait(timeout=STOP_TIMEOUT)
@@ -153,8 +161,35 @@ def start_store(folder: Path) -> Store:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "s3.json").write_text(json.dumps(IDENTITIES, indent=2) + "\n")
     ports = {name: free_port() for name in PORT_NAMES}
-    store = Store(folder=folder, ports=ports, endpoint=f"http://127.0.0.1:{ports['s3.port']}")
+    endpoint = f"http://127.0.0.1:{ports['s3.port']}"
+    store = Store(folder=folder, endpoint=endpoint, log="weed.log", ports=ports)
     store.process = _launch(folder, ports)
+    return _ready(store)
+
+
+def start_moto(folder: Path) -> Store:
+    """Start moto's S3 server, its log in ``folder`` (created if missing); return it ready."""
+    folder.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    store = Store(folder=folder, endpoint=f"http://127.0.0.1:{port}", log="moto.log")
+    with (folder / store.log).open("ab") as log:
+        store.process = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            cwd=folder,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(folder)},
+        )
+    return _ready(store)
+
+
+# Each store the fixture object_store runs the tests against, by the name a test's mark gives.
+STORES: Final[dict[str, Callable[[Path], Store]]] = {"SeaweedFS": start_store, "moto": start_moto}
+
+
+def _ready(store: Store) -> Store:
+    """``store``, once it answers; stopped if it never does."""
     try:
         _wait_ready(store)
     except BaseException:
@@ -206,14 +241,16 @@ def _wait_ready(store: Store) -> None:
     while time.monotonic() < deadline:
         assert store.process is not None
         if store.process.poll() is not None:
-            raise AssertionError(f"weed exited with {store.process.returncode}:\n{_tail(store)}")
+            raise AssertionError(
+                f"the store exited with {store.process.returncode}:\n{_tail(store)}"
+            )
         try:
             _probe(store)
             return
         except (OSError, BotoCoreError, ClientError) as error:
             last = str(error)
         time.sleep(0.3)
-    raise AssertionError(f"SeaweedFS not ready after {START_TIMEOUT} s ({last}):\n{_tail(store)}")
+    raise AssertionError(f"not ready after {START_TIMEOUT} s ({last}):\n{_tail(store)}")
 
 
 def _probe(store: Store) -> None:
@@ -229,7 +266,7 @@ def _probe(store: Store) -> None:
 
 
 def _tail(store: Store) -> str:
-    log = store.folder / "weed.log"
+    log = store.folder / store.log
     return log.read_text(errors="replace")[-4000:] if log.exists() else "(no log)"
 
 
@@ -260,7 +297,7 @@ class CountingProxy:
     requests: list[tuple[str, str]] = field(default_factory=list)
     # (method, path, the region it was signed for: SigV4's credential scope), the same.
     regions: list[tuple[str, str, str]] = field(default_factory=list)
-    # Headers added to every answer (say, the x-amz-bucket-region that AWS sends).
+    # Headers added to every answer, over the store's own (say, AWS's x-amz-bucket-region).
     added_headers: dict[str, str] = field(default_factory=dict)
     rules: list[Rule] = field(default_factory=list)
     gone: bool = False  # the store out of reach: connections close unanswered
@@ -401,8 +438,9 @@ class _Forward(http.server.BaseHTTPRequestHandler):
                 return
             rule.release.wait(timeout=120)
         self.send_response_only(answer.status, answer.reason)
+        replaced = {name.lower() for name in self.proxy.added_headers} | {"content-length"}
         for name, value in answer.getheaders():
-            if name.lower() not in HOP_BY_HOP and name.lower() != "content-length":
+            if name.lower() not in HOP_BY_HOP | replaced:
                 self.send_header(name, value)
         for name, value in self.proxy.added_headers.items():
             self.send_header(name, value)

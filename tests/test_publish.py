@@ -64,6 +64,10 @@ DENIED: Final = (
     "access denied (403): check the credentials (AWS_ACCESS_KEY_ID, "
     "AWS_SECRET_ACCESS_KEY, AWS_PROFILE) and their permissions"
 )
+BUCKET_NAME: Final = (
+    "--publish: a bucket name holds only letters, digits, '.', '-' and '_'; a port goes in "
+    "AWS_ENDPOINT_URL"
+)
 UNREADABLE: Final = (
     f"{STATE_KEY}: not a state this version can read; --repair lists the bucket "
     "and writes a new one"
@@ -194,6 +198,15 @@ class Project:
 
 
 Capture = pytest.CaptureFixture[str]
+# Tests that need one store only: marked with the store they run on and why.
+NO_STORE: Final = pytest.mark.stores("SeaweedFS", why="it never reaches the store")
+SIGNATURES: Final = pytest.mark.stores("SeaweedFS", why="moto's server checks no signature")
+LIKE_ANOTHER: Final = pytest.mark.stores(
+    "SeaweedFS", why="the client's own logic: the test's other case runs on every store"
+)
+CLIENTS_OWN: Final = pytest.mark.stores(
+    "SeaweedFS", why="the client handles the signal: SIGKILL runs on every store"
+)
 
 
 @pytest.fixture(scope="module")
@@ -279,6 +292,7 @@ def test_a_publish_uploads_only_what_changed(project: Project, rating: str) -> N
     project.assert_published()
 
 
+@pytest.mark.stores("SeaweedFS", why="the client counts its uploads: one store shows it")
 def test_progress_is_reported_every_hundred_uploads(
     project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -319,7 +333,7 @@ def test_removed_articles_go_and_the_users_objects_stay(project: Project) -> Non
 
 @pytest.mark.parametrize(
     ("published", "options", "removals", "limit"),
-    [(20, ["--max-removals", "14"], 15, 14), (300, [], 257, 256)],
+    [pytest.param(20, ["--max-removals", "14"], 15, 14, marks=LIKE_ANOTHER), (300, [], 257, 256)],
 )
 def test_the_removal_guard_stops_before_changing_anything(
     project: Project, published: int, options: list[str], removals: int, limit: int
@@ -411,6 +425,7 @@ def names(folder: Path) -> list[str]:
     return sorted(path.name for path in folder.iterdir())
 
 
+@NO_STORE
 def test_publish_alone_reports_input_errors_in_one_line(project: Project) -> None:
     project.ratings.write_text(RATINGS.replace("2: [2, 3, 2]", "2: [2, 3, 9]"))
     done = project.run(["--publish", project.target])
@@ -442,6 +457,7 @@ def test_publishing_options_without_publish_are_refused(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.stores("SeaweedFS", why="moto's server lists a bucket to anyone")
 def test_the_test_store_lists_nothing_to_anonymous_requests(project: Project) -> None:
     """As a public bucket behind a CDN: objects are read (the first test), never listed."""
     with pytest.raises(urllib.error.HTTPError) as refused:
@@ -450,6 +466,7 @@ def test_the_test_store_lists_nothing_to_anonymous_requests(project: Project) ->
     assert refused.value.code == 403
 
 
+@NO_STORE
 def test_check_of_an_output_not_built_says_so(project: Project) -> None:
     done = project.main("--check", "--publish", project.target)
     assert done.code == 1
@@ -477,7 +494,10 @@ def test_repair_lists_the_bucket_and_puts_back_what_was_changed_by_hand(project:
 
 @pytest.mark.parametrize(
     ("data", "line"),
-    [(b"not gzip", UNREADABLE), (state_of({**GOOD_HEAD, "format": 3, "shards": 4}), NEWER)],
+    [
+        pytest.param(b"not gzip", UNREADABLE, marks=LIKE_ANOTHER),
+        (state_of({**GOOD_HEAD, "format": 3, "shards": 4}), NEWER),
+    ],
 )
 def test_a_state_it_cannot_read_stops_it_and_repair_replaces_it(
     project: Project, data: bytes, line: str
@@ -524,6 +544,35 @@ FAILURES: Final[dict[str, tuple[dict[str, str], str]]] = {
     ),
     "key-in-endpoint": ({"AWS_ENDPOINT_URL": "key:secret-9c1e@127.0.0.1:9000"}, NOT_A_URL),
     "port-out-of-range": ({"AWS_ENDPOINT_URL": "http://127.0.0.1:99999"}, NOT_A_URL),
+    "ftp-endpoint-in-config": ({"AWS_ENDPOINT_URL": UNSET}, NOT_A_URL),
+    "endpoint-half-an-ipv6": ({"AWS_ENDPOINT_URL": "http://[::1:9000"}, NOT_A_URL),
+    # The proxy's port, which answers in plain HTTP.
+    "https-to-plain-http": (
+        {"AWS_ENDPOINT_URL": "https://127.0.0.1:{port}"},
+        "{target}: cannot reach https://127.0.0.1:{port} (AWS_ENDPOINT_URL)",
+    ),
+    "region-not-a-name": (
+        {"AWS_REGION": "us east"},
+        (
+            "{target}: the region (AWS_REGION, or region in the AWS config) must be a name such "
+            "as us-east-1, found 'us east'"
+        ),
+    ),
+    "half-a-key-pair": (
+        {"AWS_SECRET_ACCESS_KEY": UNSET},
+        ("{target}: the credentials are incomplete: AWS_SECRET_ACCESS_KEY is missing"),
+    ),
+    "broken-config": (
+        {},
+        ("{target}: {folder}/aws-config: not a valid AWS config or credentials file"),
+    ),
+    "profile-without-credentials": (
+        {"AWS_PROFILE": "role", **NO_KEYS},
+        (
+            "{target}: the profile's settings give no credentials (InvalidConfigError): correct "
+            "the profile"
+        ),
+    ),
     "unknown-profile": (
         {"AWS_PROFILE": "nope"},
         "{target}: AWS_PROFILE: no profile 'nope' in the AWS config or credentials files",
@@ -537,13 +586,29 @@ FAILURES: Final[dict[str, tuple[dict[str, str], str]]] = {
         "{target}: the profile's credential_process failed: run it by hand to see why",
     ),
 }
-CONFIGS: Final = {"sso": SSO_PROFILE, "credential-process": FAILING_PROCESS}
+CONFIGS: Final = {
+    "sso": SSO_PROFILE,
+    "credential-process": FAILING_PROCESS,
+    "ftp-endpoint-in-config": "[default]\nendpoint_url = ftp://127.0.0.1:9000\n",
+    "broken-config": "[default\nregion = eu-west-1\n",
+    "profile-without-credentials": (
+        "[profile role]\nrole_arn = arn:aws:iam::1:role/r\ncredential_source = Nowhere\n"
+    ),
+}
+# The cases that reach the store; the others are refused before it.
+AT_THE_STORE: Final = {"no-bucket": (), "wrong-secret": SIGNATURES, "unknown-key": SIGNATURES}
 
 
-@pytest.mark.parametrize("case", FAILURES)
+@pytest.mark.parametrize(
+    "case", [pytest.param(case, marks=AT_THE_STORE.get(case, NO_STORE)) for case in FAILURES]
+)
 def test_a_failure_is_one_line_and_exit_2(project: Project, case: str) -> None:
     changes, line = FAILURES[case]
-    port = str(free_port())
+    port = (
+        project.proxy.endpoint.rpartition(":")[2]
+        if case == "https-to-plain-http"
+        else str(free_port())
+    )
     if case == "no-bucket":
         project.target = "s3://no-such-bucket/p"
     (project.folder / "aws-config").write_text(CONFIGS.get(case, ""))
@@ -551,7 +616,7 @@ def test_a_failure_is_one_line_and_exit_2(project: Project, case: str) -> None:
     environ |= {"AWS_CONFIG_FILE": str(project.folder / "aws-config"), "HOME": str(project.folder)}
     done = project.publish(**environ)
     assert (done.code, done.out) == (2, "")
-    assert done.err == line.format(target=project.target, port=port) + "\n"
+    assert done.err == line.format(target=project.target, port=port, folder=project.folder) + "\n"
     for secret in (project.store.secret_key, "wrong-secret-2f7c1a", "secret-9c1e"):
         assert secret not in done.err
     assert project.objects() == {}
@@ -585,14 +650,19 @@ def test_each_store_failure_is_one_line_without_secrets(error: str, line: str) -
             "s3://b/a/../c",
             "--publish: the prefix must not have empty, . or .. parts: 's3://b/a/../c'",
         ),
+        ("s3://[bucket1/x", "--publish: expected s3://BUCKET[/PREFIX], found 's3://[bucket1/x'"),
+        ("s3://bucket1:80/x", BUCKET_NAME),
+        ("s3://key:secret-9c1e@bucket1/x", BUCKET_NAME),
     ],
 )
+@NO_STORE
 def test_a_bad_target_is_refused_before_building(project: Project, url: str, error: str) -> None:
     done = project.main("--publish", url)
     assert (done.code, done.out, done.err) == (2, "", error + "\n")
     assert not project.output.exists()
 
 
+@NO_STORE
 @pytest.mark.parametrize("missing", ["boto3", "obstore"])
 def test_without_its_libraries_the_error_names_the_requirements(
     project: Project, missing: str, monkeypatch: pytest.MonkeyPatch
@@ -617,7 +687,12 @@ def wait_for_puts(proxy: CountingProxy, count: int) -> None:
 
 
 @pytest.mark.parametrize(
-    ("stop", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGKILL, -9)]
+    ("stop", "code"),
+    [
+        pytest.param(signal.SIGINT, 130, marks=CLIENTS_OWN),
+        pytest.param(signal.SIGTERM, 143, marks=CLIENTS_OWN),
+        (signal.SIGKILL, -9),
+    ],
 )
 def test_a_publish_stopped_midway_converges(
     project: Project, stop: signal.Signals, code: int
@@ -625,10 +700,10 @@ def test_a_publish_stopped_midway_converges(
     """Stopped while the store stalls: at once, the marks written; the next publish finishes."""
     project.ratings.write_text(many(200))
     process = project.start("--quiet", "--publish-workers", "2")
-    weed = project.store.process
-    assert weed is not None
+    server = project.store.process
+    assert server is not None
     wait_for_puts(project.proxy, 30)
-    weed.send_signal(signal.SIGSTOP)
+    server.send_signal(signal.SIGSTOP)
     try:
         time.sleep(0.3)  # every upload in flight now waits for the store
         process.send_signal(stop)
@@ -636,7 +711,7 @@ def test_a_publish_stopped_midway_converges(
         out, err = process.communicate(timeout=60)
         took = time.monotonic() - stopped
     finally:
-        weed.send_signal(signal.SIGCONT)
+        server.send_signal(signal.SIGCONT)
     assert took < 2, f"stopped {took:.1f} s after {stop.name}"
     interrupted = (
         f"{project.target}: publish interrupted by {stop.name}; each object is whole, "
@@ -653,6 +728,7 @@ def test_a_publish_stopped_midway_converges(
     project.assert_published()
 
 
+@pytest.mark.stores("SeaweedFS", why="the proxy makes the failure: the store plays no part")
 def test_a_store_going_away_midway_exits_2_and_the_next_publish_converges(project: Project) -> None:
     """Every connection to the store closes without an answer, as when it dies."""
     project.ratings.write_text(many(300))
@@ -682,7 +758,9 @@ def catalogue(project: Project, name: str, articles: dict[int, list[int]]) -> Pa
 
 
 @pytest.mark.parametrize(
-    ("method", "key"), [("GET", f"p/{STATE_KEY}"), ("PUT", "p/index.html")], ids=["read", "upload"]
+    ("method", "key"),
+    [("GET", f"p/{STATE_KEY}"), pytest.param("PUT", "p/index.html", marks=LIKE_ANOTHER)],
+    ids=["read", "upload"],
 )
 def test_a_publish_that_another_overtook_plans_again(
     project: Project, method: str, key: str
