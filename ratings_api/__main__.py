@@ -1,0 +1,8 @@
+"""``python -m ratings_api``: the same command as ``ratings-api`` and ``python generate.py``."""
+
+from __future__ import annotations
+
+from ratings_api.cli import main
+
+if __name__ == "__main__":
+    raise SystemExit(main())
