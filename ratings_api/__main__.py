@@ -4,5 +4,4 @@ from __future__ import annotations
 
 from ratings_api.cli import main
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+raise SystemExit(main())
