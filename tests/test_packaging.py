@@ -29,6 +29,7 @@ from tests.trees import read_tree, tree_diff
 ROOT: Final = Path(__file__).resolve().parent.parent
 RATINGS: Final = "base_url: https://ratings.example.com\nscale: [1, 5]\narticles:\n  7: [5, 4]\n"
 DOCUMENT: Final = "away/api/articles/7/rating/index.json"
+PROJECT: Final = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 
 
 def run(
@@ -39,9 +40,6 @@ def run(
     return subprocess.run(
         parts, cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False
     )
-
-
-PROJECT: Final = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 
 
 def pins(name: str) -> dict[str, Requirement]:
