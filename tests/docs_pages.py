@@ -194,6 +194,12 @@ PUBLISH_ERRORS: Final[list[tuple[str, str, str, str]]] = [
         ": the profile's credential_process failed: run it by hand to see why",
     ),
     (
+        "check-only: expected true or false, found 'yes'",
+        "Give the GitHub Action's `check-only` input `true` or `false`.",
+        "test_ci_recipe.py",
+        "check-only: expected true or false, found 'yes'",
+    ),
+    (
         "s3://ratings/v1: the state keeps changing: is another publish running?",
         "Run one publish per target at a time (a CI concurrency group), then again.",
         "test_publish.py",
