@@ -54,10 +54,28 @@ def parser() -> argparse.ArgumentParser:
         description="Build the static JSON rating API from a ratings file.",
         formatter_class=lambda prog: argparse.HelpFormatter(prog, width=HELP_WIDTH),
     )
+    command.add_argument(
+        "--version", action=_Version, nargs=0, help="print the installed version and exit"
+    )
     _add_building(command)
     _add_serving(command)
     _add_publishing(command)
     return command
+
+
+class _Version(argparse.Action):
+    """--version, read from the installed package's metadata only when asked for:
+    importlib.metadata costs a build's start-up more than the whole parse of a small file."""
+
+    def __call__(self, command: argparse.ArgumentParser, *_: object) -> None:
+        from importlib import metadata
+
+        try:
+            version = metadata.version("ratings-api")
+        except metadata.PackageNotFoundError:  # generate.py in a checkout, not installed
+            version = "(not installed: a checkout)"
+        print(f"ratings-api {version}")  # on stdout, as argparse's own version action
+        command.exit()
 
 
 def _add_building(command: argparse.ArgumentParser) -> None:

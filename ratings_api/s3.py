@@ -102,7 +102,7 @@ def require_client() -> None:
             importlib.import_module(name)
     except ImportError:
         raise InputError(
-            f"--publish needs boto3 and obstore: pip install -r {REQUIREMENTS}"
+            f"--publish needs boto3 and obstore: pip install 'ratings-api[publish]' (in a checkout: -r {REQUIREMENTS})"
         ) from None
 
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.action import installed_tool  # noqa: F401  (a session fixture of two modules)
 from tests.contract import Host
 from tests.hosts import HOSTS
 from tests.objectstore import STORES, Store, remove_store

@@ -76,6 +76,7 @@ INPUT_FIXES: Final[dict[str, str]] = {
     "rating-below": _OUTSIDE,
     "rating-huge": "A rating has at most 100 digits: correct it.",
     "scale-late": _OUTSIDE,
+    "syntax-colon": "Add the `:` after the id: `8: [3]`, on that line or the one above it.",
     "top-twice": "Keep one of the two keys.",
     "top-two-docs": "Keep one YAML document: remove the `---` and what follows, or merge.",
     "top-typo": "Correct the key: `articles`, `scale` or `base_url`.",
@@ -160,10 +161,13 @@ OTHER_ERRORS: Final[list[tuple[str, str, str, str]]] = [
 # Errors met while publishing, alike, besides those publish_errors() reads from the tests.
 PUBLISH_ERRORS: Final[list[tuple[str, str, str, str]]] = [
     (
-        "--publish needs boto3 and obstore: pip install -r requirements-publish.txt",
-        "Install the publishing libraries: `pip install -r requirements-publish.txt`.",
+        (
+            "--publish needs boto3 and obstore: pip install 'ratings-api[publish]' "
+            "(in a checkout: -r requirements-publish.txt)"
+        ),
+        "Installed: `pip install 'ratings-api[publish]'`; in a checkout: `pip install -r requirements-publish.txt`.",
         "test_publish.py",
-        "--publish needs boto3 and obstore: pip install -r requirements-publish.txt",
+        "(in a checkout: -r requirements-publish.txt)",
     ),
     (
         (
@@ -239,6 +243,12 @@ PUBLISH_ERRORS: Final[list[tuple[str, str, str, str]]] = [
         "Run the profile's `credential_process` command yourself.",
         "test_publish.py",
         ": the profile's credential_process failed: run it by hand to see why",
+    ),
+    (
+        "check-only: expected true or false, found 'yes'",
+        "Give the GitHub Action's `check-only` input `true` or `false`.",
+        "test_ci_recipe.py",
+        "check-only: expected true or false, found 'yes'",
     ),
     (
         "s3://ratings/v1: the state keeps changing: is another publish running?",

@@ -1,46 +1,51 @@
-"""The GitHub Actions workflow users copy (deploy/github-actions/publish.yml).
+"""The GitHub Actions workflow users copy (deploy/github-actions/publish.yml) and the
+action it uses (action.yml, tests/action.py).
 
-actionlint checks it as GitHub would read it; its shell steps run here, as the
-runner runs them, against the real SeaweedFS; docs/ci.md shows it as it is.
+actionlint checks the workflow against the action's inputs as GitHub would read them;
+the action's steps run here with the workflow's values, as the runner runs them, against
+the real SeaweedFS; docs/ci.md shows the workflow as it is.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
+import shutil
 import subprocess
 import sys
+import tomllib
+import urllib.request
 from pathlib import Path
 from typing import Any, Final
 
 import pytest
-import yaml
 
+from tests.action import ACTION, REPO, Tool, clean_environ, expand, load, run_step
 from tests.objectstore import RATINGS, Store
 
-REPO: Final = Path(__file__).resolve().parent.parent
 WORKFLOW: Final = REPO / "deploy" / "github-actions" / "publish.yml"
 PAGE: Final = REPO / "docs" / "ci.md"
 ACTIONLINT: Final = Path(sys.executable).parent / "actionlint"  # requirements-dev.txt
-# GitHub runs `run:` steps with this shell when none is named.
-RUNNER_SHELL: Final = ("bash", "--noprofile", "--norc", "-eo", "pipefail", "-c")
+VERSION: Final = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+USES: Final = f"OWNER/ratings-api@v{VERSION}"  # the action, at the tag of this version
+BUCKETS: Final = (f"ci-recipe-{number}" for number in itertools.count())
 
 
-def workflow() -> dict[str, Any]:
-    # BaseLoader: every scalar a string, and `on` a key, not True.
-    loaded: dict[str, Any] = yaml.load(WORKFLOW.read_text(), Loader=yaml.BaseLoader)
-    return loaded
+def the_action_step() -> dict[str, Any]:
+    (step,) = [s for s in load(WORKFLOW)["jobs"]["publish"]["steps"] if s["uses"] == USES]
+    return step
 
 
-def step(name: str) -> dict[str, str]:
-    steps = workflow()["jobs"]["publish"]["steps"]
-    found: list[dict[str, str]] = [s for s in steps if s.get("name") == name]
-    assert len(found) == 1, f"no single step named {name!r}"
-    return found[0]
-
-
-def actionlint(path: Path) -> subprocess.CompletedProcess[str]:
+def actionlint(tmp_path: Path, workflow: str) -> subprocess.CompletedProcess[str]:
+    """actionlint on ``workflow`` in a repository whose root holds action.yml, used as `./`."""
+    (tmp_path / ".git").mkdir()  # where actionlint finds the repository's root
+    (tmp_path / ".github" / "workflows").mkdir(parents=True)
+    shutil.copyfile(ACTION, tmp_path / "action.yml")
+    path = tmp_path / ".github" / "workflows" / "publish.yml"
+    path.write_text(workflow.replace(f"uses: {USES}", "uses: ./"))
     return subprocess.run(
         [str(ACTIONLINT), "-no-color", "-shellcheck=", "-pyflakes=", str(path)],
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=60,
@@ -48,24 +53,22 @@ def actionlint(path: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_actionlint_finds_nothing_in_the_workflow() -> None:
-    done = actionlint(WORKFLOW)
+def test_actionlint_finds_nothing_in_the_workflow(tmp_path: Path) -> None:
+    done = actionlint(tmp_path, WORKFLOW.read_text())
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
 
 
 def test_actionlint_finds_a_mistake_in_a_copy(tmp_path: Path) -> None:
     """The check above can fail: an input the action does not have is reported."""
-    copy = tmp_path / "publish.yml"
-    copy.write_text(WORKFLOW.read_text().replace("cache-dependency-path:", "cache-dependency:"))
-    done = actionlint(copy)
+    done = actionlint(tmp_path, WORKFLOW.read_text().replace("check-only:", "check_only:"))
     assert done.returncode == 1
-    assert 'input "cache-dependency" is not defined in action "actions/setup-python@v6"' in (
+    assert 'input "check_only" is not defined in action "ratings-api" defined at "./"' in (
         done.stdout
     )
 
 
-def test_the_triggers_the_concurrency_group_and_the_secrets() -> None:
-    flow = workflow()
+def test_the_triggers_the_concurrency_group_and_the_action() -> None:
+    flow = load(WORKFLOW)
     assert set(flow["on"]) == {"push", "schedule", "pull_request", "workflow_dispatch"}
     assert flow["on"]["push"] == {"branches": ["main"]}
     assert flow["concurrency"]["group"].endswith("|| 'publish' }}")
@@ -73,64 +76,97 @@ def test_the_triggers_the_concurrency_group_and_the_secrets() -> None:
     env = flow["jobs"]["publish"]["env"]
     assert env["AWS_ACCESS_KEY_ID"] == "${{ secrets.AWS_ACCESS_KEY_ID }}"
     assert env["AWS_SECRET_ACCESS_KEY"] == "${{ secrets.AWS_SECRET_ACCESS_KEY }}"
-    assert step("Check what a merge would publish")["if"] == "github.event_name == 'pull_request'"
-    assert step("Publish")["if"] == "github.event_name != 'pull_request'"
+    assert the_action_step()["with"]["check-only"] == "${{ github.event_name == 'pull_request' }}"
 
 
 class Runner:
-    """A fresh checkout (generate.py, ratings_api, ratings.yaml) and the job's variables."""
+    """A repository that holds only ratings.yaml, and the values a run gives the workflow."""
 
-    def __init__(self, folder: Path, store: Store, bucket: str) -> None:
+    def __init__(self, folder: Path, store: Store, bucket: str, tool: Tool) -> None:
         self.folder = folder
-        for name in ("generate.py", "ratings_api"):
-            (folder / name).symlink_to(REPO / name)
+        self.bucket = bucket
+        self.store = store
         (folder / "ratings.yaml").write_text(RATINGS)
-        environ = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        environ.update(store.environ())
-        environ["AWS_CONFIG_FILE"] = str(folder / "no-aws-config")
-        environ["AWS_SHARED_CREDENTIALS_FILE"] = str(folder / "no-aws-credentials")
-        environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{environ['PATH']}"
-        environ.update(PUBLISH_TO=f"s3://{bucket}/v1", BASE_URL="", AWS_REGION="")
+        self.context = {
+            "secrets.AWS_ACCESS_KEY_ID": store.access_key,
+            "secrets.AWS_SECRET_ACCESS_KEY": store.secret_key,
+            "vars.AWS_ENDPOINT_URL": store.endpoint,
+            "vars.AWS_REGION": "",
+            "vars.PUBLISH_TO": f"s3://{bucket}/v1",
+            "vars.BASE_URL": "",
+        }
+        environ = {k: v for k, v in clean_environ().items() if not k.startswith("AWS_")}
+        environ["AWS_CONFIG_FILE"] = os.devnull
+        environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
+        environ["RUNNER_TEMP"] = str(tool.runner_temp)
         self.environ = environ
 
-    def run(self, name: str) -> subprocess.CompletedProcess[str]:
-        """The step's shell text, run as the runner runs it."""
-        return subprocess.run(
-            [*RUNNER_SHELL, step(name)["run"]],
-            cwd=self.folder,
-            env=self.environ,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+    def run(self, event: str, **given: str) -> subprocess.CompletedProcess[str]:
+        """The action's Publish step, for ``event``: the job's env, the step's `with:`
+        (or ``given``) over the action's defaults."""
+        context = {
+            **self.context,
+            "github.event_name == 'pull_request'": str(event == "pull_request").lower(),
+        }
+        job = load(WORKFLOW)["jobs"]["publish"]
+        environ = {**self.environ, **{k: expand(v, context) for k, v in job["env"].items()}}
+        inputs = {name: spec.get("default", "") for name, spec in load(ACTION)["inputs"].items()}
+        inputs |= {k: expand(v, context) for k, v in the_action_step()["with"].items()} | given
+        values = {f"inputs.{name}": value for name, value in inputs.items()}
+        return run_step("Publish", values, environ, self.folder)
 
 
 @pytest.fixture
-def runner(tmp_path: Path, object_store: Store) -> Runner:
-    object_store.create_bucket("ci-recipe")
-    return Runner(tmp_path, object_store, "ci-recipe")
+def runner(tmp_path: Path, object_store: Store, installed_tool: Tool) -> Runner:
+    bucket = next(BUCKETS)
+    object_store.create_bucket(bucket)
+    return Runner(tmp_path, object_store, bucket, installed_tool)
 
 
-def test_the_steps_publish_and_check_as_the_runner_runs_them(runner: Runner) -> None:
-    check = "Check what a merge would publish"
-    first = runner.run(check)  # exit 1 from generate.py: the check passes, and says why
+def test_the_action_checks_and_publishes_as_the_runner_runs_it(runner: Runner) -> None:
+    first = runner.run("pull_request")  # exit 1 from the check: the step passes, and says why
     assert first.returncode == 0, first.stderr
-    assert first.stderr.startswith("checked s3://ci-recipe/v1: 11 to upload, 0 to remove, ")
+    assert first.stderr.startswith(f"checked s3://{runner.bucket}/v1: 11 to upload, 0 to remove, ")
 
-    published = runner.run("Publish")
+    published = runner.run("push")
     assert published.returncode == 0, published.stderr
-    assert published.stdout.startswith("published s3://ci-recipe/v1: 11 uploaded, 0 removed, ")
-    assert sorted(path.name for path in runner.folder.iterdir()) == [
-        "generate.py",
-        "ratings.yaml",
-        "ratings_api",
-    ]  # no folder built on the runner
+    assert published.stdout.startswith(
+        f"published s3://{runner.bucket}/v1: 11 uploaded, 0 removed, "
+    )
+    assert [path.name for path in runner.folder.iterdir()] == ["ratings.yaml"]  # no folder built
 
     (runner.folder / "ratings.yaml").write_text(RATINGS.replace("[2, 3, 2]", "[2, 3, 9]"))
-    bad = runner.run(check)  # a mistake in the pull request fails its check (exit 2, not 1)
+    bad = runner.run(
+        "pull_request"
+    )  # a mistake in the pull request fails its check (exit 2, not 1)
     assert bad.returncode == 1
     assert bad.stderr == "ratings.yaml:5:13: article 2: rating 9 is outside the scale 1..5\n"
+
+
+@pytest.mark.parametrize(
+    ("given", "error"),
+    [
+        ({"check-only": "yes"}, "check-only: expected true or false, found 'yes'\n"),
+        ({"input": "missing.yaml"}, "missing.yaml: cannot read: No such file or directory\n"),
+    ],
+    ids=["check-only", "input"],
+)
+def test_a_wrong_input_of_the_action_fails_its_step_in_one_line(
+    runner: Runner, given: dict[str, str], error: str
+) -> None:
+    done = runner.run("push", **given)
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", error)
+
+
+def test_the_base_url_and_the_options_reach_the_command(runner: Runner) -> None:
+    url = "https://api.example.org/ratings"
+    done = runner.run("push", **{"base-url": url, "options": "--quiet --publish-workers 2"})
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    document = runner.store.url(runner.bucket, "v1/away/api/articles/7/rating/index.json")
+    with urllib.request.urlopen(document) as answer:
+        assert answer.read().startswith(
+            f'{{"article_url": "{url}/away/api/articles/7/", "id": 7,'.encode()
+        )
 
 
 def test_the_docs_page_shows_the_workflow_as_it_is() -> None:

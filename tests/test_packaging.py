@@ -1,82 +1,183 @@
-"""The package installs with pip into a fresh virtual environment and, run from outside the
-checkout, builds the very site the checkout builds, templates included.
+"""The package as a user installs it (the action's Install step, tests/action.py: a wheel
+built from the checkout, in a fresh venv with the [publish] extra), run from a folder of
+its own, builds the very site the checkout builds, serves it and publishes it; its
+dependencies are ranges that hold the checkout's pins.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
+import signal
+import subprocess
 import sys
 import tomllib
+import urllib.request
 from pathlib import Path
 from typing import Final
 
+import pytest
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from ratings_api.build import build
-from tests.contract import run_ok
+from tests.action import Tool, clean_environ
+from tests.contract import start, stop, wait_answering, wait_for
+from tests.hosts import SERVING
+from tests.objectstore import Store
 from tests.trees import read_tree, tree_diff
 
 ROOT: Final = Path(__file__).resolve().parent.parent
-PIP_SECONDS: Final = 600  # a loaded machine, and maybe the package index
 RATINGS: Final = "base_url: https://ratings.example.com\nscale: [1, 5]\narticles:\n  7: [5, 4]\n"
+DOCUMENT: Final = "away/api/articles/7/rating/index.json"
+PROJECT: Final = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 
 
-def clean_environ() -> dict[str, str]:
-    """This environment without what would let the checkout's code be imported instead."""
-    hidden = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "BASE_URL", "CONTEXT", "URL")
-    return {name: value for name, value in os.environ.items() if name not in hidden}
-
-
-def run(command: list[str | Path], cwd: Path) -> str:
+def run(
+    command: list[str | Path], cwd: Path, environ: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     parts = [str(part) for part in command]
-    return run_ok(parts, cwd=cwd, env=clean_environ(), timeout=PIP_SECONDS).stdout
+    env = {**clean_environ(), **(environ or {})}
+    return subprocess.run(
+        parts, cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
 
 
-def test_the_dependencies_are_requirements_txt_s() -> None:
-    """pyproject.toml's dependencies are requirements.txt's exact pins, or ranges holding them."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    pins = [
-        Requirement(line)
-        for line in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
-        if line and not line.startswith("#")
-    ]
-    declared = [Requirement(line) for line in project["dependencies"]]
-    assert [pin.name for pin in pins] == [allowed.name for allowed in declared]
-    for pin, allowed in zip(pins, declared, strict=True):
+def pins(name: str) -> dict[str, Requirement]:
+    """The requirements file ``name``'s pins, by canonical name."""
+    lines = (ROOT / name).read_text(encoding="utf-8").splitlines()
+    found = [Requirement(line) for line in lines if line and not line.startswith(("#", "-r"))]
+    return {canonicalize_name(pin.name): pin for pin in found}
+
+
+@pytest.mark.parametrize(
+    ("declared", "file", "all_declared"),
+    [
+        (PROJECT["dependencies"], "requirements.txt", True),
+        (PROJECT["optional-dependencies"]["publish"], "requirements-publish.txt", False),
+    ],
+    ids=["dependencies", "publish"],
+)
+def test_the_dependencies_are_ranges_that_hold_the_requirements_pins(
+    declared: list[str], file: str, all_declared: bool
+) -> None:
+    """pyproject.toml's ranges hold the exact pins the checkout's site and CI install
+    (requirements-publish.txt also pins what boto3 brings along)."""
+    pinned = pins(file)
+    ranges = {canonicalize_name(r.name): r.specifier for r in map(Requirement, declared)}
+    assert set(ranges) <= set(pinned)
+    if all_declared:
+        assert set(ranges) == set(pinned)
+    for name, pin in pinned.items():
         (exact,) = pin.specifier
         assert exact.operator == "==", pin
-        assert allowed.specifier.contains(exact.version), (pin, allowed)
+        assert name not in ranges or ranges[name].contains(exact.version), (pin, ranges[name])
 
 
-def test_a_wheel_installs_in_a_fresh_venv_and_builds_the_same_site(tmp_path: Path) -> None:
-    source = tmp_path / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copyfile(ROOT / name, source / name)
-    shutil.copytree(
-        ROOT / "ratings_api", source / "ratings_api", ignore=shutil.ignore_patterns("__pycache__")
-    )
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", tmp_path / "dist", source], ROOT)
-    wheels = list((tmp_path / "dist").glob("ratings_api-*.whl"))
-    assert len(wheels) == 1, wheels
-    venv = tmp_path / "venv"
-    run([sys.executable, "-m", "venv", venv], tmp_path)
-    run([venv / "bin" / "python", "-m", "pip", "install", "-q", wheels[0]], tmp_path)
+def project(folder: Path) -> Path:
+    """A folder outside the checkout that holds only a ratings file."""
+    folder.mkdir()
+    (folder / "ratings.yaml").write_text(RATINGS, encoding="utf-8")
+    return folder
 
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "ratings.yaml").write_text(RATINGS, encoding="utf-8")
+
+def expected_site(tmp_path: Path) -> Path:
+    """The site the checkout's own code builds from RATINGS."""
+    source = project(tmp_path / "checkout-project")
+    build(str(source / "ratings.yaml"), str(source / "site"), base_url=None, environ={})
+    return source / "site"
+
+
+@pytest.mark.parametrize("command", [["ratings-api"], ["python", "-m", "ratings_api"]])
+def test_the_installed_command_builds_the_same_site(
+    installed_tool: Tool, command: list[str], tmp_path: Path
+) -> None:
+    folder = project(tmp_path / "project")
     where = run(
-        [venv / "bin" / "python", "-c", "import ratings_api; print(ratings_api.__file__)"], project
+        [installed_tool.bin("python"), "-c", "import ratings_api; print(ratings_api.__file__)"],
+        folder,
     )
-    assert where.startswith(str(venv / "lib")), where  # the installed copy, not the checkout
-    said = run([venv / "bin" / "ratings-api"], project)
-    assert said.startswith("built site: 1 article; files: 10 written, 0 removed, 0 unchanged in ")
+    assert where.stdout.startswith(str(installed_tool.venv / "lib")), where  # not the checkout's
+    said = run([installed_tool.bin(command[0]), *command[1:]], folder)
+    assert (said.returncode, said.stderr) == (0, "")
+    assert said.stdout.startswith(
+        "built site: 1 article; files: 10 written, 0 removed, 0 unchanged in "
+    )
 
-    expected = tmp_path / "expected"
-    build(str(project / "ratings.yaml"), str(expected), base_url=None, environ={})
-    built = read_tree(project / "site")
+    built, expected = read_tree(folder / "site"), read_tree(expected_site(tmp_path))
     assert "index.html" in built  # the templates came along
     assert "assets/star.svg" in built
-    assert built == read_tree(expected), tree_diff(built, read_tree(expected))
+    assert built == expected, tree_diff(built, expected)
+
+
+def test_version_is_the_installed_package_s(installed_tool: Tool, tmp_path: Path) -> None:
+    """--version reads the installed metadata; a checkout's generate.py says it is none."""
+    said = run([installed_tool.bin("ratings-api"), "--version"], tmp_path)
+    assert (said.returncode, said.stdout, said.stderr) == (
+        0,
+        f"ratings-api {PROJECT['version']}\n",
+        "",
+    )
+    checkout = run([sys.executable, "-m", "ratings_api", "--version"], ROOT)
+    assert (checkout.returncode, checkout.stdout) == (
+        0,
+        "ratings-api (not installed: a checkout)\n",
+    )
+
+
+# The two ways to serve an installed package: the command, and the app under gunicorn.
+SERVERS: Final = {
+    "--serve": (["ratings-api", "--serve", "--port", "0"], SERVING),
+    "gunicorn": (
+        [
+            "gunicorn",
+            "--bind",
+            "127.0.0.1:0",
+            "--no-control-socket",
+            "ratings_api.server:create_app()",
+        ],
+        r"Listening at: http://127\.0\.0\.1:(\d+)",
+    ),
+}
+
+
+@pytest.mark.parametrize("server", list(SERVERS))
+def test_the_installed_package_serves_the_site(
+    installed_tool: Tool, server: str, tmp_path: Path
+) -> None:
+    folder = project(tmp_path / "project")
+    assert run([installed_tool.bin("ratings-api")], folder).returncode == 0  # gunicorn's site
+    command, ready = SERVERS[server]
+    log = tmp_path / "serve.log"
+    process = start([str(installed_tool.bin(command[0])), *command[1:]], folder, log)
+    try:
+        port = int(wait_for(ready, log, process)[1])
+        wait_answering(port)  # gunicorn listens before its worker runs
+        url = f"http://127.0.0.1:{port}/away/api/articles/7/rating/"
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            assert (answer.status, answer.read()) == (
+                200,
+                (folder / "site" / DOCUMENT).read_bytes(),
+            )
+    finally:
+        stop(process, signal.SIGINT)
+
+
+def test_the_installed_command_publishes(
+    installed_tool: Tool, object_store: Store, tmp_path: Path
+) -> None:
+    """With the [publish] extra, the installed command publishes what the checkout builds."""
+    folder = project(tmp_path / "project")
+    object_store.create_bucket("packaging")
+    environ = {
+        **object_store.environ(),
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    }
+    said = run(
+        [installed_tool.bin("ratings-api"), "--publish", "s3://packaging/v1"], folder, environ
+    )
+    assert (said.returncode, said.stderr) == (0, "")
+    assert said.stdout.startswith("published s3://packaging/v1: 8 uploaded, 0 removed, ")
+    assert sorted(path.name for path in folder.iterdir()) == ["ratings.yaml"]  # no folder written
+    with urllib.request.urlopen(object_store.url("packaging", f"v1/{DOCUMENT}")) as answer:
+        assert answer.read() == (expected_site(tmp_path) / DOCUMENT).read_bytes()

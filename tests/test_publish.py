@@ -672,7 +672,10 @@ def test_without_its_libraries_the_error_names_the_requirements(
     assert (done.code, done.out, done.err) == (
         2,
         "",
-        "--publish needs boto3 and obstore: pip install -r requirements-publish.txt\n",
+        (
+            "--publish needs boto3 and obstore: pip install 'ratings-api[publish]' "
+            "(in a checkout: -r requirements-publish.txt)\n"
+        ),
     )
     assert not project.output.exists()
 

@@ -1,0 +1,104 @@
+"""The repository's GitHub Action (action.yml), run as GitHub's runner runs a composite
+action: each shell step with its `${{ ... }}` expressions given the values a run would give,
+and this Python in the part of `actions/setup-python`.
+
+Its Install step is also the tool as users install it: a wheel built from a copy of the
+checkout, in a fresh venv in a folder of its own, with the [publish] extra. It runs once a
+session (the fixture ``installed_tool``, in tests/conftest.py), for tests/test_packaging.py
+and tests/test_ci_recipe.py alike: that install is the slow part.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+import yaml
+
+REPO: Final = Path(__file__).resolve().parent.parent
+ACTION: Final = REPO / "action.yml"
+# GitHub runs a step's `shell: bash` as this (and a workflow's `run:` with no shell named).
+RUNNER_SHELL: Final = ("bash", "--noprofile", "--norc", "-eo", "pipefail", "-c")
+EXPRESSION: Final = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
+INSTALL_SECONDS: Final = 600  # a loaded machine, and maybe the package index
+
+
+def load(path: Path) -> dict[str, Any]:
+    """A workflow or action file: BaseLoader, so every scalar is a string and `on` a key."""
+    loaded: dict[str, Any] = yaml.load(path.read_text(encoding="utf-8"), Loader=yaml.BaseLoader)
+    return loaded
+
+
+def expand(text: str, values: Mapping[str, str]) -> str:
+    """``text`` with each `${{ expression }}` replaced by its value: one not given fails."""
+    return EXPRESSION.sub(lambda found: values[found.group(1)], text)
+
+
+def clean_environ() -> dict[str, str]:
+    """This environment without what would let the checkout's code be imported instead."""
+    hidden = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "BASE_URL", "CONTEXT", "URL")
+    return {name: value for name, value in os.environ.items() if name not in hidden}
+
+
+def run_step(
+    name: str, values: Mapping[str, str], environ: Mapping[str, str], cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    """The action's step ``name``: its env expanded with ``values``, its script as the runner runs it."""
+    (step,) = [s for s in load(ACTION)["runs"]["steps"] if s.get("name") == name]
+    assert step["shell"] == "bash", step
+    assert "${{" not in step["run"], step  # expressions go through env: no script injection
+    env = {**environ, **{key: expand(value, values) for key, value in step["env"].items()}}
+    return subprocess.run(
+        [*RUNNER_SHELL, step["run"]],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=INSTALL_SECONDS,
+        check=False,
+    )
+
+
+@dataclass(frozen=True)
+class Tool:
+    """The action's install: its RUNNER_TEMP, which holds the venv."""
+
+    runner_temp: Path
+
+    @property
+    def venv(self) -> Path:
+        return self.runner_temp / "ratings-api"
+
+    def bin(self, name: str) -> Path:
+        return self.venv / "bin" / name
+
+
+@pytest.fixture(scope="session")
+def installed_tool(tmp_path_factory: pytest.TempPathFactory) -> Tool:
+    """The action's Install step, run once: the action's own checkout is a copy of this one's
+    package (pip builds in the folder it installs from)."""
+    folder = tmp_path_factory.mktemp("action")
+    checkout = folder / "action-checkout"
+    shutil.copytree(
+        REPO / "ratings_api", checkout / "ratings_api", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    for name in ("pyproject.toml", "README.md", "action.yml"):
+        shutil.copyfile(REPO / name, checkout / name)
+    tool = Tool(folder / "runner-temp")
+    tool.runner_temp.mkdir()
+    values = {
+        "steps.python.outputs.python-path": sys.executable,
+        "github.action_path": str(checkout),
+    }
+    environ = {**clean_environ(), "RUNNER_TEMP": str(tool.runner_temp)}
+    done = run_step("Install ratings-api", values, environ, folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return tool
