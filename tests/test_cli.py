@@ -177,11 +177,11 @@ def test_in_a_pipe_a_build_prints_its_line_and_bad_input_one_line(tmp_path: Path
 
 # id: (standard input, the options besides --input -, the line on stdout or stderr)
 STDIN: Final = {
-    "yaml": (GOOD, [], "built site: 1 article; files: 9 written, "),
+    "yaml": (GOOD, [], "built site: 1 article; files: 10 written, "),
     "csv": (
         "article_id,rating\n7,5\n",
         ["--format", "csv", "--base-url", "https://x.example"],
-        "built site: 1 article; files: 9 written, ",
+        "built site: 1 article; files: 10 written, ",
     ),
     "a-mistake": (
         "articles:\n  7: [x]\n",

@@ -94,7 +94,7 @@ def test_the_export_and_build_run_as_the_page_shows(
     stdout = run_page(block("sh", database), tmp_path, environ)
 
     last = stdout.splitlines()[-1]  # after psql's "COPY 3"
-    assert last.startswith("built site: 3 articles; files: 11 written, 0 removed, 0 unchanged ")
+    assert last.startswith("built site: 3 articles; files: 12 written, 0 removed, 0 unchanged ")
     assert (tmp_path / "ratings.csv").read_bytes() == EXPORTED
     for article, totals in DOCUMENTS.items():
         document = tmp_path / f"site/away/api/articles/{article}/rating/index.json"

@@ -177,7 +177,7 @@ def test_the_installed_command_publishes(
         [installed_tool.bin("ratings-api"), "--publish", "s3://packaging/v1"], folder, environ
     )
     assert (said.returncode, said.stderr) == (0, "")
-    assert said.stdout.startswith("published s3://packaging/v1: 8 uploaded, 0 removed, ")
+    assert said.stdout.startswith("published s3://packaging/v1: 9 uploaded, 0 removed, ")
     assert sorted(path.name for path in folder.iterdir()) == ["ratings.yaml"]  # no folder written
     with urllib.request.urlopen(object_store.url("packaging", f"v1/{DOCUMENT}")) as answer:
         assert answer.read() == (expected_site(tmp_path) / DOCUMENT).read_bytes()

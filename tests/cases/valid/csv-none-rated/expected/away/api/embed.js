@@ -1,12 +1,12 @@
 // <article-rating article-id="7">: an article's rating, from the API beside this file.
 // DOM calls and a constructed style sheet only: a strict CSP (Trusted Types too) allows them.
 const API = new URL("articles/", import.meta.url);
-const STARS = null; // null: the number only
-const TOP = null; // the scale's top; null: no scale
-// A canonical id: for anything else the API has only a 404.
+const STARS = null;
+const TOP = null;
+const TEXTS = {"en":["Not rated yet",{"one":"{count} rating","other":"{count} ratings"},{"one":"Rated {value} by {count} reader","other":"Rated {value} by {count} readers"}],"de":["Noch nicht bewertet",{"one":"{count} Bewertung","other":"{count} Bewertungen"},{"one":"Von {count} Leser mit {value} bewertet","other":"Von {count} Lesern mit {value} bewertet"}],"fr":["Pas encore noté",{"one":"{count} note","many":"{count} de notes","other":"{count} notes"},{"one":"Noté {value} par {count} lecteur","many":"Noté {value} par {count} de lecteurs","other":"Noté {value} par {count} lecteurs"}],"es":["Aún sin valoraciones",{"one":"{count} valoración","many":"{count} de valoraciones","other":"{count} valoraciones"},{"one":"Valorado con {value} por {count} lector","many":"Valorado con {value} por {count} de lectores","other":"Valorado con {value} por {count} lectores"}],"pt":["Ainda sem avaliações",{"one":"{count} avaliação","many":"{count} de avaliações","other":"{count} avaliações"},{"one":"Avaliado com {value} por {count} leitor","many":"Avaliado com {value} por {count} de leitores","other":"Avaliado com {value} por {count} leitores"}],"it":["Non ancora valutato",{"one":"{count} valutazione","many":"{count} di valutazioni","other":"{count} valutazioni"},{"one":"Valutato {value} da {count} lettore","many":"Valutato {value} da {count} di lettori","other":"Valutato {value} da {count} lettori"}],"nl":["Nog niet beoordeeld",{"one":"{count} beoordeling","other":"{count} beoordelingen"},{"one":"Beoordeeld met {value} door {count} lezer","other":"Beoordeeld met {value} door {count} lezers"}],"pl":["Jeszcze bez ocen",{"one":"{count} ocena","few":"{count} oceny","many":"{count} ocen","other":"{count} oceny"},{"one":"Ocena {value} od {count} czytelnika","other":"Ocena {value} od {count} czytelników"}],"ja":["まだ評価がありません",{"other":"{count}件の評価"},{"other":"評価 {value}（{count}人）"}]};
 const ID = /^[1-9][0-9]{0,18}$/;
 const VALUE = /^-?[0-9]+\.[0-9]$/;
-const asked = new Map(); // id -> its document, or null (404): one request each
+const asked = new Map();
 
 const sheet = new CSSStyleSheet();
 sheet.replaceSync(`:host{display:inline-block;white-space:nowrap}
@@ -19,16 +19,22 @@ sheet.replaceSync(`:host{display:inline-block;white-space:nowrap}
 function load(id) {
   let answer = asked.get(id);
   if (!answer) {
-    // No preflight, no cookies. Every body is read, so that the connection is free
-    // again. A failure is forgotten: a later element tries again.
     answer = fetch(new URL(`${id}/rating/`, API), { credentials: "omit" }).then(async (r) => {
       const body = await r.text();
-      if (r.status == 404) return null;
-      if (!r.ok) throw r.status;
-      return JSON.parse(body);
+      const fail = (reason) => {
+        throw { reason, status: r.status };
+      };
+      if (r.status == 404) fail("not-found");
+      if (!r.ok) fail("server");
+      let rating;
+      try {
+        rating = JSON.parse(body);
+      } catch {}
+      if (!Number.isInteger(rating?.rating_count) || !VALUE.test(rating.rating_value)) fail("bad-response");
+      return rating;
     });
     asked.set(id, answer);
-    answer.catch(() => asked.delete(id));
+    answer.catch((failure) => failure.status == 404 || asked.delete(id));
   }
   return answer;
 }
@@ -40,72 +46,99 @@ function span(parent, part, text) {
   return element;
 }
 
-class ArticleRating extends HTMLElement {
-  static observedAttributes = ["article-id"];
+function number(lang, n, digits) {
+  return new Intl.NumberFormat(lang, { minimumFractionDigits: digits, maximumFractionDigits: digits }).format(n);
+}
+
+export class ArticleRatingElement extends HTMLElement {
+  static observedAttributes = ["article-id", "lang"];
   #state = "";
-  #id; // the article-id shown, or being fetched
+  #id;
+  #rating = null;
 
   constructor() {
     super();
     this.attachShadow({ mode: "open" }).adoptedStyleSheets = [sheet];
   }
 
-  // loading, rated, unrated, missing, failed or invalid
   get state() {
     return this.#state;
   }
 
   connectedCallback() {
-    // Not again after a move, or an upgrade that saw the attribute.
     if (this.#id !== this.getAttribute("article-id")) this.#update();
   }
 
-  attributeChangedCallback() {
-    if (this.isConnected) this.#update();
+  attributeChangedCallback(name) {
+    if (name == "lang") this.#show(this.#state, this.#rating);
+    else if (this.isConnected) this.#update();
   }
 
   async #update() {
     const id = (this.#id = this.getAttribute("article-id"));
-    if (!ID.test(id)) return this.#show("invalid", null);
+    if (!ID.test(id)) {
+      this.#show("invalid", null);
+      return this.#emit("error", { reason: "invalid-id", status: null });
+    }
     this.#show("loading", null);
-    let state = "failed";
-    let rating = null;
+    let rating, failure;
     try {
       rating = await load(id);
-      if (rating === null) state = "missing";
-      else if (Number.isInteger(rating.rating_count) && VALUE.test(rating.rating_value))
-        state = rating.rating_count > 0 ? "rated" : "unrated";
-    } catch {
-      // Unreachable, refused, not JSON: nothing shown, as for a 404.
+    } catch (error) {
+      failure = { reason: error.reason || "network", status: error.status || null };
     }
-    if (this.getAttribute("article-id") === id) this.#show(state, rating);
+    if (this.getAttribute("article-id") !== id) return;
+    if (failure) this.#show(failure.reason == "not-found" ? "missing" : "failed", null);
+    else this.#show(rating.rating_count > 0 ? "rated" : "unrated", rating);
+    this.#emit(failure ? "error" : "load", failure || rating);
+  }
+
+  #emit(type, detail) {
+    this.dispatchEvent(new CustomEvent(`article-rating-${type}`, { bubbles: true, composed: true, detail }));
+  }
+
+  #given(name) {
+    return this.closest(`[${name}]`)?.getAttribute(name);
   }
 
   #show(state, rating) {
     this.#state = state;
+    this.#rating = rating;
     this.shadowRoot.replaceChildren();
     if (state != "rated" && state != "unrated") return;
     const root = span(this.shadowRoot, `rating ${state}`);
     root.setAttribute("role", "img");
+    let lang = this.#given("lang");
+    try {
+      lang = Intl.getCanonicalLocales(lang || "en")[0];
+    } catch {
+      lang = "en";
+    }
+    const [unrated, counts, labels] = TEXTS[lang.split("-")[0]] || TEXTS.en;
     const count = rating.rating_count;
-    const value = rating.rating_value;
     if (!count) {
-      root.setAttribute("aria-label", "Not rated yet");
-      span(root, "text", "Not rated yet");
+      const text = this.#given("unrated-text") ?? unrated;
+      root.setAttribute("aria-label", text);
+      span(root, "text", text);
       return;
     }
-    const scale = TOP === null ? "" : ` out of ${TOP}`;
-    const readers = `${count.toLocaleString("en")} reader${count == 1 ? "" : "s"}`;
-    root.setAttribute("aria-label", `Rated ${value}${scale} by ${readers}`);
+    const value = Number(rating.rating_value);
+    const top = TOP === null ? "" : number(lang, TOP, 0);
+    const numbers = { value: number(lang, value, 1), count: number(lang, count, 0), top };
+    const plural = new Intl.PluralRules(lang).select(count);
+    const text = (kind, forms) =>
+      (this.#given(`${kind}-${plural}`) ?? this.#given(`${kind}-other`) ?? forms[plural] ?? forms.other).replace(
+        /\{(value|count|top)\}/g,
+        (_, name) => numbers[name],
+      );
+    root.setAttribute("aria-label", text("label", labels));
     if (STARS) {
       const stars = span(root, "stars", "☆".repeat(STARS));
-      const share = Math.min(Math.max(Number(value) / STARS, 0), 1);
-      // CSSOM, which a CSP allows, unlike a style attribute.
+      const share = Math.min(Math.max(value / STARS, 0), 1);
       span(stars, "filled", "★".repeat(STARS)).style.width = `${(share * 100).toFixed(1)}%`;
     }
-    const ratings = `${count.toLocaleString("en")} rating${count == 1 ? "" : "s"}`;
-    span(root, "text", `${value} (${ratings})`);
+    span(root, "text", `${numbers.value} (${text("count", counts)})`);
   }
 }
 
-if (!customElements.get("article-rating")) customElements.define("article-rating", ArticleRating);
+if (!customElements.get("article-rating")) customElements.define("article-rating", ArticleRatingElement);
