@@ -26,14 +26,15 @@ import os
 import secrets
 import signal
 import time
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from itertools import chain, islice
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
 
 from ratings_api.bucket_state import (
     CACHE_CONTROL,
     STATE_NAME,
+    UNKNOWN,
     BucketState,
     Plan,
     Site,
@@ -42,6 +43,7 @@ from ratings_api.bucket_state import (
     listed_state,
     marked,
     plan,
+    unknown,
 )
 from ratings_api.errors import InputError
 from ratings_api.hosting import NOT_FOUND_PAGE, REDIRECTS
@@ -75,11 +77,13 @@ TYPES: Final = {
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a publish did (or, checking, would do): its last plan, and how many it made."""
+    """What a publish did (or, checking, would do): its last plan, and all its plans made."""
 
     plan: Plan
     requests: int
     plans: int = 1  # more than one: another publish wrote the state meanwhile
+    uploaded: int = 0
+    removed: int = 0
 
 
 def site_of(result: Result) -> Site:
@@ -150,33 +154,80 @@ class Publication:
     workers: int
     progress: Progress | None
     requests: int = 0
+    touched: list[Plan] = field(default_factory=list)  # the plans whose changes began
+    marks: str | None = None  # the version of its last marks
 
     async def plan_only(self) -> Outcome:
         read = await self.read_state(repair=self.repair)
-        return Outcome((await self.plan(read))[0], self.requests)
+        todo = (await self.plan(read))[0]
+        return Outcome(todo, self.requests, 1, todo.upload_count, len(todo.removals))
 
     async def plan(self, read: Read) -> tuple[Plan, BucketState]:
-        """The plan from ``read``; with --repair, from a listing of the bucket instead."""
+        """The plan from ``read``; with --repair, from a listing of the bucket instead.
+
+        A listing has no headers: each object whose bytes are right is asked for them.
+        """
         if not self.repair:
             return plan(self.site, read.state)
         recorded = {path for path, _ in read.state.entries()}
-        return plan(self.site, listed_state(self.site, await self.listing(), recorded))
+        listed = await self.listing()
+        todo, final = plan(self.site, listed_state(self.site, listed, recorded))
+        kept = {path for path, _ in self.site.documents()}.union(self.site.others)
+        wrong = await self.wrong_headers(kept.difference(path for path, _ in todo.uploads()))
+        if not wrong:
+            return todo, final
+        listed.update(dict.fromkeys(wrong, UNKNOWN))
+        return plan(self.site, listed_state(self.site, listed, recorded))
 
     async def carry_out(self) -> Outcome:
         """Read, plan, mark, upload, remove, write; read and plan again after a conflict."""
+        from obstore.exceptions import BaseError
+
         read = await self.read_state(repair=self.repair)
-        todo, final = await self.plan(read)
         for attempt in range(1, ATTEMPTS + 1):
+            todo, final = await self.plan(read)
             if len(todo.removals) > self.max_removals:
-                raise InputError(too_many_removals(self.destination, todo, self.max_removals))
-            newer = await self.attempt(read, todo, final)
+                message = too_many_removals(
+                    self.destination, todo, self.max_removals, bool(self.touched)
+                )
+                await self.stop(read, message)
+            try:
+                newer = await self.attempt(read, todo, final)
+            except BaseError:
+                if self.touched:
+                    with contextlib.suppress(BaseError):
+                        await self.withdraw(await self.read_state(repair=True))
+                raise
             if newer is None:
-                return Outcome(todo, self.requests, attempt)
+                uploaded = sum(done.upload_count for done in self.touched)
+                removed = sum(len(done.removals) for done in self.touched)
+                return Outcome(todo, self.requests, attempt, uploaded, removed)
             read = newer  # another publish wrote the state since it was read
-            todo, final = plan(self.site, read.state)
-        raise InputError(
-            f"{self.destination}: the state keeps changing: is another publish running?"
+        await self.stop(
+            read, f"{self.destination}: the state keeps changing: is another publish running?"
         )
+
+    async def stop(self, read: Read, message: str) -> NoReturn:
+        """Stop with ``message``, ``read`` the newest state."""
+        await self.withdraw(read)
+        raise InputError(message)
+
+    async def withdraw(self, read: Read) -> None:
+        """Leave no file this publish may have written recorded as known by another's state.
+
+        Its own last marks say so (the files it touched before are recorded as
+        it wrote them, or touched again); another's state since is written again
+        with those files unknown.
+        """
+        paths = {path for todo in self.touched for path, _ in todo.uploads()}
+        paths.update(*(todo.removals for todo in self.touched))
+        for _ in range(ATTEMPTS if paths else 0):
+            if read.version == self.marks:
+                return
+            written = await self.write_state(unknown(read.state, paths), read.version)
+            if not isinstance(written, Read):
+                return
+            read = written
 
     async def attempt(self, read: Read, todo: Plan, final: BucketState) -> Read | None:
         """Do ``todo``, planned from ``read``; None, or the state met in its place."""
@@ -185,7 +236,8 @@ class Publication:
             marks = await self.write_state(marked(final, todo), version)
             if isinstance(marks, Read):
                 return marks
-            version = marks
+            version = self.marks = marks
+            self.touched.append(todo)
             await self.upload_all(todo)
             await self.remove(todo.removals)
         elif not self.repair or encode(final) == encode(replace(read.state, token="")):
@@ -194,29 +246,54 @@ class Publication:
         return written if isinstance(written, Read) else None
 
     async def upload_all(self, todo: Plan) -> None:
-        """Upload each file, ``workers`` of them taking the next from one shared iterator.
+        """Upload each file; its body is rendered when its upload starts (flat memory)."""
+        total, done = todo.upload_count, 0
 
-        Each body is rendered when its upload starts: memory stays the same for
-        ten uploads or a million. After a failure no upload starts, and the
-        ones in flight end before it is raised (see ``run_stoppable``).
+        async def upload(item: tuple[str, int]) -> None:
+            nonlocal done
+            await self.upload(item[0], self.site.body(*item))
+            done += 1
+            if self.progress is not None and (done % PROGRESS_EVERY == 0 or done == total):
+                self.progress("uploading", done, total)
+
+        await self.each(todo.uploads(), upload)
+
+    async def wrong_headers(self, paths: Iterable[str]) -> list[str]:
+        """Those of ``paths`` whose Content-Type or Cache-Control is not what a publish sets."""
+        wrong = []
+
+        async def check(path: str) -> None:
+            self.requests += 1
+            headers = (await self.store.get_async(path, options={"head": True})).attributes
+            if (headers.get("Content-Type"), headers.get("Cache-Control")) != (
+                content_type(path),
+                CACHE_CONTROL,
+            ):
+                wrong.append(path)
+
+        await self.each(iter(paths), check)
+        return wrong
+
+    async def each(self, items: Iterator[T], act: Callable[[T], Awaitable[None]]) -> None:
+        """``act`` on each item, ``workers`` at a time taking the next from one iterator.
+
+        After a failure none starts, and those in flight end before it is
+        raised (see ``run_stoppable``).
         """
-        uploads, total, done, failed = todo.uploads(), todo.upload_count, 0, False
+        failed = False
 
         async def worker() -> None:
-            nonlocal done, failed
-            for path, place in uploads:  # one thread: no two workers take the same item
+            nonlocal failed
+            for item in items:  # one thread: no two workers take the same item
                 if failed:
                     return
                 try:
-                    await self.upload(path, self.site.body(path, place))
+                    await act(item)
                 except BaseException:
                     failed = True
                     raise
-                done += 1
-                if self.progress is not None and (done % PROGRESS_EVERY == 0 or done == total):
-                    self.progress("uploading", done, total)
 
-        workers = (worker() for _ in range(min(self.workers, total)))
+        workers = (worker() for _ in range(self.workers))
         for result in await asyncio.gather(*workers, return_exceptions=True):
             if isinstance(result, BaseException):
                 raise result
@@ -231,10 +308,10 @@ class Publication:
         data, version = bytes(await answer.bytes_async()), answer.meta["e_tag"]
         try:
             return Read(decode(data), version, data)
-        except InputError:
+        except InputError as error:
             if repair:
                 return Read(BucketState(), version, data)
-            raise
+            raise InputError(f"{self.destination}: {error}") from None
 
     async def write_state(self, state: BucketState, version: str | None) -> str | Read:
         """Write ``state`` if the stored one is still ``version`` (None: if there is none).
@@ -317,23 +394,26 @@ def run_stoppable(work: Coroutine[Any, Any, T]) -> T:
             signal.raise_signal(stopped)  # to the handler that was there before, as if now
 
 
-def too_many_removals(destination: Destination, todo: Plan, max_removals: int) -> str:
+def too_many_removals(
+    destination: Destination, todo: Plan, max_removals: int, changed: bool = False
+) -> str:
+    """The removal guard's line; ``changed``: after this publish changed files."""
     count = len(todo.removals)
+    done = ", after another publish; uploads were made" if changed else ("; nothing was changed")
     return (
-        f"{destination}: this publish would remove {count:,} files, more than "
-        f"--max-removals {max_removals}; nothing was changed. If that is meant, "
-        f"run again with --max-removals {count}"
+        f"{destination}: this publish would remove {count:,} files, more than --max-removals "
+        f"{max_removals}{done}. If that is meant, run again with --max-removals {count}"
     )
 
 
 def summary(destination: Destination, outcome: Outcome, seconds: float, check: bool) -> str:
-    """The summary line of a publish."""
-    todo, requests = outcome.plan, outcome.requests
+    """The summary line of a publish: what all its plans did, and what the last left alone."""
+    requests = outcome.requests
     verbs = ("to upload", "to remove") if check else ("uploaded", "removed")
     again = "; planned {} times, as another publish wrote the state meanwhile"
     return (
-        f"{'checked' if check else 'published'} {destination}: {todo.upload_count:,} {verbs[0]}, "
-        f"{len(todo.removals):,} {verbs[1]}, {todo.unchanged:,} unchanged; "
+        f"{'checked' if check else 'published'} {destination}: {outcome.uploaded:,} {verbs[0]}, "
+        f"{outcome.removed:,} {verbs[1]}, {outcome.plan.unchanged:,} unchanged; "
         f"{requests:,} request{'' if requests == 1 else 's'} in {seconds:.2f} s"
         + (again.format(outcome.plans) if outcome.plans > 1 else "")
     )
