@@ -1,21 +1,16 @@
 """``--publish s3://BUCKET[/PREFIX]``: make a bucket hold exactly the built site.
 
-This module runs a publish; ratings_api/bucket_state.py plans it and
-ratings_api/s3.py makes its one client. A publish of catalogue C:
-
-1. reads the state S and its version V (its ETag; none if there is no state);
-2. plans the uploads and removals that make a bucket recorded as S hold C's
-   site, and F, the state that records C's site;
-3. writes M, F with every file the plan touches marked unknown, *if the state
-   is still V* (it becomes V1); uploads, a bounded window at a time; removes;
-4. writes F *if the state is still V1*.
-
-A write that meets another version reads it and plans again. So the versions
-form one chain, and *a file the state records as known holds what it says*: M
-only turns known files into unknown ones, and F is written over this publish's
-own marks. A publish stopped anywhere leaves S or M, whose marked files the
-next one uploads. A reply lost after the store wrote is told by the state's
-token, read back.
+ratings_api/bucket_state.py plans a publish, ratings_api/s3.py makes its client.
+It reads the state, writes it with every file the plan touches marked unknown
+(M) *if still the version read*, uploads, removes, and writes the final state *if
+still M*: the versions form one chain, and *a file the state records as known
+holds what it says*. A write that meets another's version reads and plans again;
+a publish that stops after uploading writes the newest state again with what it
+touched unknown, as that may have landed after the other's. A lock object
+(ratings_api/lock.py) keeps a second publish waiting, for liveness and cost;
+correctness rests on the chain, and what the chain cannot rule out (a killed
+publish's request landing after another's) the lock does until it expires: no
+window is left open that a user can reach in a single CI setup.
 """
 
 from __future__ import annotations
@@ -142,8 +137,7 @@ class Read:
 class Publication:
     """One publish: the requests it makes to the store, each counted (not their retries).
 
-    It calls only the store's own methods: any object with them does (the tests'
-    in-memory store).
+    It calls the store's own methods only: the tests hand it an in-memory store.
     """
 
     store: ObjectStore
@@ -158,25 +152,17 @@ class Publication:
     marks: str | None = None  # the version of its last marks
 
     async def plan_only(self) -> Outcome:
-        read = await self.read_state(repair=self.repair)
-        todo = (await self.plan(read))[0]
+        todo = (await self.plan(await self.read_state(repair=self.repair)))[0]
         return Outcome(todo, self.requests, 1, todo.upload_count, len(todo.removals))
 
     async def plan(self, read: Read) -> tuple[Plan, BucketState]:
-        """The plan from ``read``; with --repair, from a listing of the bucket instead.
-
-        A listing has no headers: each object whose bytes are right is asked for them.
-        """
+        """The plan from ``read``; with --repair, from a listing and each file's headers."""
         if not self.repair:
             return plan(self.site, read.state)
         recorded = {path for path, _ in read.state.entries()}
         listed = await self.listing()
-        todo, final = plan(self.site, listed_state(self.site, listed, recorded))
-        kept = {path for path, _ in self.site.documents()}.union(self.site.others)
-        wrong = await self.wrong_headers(kept.difference(path for path, _ in todo.uploads()))
-        if not wrong:
-            return todo, final
-        listed.update(dict.fromkeys(wrong, UNKNOWN))
+        site = {path for path, _ in self.site.documents()}.union(self.site.others)
+        listed.update(dict.fromkeys(await self.wrong_headers(site.intersection(listed)), UNKNOWN))
         return plan(self.site, listed_state(self.site, listed, recorded))
 
     async def carry_out(self) -> Outcome:
@@ -187,10 +173,8 @@ class Publication:
         for attempt in range(1, ATTEMPTS + 1):
             todo, final = await self.plan(read)
             if len(todo.removals) > self.max_removals:
-                message = too_many_removals(
-                    self.destination, todo, self.max_removals, bool(self.touched)
-                )
-                await self.stop(read, message)
+                limit = self.destination, todo, self.max_removals, bool(self.touched)
+                await self.stop(read, too_many_removals(*limit))
             try:
                 newer = await self.attempt(read, todo, final)
             except BaseError:
@@ -208,17 +192,11 @@ class Publication:
         )
 
     async def stop(self, read: Read, message: str) -> NoReturn:
-        """Stop with ``message``, ``read`` the newest state."""
         await self.withdraw(read)
         raise InputError(message)
 
     async def withdraw(self, read: Read) -> None:
-        """Leave no file this publish may have written recorded as known by another's state.
-
-        Its own last marks say so (the files it touched before are recorded as
-        it wrote them, or touched again); another's state since is written again
-        with those files unknown.
-        """
+        """Write ``read`` again with the files it touched unknown, unless it is its own marks."""
         paths = {path for todo in self.touched for path, _ in todo.uploads()}
         paths.update(*(todo.removals for todo in self.touched))
         for _ in range(ATTEMPTS if paths else 0):
@@ -264,22 +242,19 @@ class Publication:
 
         async def check(path: str) -> None:
             self.requests += 1
-            headers = (await self.store.get_async(path, options={"head": True})).attributes
-            if (headers.get("Content-Type"), headers.get("Cache-Control")) != (
-                content_type(path),
-                CACHE_CONTROL,
-            ):
+            try:
+                headers = (await self.store.get_async(path, options={"head": True})).attributes
+            except FileNotFoundError:  # removed since the listing: uploaded as well
+                headers = {}
+            want = (content_type(path), CACHE_CONTROL)
+            if (headers.get("Content-Type"), headers.get("Cache-Control")) != want:
                 wrong.append(path)
 
         await self.each(iter(paths), check)
         return wrong
 
     async def each(self, items: Iterator[T], act: Callable[[T], Awaitable[None]]) -> None:
-        """``act`` on each item, ``workers`` at a time taking the next from one iterator.
-
-        After a failure none starts, and those in flight end before it is
-        raised (see ``run_stoppable``).
-        """
+        """``act`` on each item, ``workers`` at a time; after a failure, none starts."""
         failed = False
 
         async def worker() -> None:
@@ -397,9 +372,8 @@ def run_stoppable(work: Coroutine[Any, Any, T]) -> T:
 def too_many_removals(
     destination: Destination, todo: Plan, max_removals: int, changed: bool = False
 ) -> str:
-    """The removal guard's line; ``changed``: after this publish changed files."""
     count = len(todo.removals)
-    done = ", after another publish; uploads were made" if changed else ("; nothing was changed")
+    done = ", after another publish; uploads were made" if changed else "; nothing was changed"
     return (
         f"{destination}: this publish would remove {count:,} files, more than --max-removals "
         f"{max_removals}{done}. If that is meant, run again with --max-removals {count}"

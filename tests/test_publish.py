@@ -444,10 +444,10 @@ def test_repair_lists_the_bucket_and_puts_back_what_was_changed_by_hand(project:
     project.proxy.clear()
     done = project.main("--publish", project.target, "--repair")
     assert done.code == 0, done.err
-    # get, list, a HEAD of each of the 9 files whose bytes are right, mark, 3 puts, delete, state
-    assert done.out.splitlines()[1].startswith(summary(project, 3, 1, 8, 17))
-    assert project.proxy.count("HEAD") == 9
-    assert project.proxy.count() == 17
+    # get, list, a HEAD of each of the 10 files of the site listed, mark, 3 puts, delete, state
+    assert done.out.splitlines()[1].startswith(summary(project, 3, 1, 8, 18))
+    assert project.proxy.count("HEAD") == 10
+    assert project.proxy.count() == 18
     project.assert_published(theirs={"p/away/mine.json": b"{}\n"})
     head = client.head_object(Bucket=project.bucket, Key="p/assets/star.svg")
     assert (head["ContentType"], head["CacheControl"]) == ("image/svg+xml", CACHE_CONTROL)
