@@ -177,7 +177,7 @@ async def publish(memory: MemoryStore, site: Site, **options: Any) -> Outcome:
 
 async def another_write(memory: MemoryStore) -> None:
     """What another publish's write of the state does: the same records, a new version."""
-    state = decode(bytes(await (await memory.get_async(STATE_NAME)).bytes_async()))
+    state = decode((await contents(memory)).get(STATE_NAME) or encode(BucketState()))
     await memory.put_async(STATE_NAME, encode(replace(state, token="f00d" + state.token)))
 
 
@@ -244,6 +244,23 @@ def test_a_publish_that_stops_after_another_leaves_none_of_its_files_known(stop:
     assert not dict(decode(objects[STATE_NAME]).entries())[document(1)]
     run(publish(memory, THEIRS))
     assert_holds(run(contents(memory)), THEIRS)
+
+
+def test_a_state_that_keeps_changing_stops_it_after_ten_plans() -> None:
+    """Another publish writes the state before each of its writes: it never uploads."""
+    memory = MemoryStore()
+
+    async def before(number: int, method: str, path: str) -> None:
+        if (method, path) == ("PUT", STATE_NAME):
+            await another_write(memory)
+
+    store = Seen(memory, before)
+    with pytest.raises(InputError) as error:
+        run(publication(store, site_of_numbers(BEFORE)).carry_out())
+
+    assert str(error.value) == STOPS["state-keeps-changing"]
+    assert [method for method, _ in store.log].count("PUT") == 10
+    assert set(run(contents(memory))) == {STATE_NAME}
 
 
 def test_after_another_publish_the_summary_counts_every_plan() -> None:
