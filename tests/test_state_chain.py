@@ -218,17 +218,17 @@ def test_a_publish_that_stops_after_another_leaves_none_of_its_files_known(stop:
     failing its next upload: the state must not say article 1 holds the other's
     bytes, nor that nothing was changed.
     """
-    memory, met = MemoryStore(), list[str]()
+    memory, theirs, others = MemoryStore(), list[Outcome](), list[None]()
 
     async def before(number: int, method: str, path: str) -> None:
+        keeps_changing = stop == "state-keeps-changing" and theirs and len(others) < 11
         if (method, path) == ("PUT", document(1)):
-            await publish(memory, THEIRS)
-            met.append("theirs")
+            theirs.append(await publish(memory, THEIRS))
         elif stop == "store-error" and (method, path) == ("PUT", "index.html"):
             raise GenericError("the store failed")
-        elif stop == "state-keeps-changing" and path == STATE_NAME and 1 <= len(met) <= 10:
-            await another_write(memory)  # before each of its next ten state requests
-            met.append("another")
+        elif keeps_changing and (method, path) == ("PUT", STATE_NAME):
+            # Before each of its ten state writes, and its first withdrawal.
+            others.append(await another_write(memory))
 
     async def scenario() -> tuple[str, dict[str, bytes]]:
         await publish(memory, site_of_numbers(BEFORE))
@@ -244,6 +244,34 @@ def test_a_publish_that_stops_after_another_leaves_none_of_its_files_known(stop:
     assert not dict(decode(objects[STATE_NAME]).entries())[document(1)]
     run(publish(memory, THEIRS))
     assert_holds(run(contents(memory)), THEIRS)
+
+
+@pytest.mark.parametrize(
+    ("failing", "asked"),
+    [(1, ["GET", "PUT"]), (2, ["GET", "PUT", "PUT", "GET"])],
+    ids=["marks", "first-upload"],
+)
+def test_a_store_failure_with_no_other_publish_leaves_its_marks(
+    failing: int, asked: list[str]
+) -> None:
+    """Failing its marks, it asks nothing more; failing an upload, it finds its marks newest."""
+    memory, puts = MemoryStore(), []
+
+    async def before(number: int, method: str, path: str) -> None:
+        puts.extend([method] if method == "PUT" else [])
+        if len(puts) == failing and method == "PUT":
+            raise GenericError("the store failed")
+
+    run(publish(memory, site_of_numbers(BEFORE)))
+    store = Seen(memory, before)
+    with pytest.raises(GenericError):
+        run(Publication(store, TARGET, MINE, False, 256, 2, None).carry_out())  # type: ignore[arg-type]
+
+    assert [method for method, _ in store.log] == asked
+    state = dict(decode(run(contents(memory))[STATE_NAME]).entries())
+    assert [path for path, known in state.items() if not known] == (
+        [] if failing == 1 else [document(1), "index.html"]
+    )
 
 
 def test_a_state_that_keeps_changing_stops_it_after_ten_plans() -> None:
