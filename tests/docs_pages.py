@@ -202,7 +202,7 @@ PUBLISH_ERRORS: Final[list[tuple[str, str, str, str]]] = [
     (
         "s3://ratings/v1: the state keeps changing: is another publish running?",
         "Run one publish per target at a time (a CI concurrency group), then again.",
-        "test_publish.py",
+        "test_state_chain.py",
         ": the state keeps changing: is another publish running?",
     ),
 ]
