@@ -21,7 +21,7 @@ import os
 import secrets
 import signal
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field, replace
 from itertools import chain, islice
 from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
@@ -216,27 +216,14 @@ class Publication:
                 return marks
             version = self.marks = marks
             self.touched.append(todo)
-            await self.upload_all(todo)
+            await self.each("uploading", todo.uploads(), todo.upload_count, self.upload)
             await self.remove(todo.removals)
         elif not self.repair or encode(final) == encode(replace(read.state, token="")):
             return None  # the bucket and its state are the site's already
         written = await self.write_state(final, version)
         return written if isinstance(written, Read) else None
 
-    async def upload_all(self, todo: Plan) -> None:
-        """Upload each file; its body is rendered when its upload starts (flat memory)."""
-        total, done = todo.upload_count, 0
-
-        async def upload(item: tuple[str, int]) -> None:
-            nonlocal done
-            await self.upload(item[0], self.site.body(*item))
-            done += 1
-            if self.progress is not None and (done % PROGRESS_EVERY == 0 or done == total):
-                self.progress("uploading", done, total)
-
-        await self.each(todo.uploads(), upload)
-
-    async def wrong_headers(self, paths: Iterable[str]) -> list[str]:
+    async def wrong_headers(self, paths: set[str]) -> list[str]:
         """Those of ``paths`` whose Content-Type or Cache-Control is not what a publish sets."""
         wrong = []
 
@@ -250,15 +237,17 @@ class Publication:
             if (headers.get("Content-Type"), headers.get("Cache-Control")) != want:
                 wrong.append(path)
 
-        await self.each(iter(paths), check)
+        await self.each("checking headers", iter(paths), len(paths), check)
         return wrong
 
-    async def each(self, items: Iterator[T], act: Callable[[T], Awaitable[None]]) -> None:
+    async def each(
+        self, stage: str, items: Iterator[T], total: int, act: Callable[[T], Awaitable[None]]
+    ) -> None:
         """``act`` on each item, ``workers`` at a time; after a failure, none starts."""
-        failed = False
+        done, failed = 0, False
 
         async def worker() -> None:
-            nonlocal failed
+            nonlocal done, failed
             for item in items:  # one thread: no two workers take the same item
                 if failed:
                     return
@@ -267,6 +256,9 @@ class Publication:
                 except BaseException:
                     failed = True
                     raise
+                done += 1
+                if self.progress is not None and (done % PROGRESS_EVERY == 0 or done == total):
+                    self.progress(stage, done, total)
 
         workers = (worker() for _ in range(self.workers))
         for result in await asyncio.gather(*workers, return_exceptions=True):
@@ -312,10 +304,15 @@ class Publication:
             return stored.version if stored.data == body and stored.version else stored
         return str(answer["e_tag"])
 
-    async def upload(self, path: str, body: bytes) -> None:
-        """Put one file, whole: its payload's SHA-256 is signed, and checked by the store."""
+    async def upload(self, item: tuple[str, int]) -> None:
+        """Put one file, whole, its body rendered now (memory stays flat for a million).
+
+        Its payload's SHA-256 is signed, and checked by the store.
+        """
+        path, place = item
         self.requests += 1
         attributes = {"Content-Type": content_type(path), "Cache-Control": CACHE_CONTROL}
+        body = self.site.body(path, place)
         await self.store.put_async(path, body, attributes=attributes, use_multipart=False)
 
     async def remove(self, paths: list[str]) -> None:
