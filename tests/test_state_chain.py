@@ -106,14 +106,13 @@ class Seen:
     """
 
     def __init__(self, memory: MemoryStore, before: Before | None = None) -> None:
-        self.memory, self.before, self.requests = memory, before, 0
-        self.log: list[tuple[str, str]] = []
+        self.memory, self.before = memory, before
+        self.log: list[tuple[str, str]] = []  # each request's method and path
 
     async def _request(self, method: str, path: str) -> None:
-        self.requests += 1
         self.log.append((method, path))
         if self.before is not None:
-            await self.before(self.requests, method, path)
+            await self.before(len(self.log), method, path)
 
     async def get_async(self, path: str, **options: Any) -> Any:
         await self._request("HEAD" if options.get("options", {}).get("head") else "GET", path)
@@ -160,10 +159,10 @@ def lies(objects: dict[str, bytes]) -> list[str]:
 
 
 def publication(
-    store: Seen, site: Site, *, repair: bool = False, removals: int = 256
+    store: Seen, site: Site, *, repair: bool = False, removals: int = 256, workers: int = 1
 ) -> Publication:
-    """A publish of ``site`` to ``store``: one upload at a time, so every run is the same."""
-    return Publication(store, TARGET, site, repair, removals, 1, None)
+    """A publish of ``site`` to ``store``, by default one request at a time: always the same."""
+    return Publication(store, TARGET, site, repair, removals, workers, None)  # type: ignore[arg-type]
 
 
 def run(work: Coroutine[Any, Any, T]) -> T:
@@ -265,7 +264,7 @@ def test_a_store_failure_with_no_other_publish_leaves_its_marks(
     run(publish(memory, site_of_numbers(BEFORE)))
     store = Seen(memory, before)
     with pytest.raises(GenericError):
-        run(Publication(store, TARGET, MINE, False, 256, 2, None).carry_out())  # type: ignore[arg-type]
+        run(publication(store, MINE, workers=2).carry_out())
 
     assert [method for method, _ in store.log] == asked
     state = dict(decode(run(contents(memory))[STATE_NAME]).entries())
