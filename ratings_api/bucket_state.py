@@ -24,7 +24,7 @@ import re
 import sys
 import zlib
 from array import array
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Final
@@ -107,7 +107,7 @@ def decode(data: bytes) -> BucketState:
         raw = gzip.decompress(data)
         end = raw.index(b"\n")
         head = json.loads(raw[:end])
-    except (OSError, EOFError, zlib.error, ValueError):
+    except (OSError, EOFError, zlib.error, ValueError, RecursionError):  # deep nesting: the last
         raise InputError(UNREADABLE) from None
     version = head.get("format") if isinstance(head, dict) else None
     if type(version) is int and version > FORMAT:
@@ -249,9 +249,14 @@ def plan(site: Site, published: BucketState) -> tuple[Plan, BucketState]:
         for path, (digest, place) in files.items()
         if published.files.get(path) != digest
     ]
-    # Documents recorded by MD5 before and by their numbers now are uploaded, not removed.
+    # Documents recorded by MD5 before and by their numbers now are uploaded, not removed,
+    # whatever the published numbers say of them too.
     by_digest = [path for path in published.files if path not in files]
     listed = set(local.ids) if any(map(document_id, by_digest)) else set()
+    again = listed.intersection(map(document_id, by_digest))
+    if again and len(documents) < len(local.ids):
+        places = (place for place, article_id in enumerate(local.ids) if article_id in again)
+        documents = array("q", sorted({*documents, *places}))
     removals = [path for path in map(document_path, gone) if path not in files]
     removals += [path for path in by_digest if document_id(path) not in listed]
     unchanged = len(local.ids) + len(files) - len(documents) - len(others)
@@ -331,3 +336,22 @@ def marked(final: BucketState, todo: Plan) -> BucketState:
     touched = chain((path for path, _ in todo.others), todo.removals)
     files = {**final.files, **dict.fromkeys(touched, UNKNOWN)}
     return BucketState(final.stamp, final.ids, final.sums, counts, files)
+
+
+def unknown(state: BucketState, paths: Iterable[str]) -> BucketState:
+    """``state`` with each of ``paths`` recorded as not known, added where it records none.
+
+    It records nothing wrong whatever those files hold, and the next plan
+    uploads or removes each of them.
+    """
+    wanted = set(paths)
+    ids = {document_id(path) for path in wanted}
+    counts, found = array("q", state.counts), set()
+    for place, article_id in enumerate(state.ids):
+        if article_id in ids:
+            counts[place] = UNKNOWN_COUNT
+            found.add(document_path(article_id))
+    rest = (path for path in wanted if path not in found or path in state.files)
+    return BucketState(
+        state.stamp, state.ids, state.sums, counts, {**state.files, **dict.fromkeys(rest, UNKNOWN)}
+    )

@@ -1,21 +1,16 @@
 """``--publish s3://BUCKET[/PREFIX]``: make a bucket hold exactly the built site.
 
-This module runs a publish; ratings_api/bucket_state.py plans it and
-ratings_api/s3.py makes its one client. A publish of catalogue C:
-
-1. reads the state S and its version V (its ETag; none if there is no state);
-2. plans the uploads and removals that make a bucket recorded as S hold C's
-   site, and F, the state that records C's site;
-3. writes M, F with every file the plan touches marked unknown, *if the state
-   is still V* (it becomes V1); uploads, a bounded window at a time; removes;
-4. writes F *if the state is still V1*.
-
-A write that meets another version reads it and plans again. So the versions
-form one chain, and *a file the state records as known holds what it says*: M
-only turns known files into unknown ones, and F is written over this publish's
-own marks. A publish stopped anywhere leaves S or M, whose marked files the
-next one uploads. A reply lost after the store wrote is told by the state's
-token, read back.
+ratings_api/bucket_state.py plans a publish, ratings_api/s3.py makes its client.
+It reads the state, writes it with every file the plan touches marked unknown
+(M) *if still the version read*, uploads, removes, and writes the final state *if
+still M*: the versions form one chain, and *a file the state records as known
+holds what it says*. A write that meets another's version reads and plans again;
+a publish that stops after uploading writes the newest state again with what it
+touched unknown, as that may have landed after the other's. A lock object
+(ratings_api/lock.py) keeps a second publish waiting, for liveness and cost;
+correctness rests on the chain, and what the chain cannot rule out (a killed
+publish's request landing after another's) the lock does until it expires: no
+window is left open that a user can reach in a single CI setup.
 """
 
 from __future__ import annotations
@@ -26,14 +21,15 @@ import os
 import secrets
 import signal
 import time
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from dataclasses import dataclass, field, replace
 from itertools import chain, islice
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
 
 from ratings_api.bucket_state import (
     CACHE_CONTROL,
     STATE_NAME,
+    UNKNOWN,
     BucketState,
     Plan,
     Site,
@@ -42,13 +38,14 @@ from ratings_api.bucket_state import (
     listed_state,
     marked,
     plan,
+    unknown,
 )
 from ratings_api.errors import InputError
 from ratings_api.hosting import NOT_FOUND_PAGE, REDIRECTS
 from ratings_api.s3 import Destination, explain, open_store, require_client
 
 if TYPE_CHECKING:
-    from obstore.store import S3Store
+    from obstore.store import ObjectStore
 
     from ratings_api.build import Result
 
@@ -76,11 +73,13 @@ TYPES: Final = {
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a publish did (or, checking, would do): its last plan, and how many it made."""
+    """What a publish did (or, checking, would do): its last plan, and all its plans made."""
 
     plan: Plan
     requests: int
     plans: int = 1  # more than one: another publish wrote the state meanwhile
+    uploaded: int = 0
+    removed: int = 0
 
 
 def site_of(result: Result) -> Site:
@@ -137,9 +136,12 @@ class Read:
 
 @dataclass
 class Publication:
-    """One publish: the requests it makes to the store, each counted (not their retries)."""
+    """One publish: the requests it makes to the store, each counted (not their retries).
 
-    store: S3Store
+    It calls the store's own methods only: the tests hand it an in-memory store.
+    """
+
+    store: ObjectStore
     destination: Destination
     site: Site
     repair: bool
@@ -147,33 +149,64 @@ class Publication:
     workers: int
     progress: Progress | None
     requests: int = 0
+    touched: list[Plan] = field(default_factory=list)  # the plans whose changes began
+    marks: str | None = None  # the version of its last marks
 
     async def plan_only(self) -> Outcome:
-        read = await self.read_state(repair=self.repair)
-        return Outcome((await self.plan(read))[0], self.requests)
+        todo = (await self.plan(await self.read_state(repair=self.repair)))[0]
+        return Outcome(todo, self.requests, 1, todo.upload_count, len(todo.removals))
 
     async def plan(self, read: Read) -> tuple[Plan, BucketState]:
-        """The plan from ``read``; with --repair, from a listing of the bucket instead."""
+        """The plan from ``read``; with --repair, from a listing and each file's headers."""
         if not self.repair:
             return plan(self.site, read.state)
         recorded = {path for path, _ in read.state.entries()}
-        return plan(self.site, listed_state(self.site, await self.listing(), recorded))
+        listed = await self.listing()
+        site = {path for path, _ in self.site.documents()}.union(self.site.others)
+        listed.update(dict.fromkeys(await self.wrong_headers(site.intersection(listed)), UNKNOWN))
+        return plan(self.site, listed_state(self.site, listed, recorded))
 
     async def carry_out(self) -> Outcome:
         """Read, plan, mark, upload, remove, write; read and plan again after a conflict."""
+        from obstore.exceptions import BaseError
+
         read = await self.read_state(repair=self.repair)
-        todo, final = await self.plan(read)
         for attempt in range(1, ATTEMPTS + 1):
+            todo, final = await self.plan(read)
             if len(todo.removals) > self.max_removals:
-                raise InputError(too_many_removals(self.destination, todo, self.max_removals))
-            newer = await self.attempt(read, todo, final)
+                limit = self.destination, todo, self.max_removals, bool(self.touched)
+                await self.stop(read, too_many_removals(*limit))
+            try:
+                newer = await self.attempt(read, todo, final)
+            except BaseError:
+                if self.touched:
+                    with contextlib.suppress(BaseError):
+                        await self.withdraw(await self.read_state(repair=True))
+                raise
             if newer is None:
-                return Outcome(todo, self.requests, attempt)
+                uploaded = sum(done.upload_count for done in self.touched)
+                removed = sum(len(done.removals) for done in self.touched)
+                return Outcome(todo, self.requests, attempt, uploaded, removed)
             read = newer  # another publish wrote the state since it was read
-            todo, final = plan(self.site, read.state)
-        raise InputError(
-            f"{self.destination}: the state keeps changing: is another publish running?"
+        await self.stop(
+            read, f"{self.destination}: the state keeps changing: is another publish running?"
         )
+
+    async def stop(self, read: Read, message: str) -> NoReturn:
+        await self.withdraw(read)
+        raise InputError(message)
+
+    async def withdraw(self, read: Read) -> None:
+        """Write ``read`` again with the files it touched unknown, unless it is its own marks."""
+        paths = {path for todo in self.touched for path, _ in todo.uploads()}
+        paths.update(*(todo.removals for todo in self.touched))
+        for _ in range(ATTEMPTS if paths else 0):
+            if read.version == self.marks:
+                return
+            written = await self.write_state(unknown(read.state, paths), read.version)
+            if not isinstance(written, Read):
+                return
+            read = written
 
     async def attempt(self, read: Read, todo: Plan, final: BucketState) -> Read | None:
         """Do ``todo``, planned from ``read``; None, or the state met in its place."""
@@ -182,58 +215,71 @@ class Publication:
             marks = await self.write_state(marked(final, todo), version)
             if isinstance(marks, Read):
                 return marks
-            version = marks
-            await self.upload_all(todo)
+            version = self.marks = marks
+            self.touched.append(todo)
+            await self.each("uploading", todo.uploads(), todo.upload_count, self.upload)
             await self.remove(todo.removals)
         elif not self.repair or encode(final) == encode(replace(read.state, token="")):
             return None  # the bucket and its state are the site's already
         written = await self.write_state(final, version)
         return written if isinstance(written, Read) else None
 
-    async def upload_all(self, todo: Plan) -> None:
-        """Upload each file, ``workers`` of them taking the next from one shared iterator.
+    async def wrong_headers(self, paths: set[str]) -> list[str]:
+        """Those of ``paths`` whose Content-Type or Cache-Control is not what a publish sets."""
+        wrong = []
 
-        Each body is rendered when its upload starts: memory stays the same for
-        ten uploads or a million. After a failure no upload starts, and the
-        ones in flight end before it is raised (see ``run_stoppable``).
-        """
-        uploads, total, done, failed = todo.uploads(), todo.upload_count, 0, False
+        async def check(path: str) -> None:
+            self.requests += 1
+            try:
+                headers = (await self.store.get_async(path, options={"head": True})).attributes
+            except FileNotFoundError:  # removed since the listing: uploaded as well
+                headers = {}
+            want = (content_type(path), CACHE_CONTROL)
+            if (headers.get("Content-Type"), headers.get("Cache-Control")) != want:
+                wrong.append(path)
+
+        await self.each("checking headers", iter(paths), len(paths), check)
+        return wrong
+
+    async def each(
+        self, stage: str, items: Iterator[T], total: int, act: Callable[[T], Awaitable[None]]
+    ) -> None:
+        """``act`` on each item, ``workers`` at a time; after a failure, none starts."""
+        done, failed = 0, False
 
         async def worker() -> None:
             nonlocal done, failed
-            for path, place in uploads:  # one thread: no two workers take the same item
+            for item in items:  # one thread: no two workers take the same item
                 if failed:
                     return
                 try:
-                    await self.upload(path, self.site.body(path, place))
+                    await act(item)
                 except BaseException:
                     failed = True
                     raise
                 done += 1
                 if self.progress is not None and (done % PROGRESS_EVERY == 0 or done == total):
-                    self.progress("uploading", done, total)
+                    self.progress(stage, done, total)
 
-        workers = (worker() for _ in range(min(self.workers, total)))
+        workers = (worker() for _ in range(self.workers))
         for result in await asyncio.gather(*workers, return_exceptions=True):
             if isinstance(result, BaseException):
                 raise result
 
     async def read_state(self, *, repair: bool = False) -> Read:
         """The state in the bucket; with ``repair``, one that cannot be read counts as none."""
-        import obstore
-
         self.requests += 1
         try:
-            answer = await obstore.get_async(self.store, STATE_NAME)
+            answer = await self.store.get_async(STATE_NAME)
         except FileNotFoundError:  # no state (or no bucket: the first write will say)
             return Read(BucketState(), None)
         data, version = bytes(await answer.bytes_async()), answer.meta["e_tag"]
         try:
             return Read(decode(data), version, data)
-        except InputError:
+        except InputError as error:
             if repair:
                 return Read(BucketState(), version, data)
-            raise
+            raise InputError(f"{self.destination}: {error}") from None
 
     async def write_state(self, state: BucketState, version: str | None) -> str | Read:
         """Write ``state`` if the stored one is still ``version`` (None: if there is none).
@@ -242,14 +288,12 @@ class Publication:
         state read in its place. The token of each write tells our own write,
         whose reply was lost and whose retry met its condition, from another's.
         """
-        import obstore
         from obstore.exceptions import AlreadyExistsError, PreconditionError
 
         body = encode(replace(state, token=secrets.token_hex(16)))
         self.requests += 1
         try:
-            answer = await obstore.put_async(
-                self.store,
+            answer = await self.store.put_async(
                 STATE_NAME,
                 body,
                 attributes={"Content-Type": "application/gzip", "Cache-Control": "no-store"},
@@ -261,27 +305,26 @@ class Publication:
             return stored.version if stored.data == body and stored.version else stored
         return str(answer["e_tag"])
 
-    async def upload(self, path: str, body: bytes) -> None:
-        """Put one file, whole: its payload's SHA-256 is signed, and checked by the store."""
-        import obstore
+    async def upload(self, item: tuple[str, int]) -> None:
+        """Put one file, whole, its body rendered now (memory stays flat for a million).
 
+        Its payload's SHA-256 is signed, and checked by the store.
+        """
+        path, place = item
         self.requests += 1
         attributes = {"Content-Type": content_type(path), "Cache-Control": CACHE_CONTROL}
-        await obstore.put_async(self.store, path, body, attributes=attributes, use_multipart=False)
+        body = self.site.body(path, place)
+        await self.store.put_async(path, body, attributes=attributes, use_multipart=False)
 
     async def remove(self, paths: list[str]) -> None:
-        import obstore
-
         if paths:
             self.requests += -(-len(paths) // PAGE)
-            await obstore.delete_async(self.store, paths)
+            await self.store.delete_async(paths)
 
     async def listing(self) -> dict[str, str]:
         """Every object under the prefix: its path below the prefix and its ETag's MD5."""
-        import obstore
-
         found: dict[str, str] = {}
-        async for chunk in obstore.list(self.store, chunk_size=PAGE):
+        async for chunk in self.store.list(chunk_size=PAGE):
             found.update((item["path"], (item["e_tag"] or "").strip('"')) for item in chunk)
         self.requests += max(1, -(-len(found) // PAGE))
         return found
@@ -324,23 +367,25 @@ def run_stoppable(work: Coroutine[Any, Any, T]) -> T:
             signal.raise_signal(stopped)  # to the handler that was there before, as if now
 
 
-def too_many_removals(destination: Destination, todo: Plan, max_removals: int) -> str:
+def too_many_removals(
+    destination: Destination, todo: Plan, max_removals: int, changed: bool = False
+) -> str:
     count = len(todo.removals)
+    done = ", after another publish; uploads were made" if changed else "; nothing was changed"
     return (
-        f"{destination}: this publish would remove {count:,} files, more than "
-        f"--max-removals {max_removals}; nothing was changed. If that is meant, "
-        f"run again with --max-removals {count}"
+        f"{destination}: this publish would remove {count:,} files, more than --max-removals "
+        f"{max_removals}{done}. If that is meant, run again with --max-removals {count}"
     )
 
 
 def summary(destination: Destination, outcome: Outcome, seconds: float, check: bool) -> str:
-    """The summary line of a publish."""
-    todo, requests = outcome.plan, outcome.requests
+    """The summary line of a publish: what all its plans did, and what the last left alone."""
+    requests = outcome.requests
     verbs = ("to upload", "to remove") if check else ("uploaded", "removed")
     again = "; planned {} times, as another publish wrote the state meanwhile"
     return (
-        f"{'checked' if check else 'published'} {destination}: {todo.upload_count:,} {verbs[0]}, "
-        f"{len(todo.removals):,} {verbs[1]}, {todo.unchanged:,} unchanged; "
+        f"{'checked' if check else 'published'} {destination}: {outcome.uploaded:,} {verbs[0]}, "
+        f"{outcome.removed:,} {verbs[1]}, {outcome.plan.unchanged:,} unchanged; "
         f"{requests:,} request{'' if requests == 1 else 's'} in {seconds:.2f} s"
         + (again.format(outcome.plans) if outcome.plans > 1 else "")
     )

@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import builtins
-import gzip
 import hashlib
-import json
 import os
 import re
-import secrets
 import signal
 import subprocess
 import sys
 import time
-import tracemalloc
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -25,23 +21,18 @@ import pytest
 
 from ratings_api.bucket_state import (
     BucketState,
-    Plan,
-    Site,
     decode,
     encode,
-    local_state,
     marked,
     plan,
 )
 from ratings_api.build import render_site
 from ratings_api.cli import main
-from ratings_api.errors import InputError
-from ratings_api.loader import Catalogue
 from ratings_api.publish import publish, site_of
-from ratings_api.rating import Renderer
 from ratings_api.s3 import Destination, explain
 from tests.objectstore import RATINGS as CATALOGUE
 from tests.objectstore import CountingProxy, Store, free_port, start_counting_proxy
+from tests.test_state_chain import GOOD_HEAD, NEWER, UNREADABLE, state_of
 from tests.trees import document
 
 REPO: Final = Path(__file__).resolve().parent.parent
@@ -68,30 +59,11 @@ BUCKET_NAME: Final = (
     "--publish: a bucket name holds only letters, digits, '.', '-' and '_'; a port goes in "
     "AWS_ENDPOINT_URL"
 )
-UNREADABLE: Final = (
-    f"{STATE_KEY}: not a state this version can read; --repair lists the bucket "
-    "and writes a new one"
-)
-NEWER: Final = (
-    f"{STATE_KEY}: written by a newer version of ratings-api (state format 3; this one reads "
-    "2): upgrade it, or --repair lists the bucket and writes a state of this version"
-)
-GOOD_HEAD: Final = {
-    "articles": 0,
-    "cache_control": CACHE_CONTROL,
-    "files": {},
-    "format": 2,
-    "stamp": "",
-}
 
 
 def many(count: int, first: int = 1) -> str:
     lines = "".join(f"  {n}: [{n % 5 + 1}]\n" for n in range(first, first + count))
     return f"base_url: {BASE}\nscale: [1, 5]\narticles:\n{lines}"
-
-
-def state_of(head: dict[str, object], columns: bytes = b"") -> bytes:
-    return gzip.compress(json.dumps(head).encode() + b"\n" + columns)
 
 
 @dataclass(frozen=True)
@@ -479,6 +451,9 @@ def test_repair_lists_the_bucket_and_puts_back_what_was_changed_by_hand(project:
     client = project.store.client()
     client.delete_object(Bucket=project.bucket, Key="p/" + document(7))
     client.put_object(Bucket=project.bucket, Key="p/index.html", Body=b"defaced\n")
+    # The right bytes, without the headers (binary/octet-stream), as a plain `aws s3 cp`.
+    star = (project.output / "assets/star.svg").read_bytes()
+    client.put_object(Bucket=project.bucket, Key="p/assets/star.svg", Body=star)
     client.put_object(Bucket=project.bucket, Key="p/" + document(99), Body=b"{}\n")
     client.put_object(Bucket=project.bucket, Key="p/away/mine.json", Body=b"{}\n")
     assert project.publish().code == 0
@@ -486,10 +461,13 @@ def test_repair_lists_the_bucket_and_puts_back_what_was_changed_by_hand(project:
     project.proxy.clear()
     done = project.main("--publish", project.target, "--repair")
     assert done.code == 0, done.err
-    # get, list, mark, 2 puts, delete, state
-    assert done.out.splitlines()[1].startswith(summary(project, 2, 1, 10, 7))
-    assert project.proxy.count() == 7
+    # get, list, a HEAD of each of the 11 files of the site listed, mark, 3 puts, delete, state
+    assert done.out.splitlines()[1].startswith(summary(project, 3, 1, 9, 19))
+    assert project.proxy.count("HEAD") == 11
+    assert project.proxy.count() == 19
     project.assert_published(theirs={"p/away/mine.json": b"{}\n"})
+    head = client.head_object(Bucket=project.bucket, Key="p/assets/star.svg")
+    assert (head["ContentType"], head["CacheControl"]) == ("image/svg+xml", CACHE_CONTROL)
 
 
 @pytest.mark.parametrize(
@@ -505,11 +483,15 @@ def test_a_state_it_cannot_read_stops_it_and_repair_replaces_it(
     assert project.publish().code == 0
     project.put_state(data)
     done = project.publish()
-    assert (done.code, done.out, done.err) == (2, "", line + "\n")
+    assert (done.code, done.out, done.err) == (
+        2,
+        "",
+        line.replace("s3://b/p", project.target) + "\n",
+    )
     done = project.main("--publish", project.target, "--repair")
     assert (done.code, done.err) == (0, "")
-    # get, list, state: every object was right
-    assert done.out.splitlines()[1].startswith(summary(project, 0, 0, 12, 3))
+    # get, list, a HEAD of each file, state: every object was right
+    assert done.out.splitlines()[1].startswith(summary(project, 0, 0, 12, 15))
     project.assert_published()
 
 
@@ -800,26 +782,6 @@ def test_a_publish_that_another_overtook_plans_again(
     assert project.publish("--check").code == 1
 
 
-def test_a_state_that_keeps_changing_stops_it_after_ten_plans(project: Project) -> None:
-    client, key = project.store.client(), f"p/{STATE_KEY}"
-
-    def another_publish() -> None:
-        try:
-            state = decode(client.get_object(Bucket=project.bucket, Key=key)["Body"].read())
-        except client.exceptions.NoSuchKey:
-            state = BucketState()
-        data = encode(replace(state, token=secrets.token_hex(8)))
-        client.put_object(Bucket=project.bucket, Key=key, Body=data)
-
-    project.proxy.before_each("PUT", STATE_KEY, another_publish)
-    done = project.publish()
-    assert (done.code, done.err) == (
-        2,
-        f"{project.target}: the state keeps changing: is another publish running?\n",
-    )
-    assert project.proxy.count("PUT") == 10
-
-
 def test_a_lost_reply_to_its_own_state_write_is_not_a_race(project: Project) -> None:
     """The store writes the marks, the answer is lost, the retry finds them written."""
     dropped = project.proxy.drop_reply("PUT", f"p/{STATE_KEY}")
@@ -858,181 +820,3 @@ def test_without_a_region_the_requests_are_signed_for_the_buckets_own(project: P
         ("PUT", "state", "eu-west-3"),
         ("PUT", "file", "eu-west-3"),
     }
-
-
-# The state and the plan, without a store
-
-
-def site_of_numbers(numbers: dict[int, tuple[int, int]], base_url: str = BASE) -> Site:
-    catalogue = Catalogue(
-        ids=list(numbers),
-        sums=[total for total, _ in numbers.values()],
-        counts=[count for _, count in numbers.values()],
-    )
-    return Site(catalogue, Renderer(base_url), {"index.html": b"<!doctype html>\n"})
-
-
-def published(site: Site) -> BucketState:
-    """The state of ``site``, once written to the bucket and read back."""
-    return decode(encode(local_state(site)[0]))
-
-
-def uploads(todo: Plan) -> list[str]:
-    return [path for path, _ in todo.uploads()]
-
-
-def test_a_state_read_back_is_the_state_written() -> None:
-    site = site_of_numbers({7: (29, 6), 2**62: (0, 0), 3: (-5, 1)})
-    state = local_state(site)[0]
-
-    read = decode(encode(replace(state, token="f00d")))
-
-    assert (read.stamp, list(read.ids), list(read.sums), list(read.counts), read.token) == (
-        Renderer(BASE).stamp,
-        [7, 2**62, 3],
-        [29, 0, -5],
-        [6, 0, 1],
-        "f00d",  # each write's own, which the plan ignores
-    )
-    assert dict(read.entries()) == dict.fromkeys(
-        [document(7), document(2**62), document(3), "index.html"], True
-    )
-    assert encode(replace(read, token="")) == encode(state)
-    assert json.loads(gzip.decompress(encode(state)).split(b"\n")[0]) == {
-        **GOOD_HEAD,
-        "articles": 3,
-        "files": {"index.html": hashlib.md5(b"<!doctype html>\n").hexdigest()},
-        "stamp": Renderer(BASE).stamp,
-    }
-
-
-@pytest.mark.parametrize("place", [None, 0, 4095, 4096, 9999])
-def test_one_number_changed_anywhere_uploads_that_document(place: int | None) -> None:
-    numbers = {n: (n % 7, n % 3) for n in range(1, 10_001)}
-    before = published(site_of_numbers(numbers))
-    if place is not None:
-        numbers[place + 1] = (numbers[place + 1][0] + 1, numbers[place + 1][1])
-
-    todo, final = plan(site_of_numbers(numbers), replace(before, token="f00d"))
-
-    changed = [] if place is None else [(document(place + 1), place)]
-    assert (list(todo.uploads()), todo.removals) == (changed, [])
-    assert todo.unchanged == 10_001 - len(changed)
-    assert encode(final) == encode(local_state(site_of_numbers(numbers))[0])
-
-
-@pytest.mark.parametrize(
-    ("after", "base_url", "changed", "removed", "unchanged"),
-    [
-        ({4: (2, 1), 9: (1, 1), 1: (5, 1), 3: (3, 2)}, BASE, [9, 3], [2], 3),
-        (
-            {1: (5, 1), 2: (4, 1), 3: (3, 1), 4: (2, 1)},
-            "https://other.example",
-            [1, 2, 3, 4],
-            [],
-            1,
-        ),
-    ],
-    ids=["added-moved-removed", "another-base-url"],
-)
-def test_what_the_plan_uploads_and_removes(
-    after: dict[int, tuple[int, int]],
-    base_url: str,
-    changed: list[int],
-    removed: list[int],
-    unchanged: int,
-) -> None:
-    before = published(site_of_numbers({1: (5, 1), 2: (4, 1), 3: (3, 1), 4: (2, 1)}))
-
-    todo, _ = plan(site_of_numbers(after, base_url), before)
-
-    assert uploads(todo) == [document(n) for n in changed]
-    assert todo.removals == [document(n) for n in removed]
-    assert todo.unchanged == unchanged
-
-
-def test_numbers_past_64_bits_are_recorded_by_digest_and_back() -> None:
-    small = {1: (5, 1), 2: (4, 1)}
-    large = {1: (5, 1), 2: (2**70, 2**64)}
-
-    todo, final = plan(site_of_numbers(large), published(site_of_numbers(small)))
-
-    assert (uploads(todo), todo.removals) == ([document(1), document(2)], [])
-    assert (list(final.ids), sorted(final.files)) == ([], [document(1), document(2), "index.html"])
-    state = decode(encode(final))
-    assert uploads(plan(site_of_numbers(large), state)[0]) == []
-    todo, final = plan(site_of_numbers({1: (5, 1)}), state)
-    assert (uploads(todo), todo.removals, list(final.ids)) == ([document(1)], [document(2)], [1])
-
-
-def test_marks_record_each_touched_file_as_unknown() -> None:
-    before = published(site_of_numbers({1: (5, 1), 2: (4, 1), 3: (3, 1)}))
-    site = site_of_numbers({1: (5, 1), 2: (4, 2), 8: (1, 1)})
-    site = replace(site, others={"index.html": b"changed\n", "new.css": b"a {}\n"})
-    todo, final = plan(site, before)
-
-    marks = marked(final, todo)
-
-    assert dict(marks.entries()) == {
-        document(1): True,
-        **dict.fromkeys([document(2), document(8), document(3), "index.html", "new.css"], False),
-    }
-    assert dict(final.entries())[document(2)]  # the final state is left as it was
-
-
-def test_a_state_written_with_other_headers_knows_no_file() -> None:
-    data = gzip.decompress(encode(local_state(site_of_numbers({1: (5, 1)}))[0]))
-    other = data.replace(CACHE_CONTROL.encode(), b"public, max-age=60", 1)
-
-    read = decode(gzip.compress(other))
-
-    assert dict(read.entries()) == {document(1): False, "index.html": False}
-
-
-DAMAGES: Final[dict[str, Callable[[bytes], bytes]]] = {
-    "truncated-gzip": lambda data: data[:-9],
-    "short-column": lambda data: gzip.compress(gzip.decompress(data)[:-8]),
-    "first-format": lambda _: gzip.compress(b'{"files": {}, "format": 1}\n'),
-    "not-an-object": lambda _: gzip.compress(b"[]\n"),
-    "not-json": lambda _: gzip.compress(b"not json\n"),
-    "no-line": lambda _: gzip.compress(b"{}"),
-    "format-true": lambda _: state_of({**GOOD_HEAD, "format": True}),
-    "negative-size": lambda _: state_of({**GOOD_HEAD, "articles": -1}),
-    "digest-not-text": lambda data: gzip.compress(
-        gzip.decompress(data).replace(b'"files":{', b'"files":{"a":1,', 1)
-    ),
-    **{
-        f"no-{key}": lambda _, key=key: state_of({k: v for k, v in GOOD_HEAD.items() if k != key})
-        for key in GOOD_HEAD
-    },
-}
-
-
-@pytest.mark.parametrize("damage", DAMAGES.values(), ids=DAMAGES.keys())
-def test_a_damaged_state_is_refused_with_one_line(damage: Callable[[bytes], bytes]) -> None:
-    data = encode(local_state(site_of_numbers({1: (5, 1)}))[0])
-
-    with pytest.raises(InputError) as error:
-        decode(damage(data))
-
-    assert str(error.value) == UNREADABLE
-
-
-def test_a_first_publish_plans_every_file_without_a_path_each() -> None:
-    site = site_of_numbers({n: (n, 1) for n in range(1, 100_001)})
-    tracemalloc.start()
-    try:
-        todo, _ = plan(site, BucketState())
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-    assert todo.upload_count == 100_001
-    paths = list(todo.uploads())
-    assert paths[:1] + paths[-2:] == [
-        (document(1), 0),
-        (document(100_000), 99_999),
-        ("index.html", -1),
-    ]
-    # Columns of numbers: a list of (path, place) would take about 15 MB.
-    assert peak < 4_000_000
