@@ -20,6 +20,7 @@ from typing import Final
 
 from ratings_api.build import Result, build, count_articles, render_site
 from ratings_api.errors import InputError
+from ratings_api.lock import DEFAULT_TIMEOUT, Waiting
 from ratings_api.publish import (
     DEFAULT_MAX_REMOVALS,
     DEFAULT_WORKERS,
@@ -36,7 +37,14 @@ STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
 DEFAULT_OUTPUT: Final = "site"
 # Options that only mean something to a publish: without --publish they would do
 # nothing, silently (a user could believe a bucket was repaired).
-PUBLISHING_ONLY: Final = ("repair", "max_removals", "publish_workers")
+PUBLISHING_ONLY: Final = (
+    "repair",
+    "max_removals",
+    "publish_workers",
+    "lock_timeout",
+    "force_unlock",
+    "single_publisher",
+)
 
 
 class Interrupted(BaseException):
@@ -132,6 +140,25 @@ def _add_publishing(command: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"uploads at once (default: {DEFAULT_WORKERS})",
     )
+    add(
+        "--lock-timeout",
+        type=_count,
+        metavar="SECONDS",
+        help="wait up to SECONDS for another publish's lock on the target, then stop "
+        f"(default: {DEFAULT_TIMEOUT})",
+    )
+    add(
+        "--force-unlock",
+        action="store_true",
+        help="take over the lock another publish holds at once, instead of waiting: "
+        "for a lock whose publish died",
+    )
+    add(
+        "--single-publisher",
+        action="store_true",
+        help="take no lock and skip the check that the store honours conditional "
+        "writes: only if one publish ever runs at a time",
+    )
 
 
 def _count(text: str) -> int:
@@ -206,6 +233,8 @@ def _settle_publishing_options(command: argparse.ArgumentParser, args: argparse.
         args.max_removals = DEFAULT_MAX_REMOVALS
     if args.publish_workers is None:
         args.publish_workers = DEFAULT_WORKERS
+    if args.lock_timeout is None:
+        args.lock_timeout = DEFAULT_TIMEOUT
 
 
 def _output(args: argparse.Namespace) -> str | None:
@@ -258,6 +287,10 @@ def _publish(
                 max_removals=args.max_removals,
                 workers=args.publish_workers,
                 progress=_show_publishing if show_progress else None,
+                say=None if args.quiet else _say,
+                waiting=None
+                if args.single_publisher
+                else Waiting(args.lock_timeout, args.force_unlock),
             )
     except InputError as error:
         _say(error)

@@ -269,13 +269,14 @@ class CountingProxy:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     server: http.server.ThreadingHTTPServer | None = field(default=None, repr=False)
 
-    def hold_reply(self, method: str, key: str) -> Rule:
-        """Hold the answer to the next ``method`` of an object whose path ends with ``key``.
+    def hold_reply(self, method: str, key: str, after: int = 0) -> Rule:
+        """Hold the answer to the next ``method`` of an object whose path ends with ``key``
+        (after letting ``after`` such requests through).
 
         The store has done the request; the client waits until ``rule.release``
         is set (``rule.reached`` is set when the answer is held).
         """
-        return self._add(Rule(method, key, "hold"))
+        return self._add(Rule(method, key, "hold", after=after))
 
     def drop_reply(self, method: str, key: str) -> Rule:
         """Forward the next such request, then close the connection instead of answering."""
@@ -320,13 +321,17 @@ class Rule:
     release: threading.Event = field(default_factory=threading.Event)
     taken: bool = False  # by a request: a rule acts once, but "before" each time
     act: Callable[[], None] | None = None  # what "before" does
+    after: int = 0  # such requests let through before the rule acts
 
     def matches(self, method: str, path: str) -> bool:
-        return (
-            not (self.taken and self.action != "before")
-            and method == self.method
-            and urllib.parse.urlsplit(path).path.endswith("/" + self.key)
-        )
+        if (
+            (self.taken and self.action != "before")
+            or method != self.method
+            or not urllib.parse.urlsplit(path).path.endswith("/" + self.key)
+        ):
+            return False
+        self.after -= 1
+        return self.after < 0
 
 
 def start_counting_proxy(upstream: str) -> CountingProxy:

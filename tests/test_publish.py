@@ -71,6 +71,9 @@ NEWER: Final = (
     f"{STATE_KEY}: written by a newer version of ratings-api (state format 3; this one reads "
     "2): upgrade it, or --repair lists the bucket and writes a state of this version"
 )
+# The lock's requests around a publish that changes something: it is created, the
+# store refuses a second create and a wrong If-Match, and it is removed (HEAD, DELETE).
+LOCKING: Final = 5
 GOOD_HEAD: Final = {
     "articles": 0,
     "cache_control": CACHE_CONTROL,
@@ -243,9 +246,9 @@ def test_first_publish_stores_each_file_with_its_bytes_and_headers(
     project.target = f"s3://{project.bucket}/{prefix}".rstrip("/")
     done = project.main("--publish", project.target)
     assert done.code == 0, done.err
-    # state read, state marked, 11 files, state written
-    assert done.out.splitlines()[1].startswith(summary(project, 11, 0, 0, 14))
-    assert project.proxy.count() == 14
+    # state read (before the lock, and in it), state marked, 11 files, state written
+    assert done.out.splitlines()[1].startswith(summary(project, 11, 0, 0, 15 + LOCKING))
+    assert project.proxy.count() == 15 + LOCKING
     key = f"{prefix}/" if prefix else ""
     project.assert_published(key)
     expected = {document(n): "application/json" for n in (1, 2, 7, 31)} | TYPES
@@ -271,7 +274,10 @@ def test_a_publish_uploads_only_what_changed(project: Project, rating: str) -> N
     state = ("GET", f"/{project.bucket}/p/{STATE_KEY}")
     puts = [("PUT", f"/{project.bucket}/{key}") for key in changed]
     marks = [("PUT", state[1])] * 2 if changed else []  # the marks, then the final state
-    assert sorted(project.proxy.requests) == sorted([state, *marks, *puts])
+    lock = f"/{project.bucket}/p/.ratings-api/lock"
+    locking = [("PUT", lock)] * 3 + [("HEAD", lock), ("POST", f"/{project.bucket}?delete")]
+    again = [state, *locking] if changed else []  # a publish with nothing to do takes no lock
+    assert sorted(project.proxy.requests) == sorted([state, *again, *marks, *puts])
     assert done.out.splitlines()[1].startswith(
         summary(project, len(changed), 0, 11 - len(changed), len(project.proxy.requests))
     )
@@ -308,7 +314,7 @@ def test_removed_articles_go_and_the_users_objects_stay(project: Project) -> Non
     project.ratings.write_text(RATINGS.replace("  2: [2, 3, 2]\n", "").replace("  31: []\n", ""))
     done = project.main("--publish", project.target)
     assert done.code == 0, done.err
-    assert done.out.splitlines()[1].startswith(summary(project, 2, 2, 7, 6))
+    assert done.out.splitlines()[1].startswith(summary(project, 2, 2, 7, 7 + LOCKING))
     assert project.objects("elsewhere/") == elsewhere
     project.assert_published(theirs=theirs)
 
@@ -334,7 +340,7 @@ def test_the_removal_guard_stops_before_changing_anything(
         f"--max-removals {limit}; nothing was changed. If that is meant, run again with "
         f"--max-removals {removals}\n"
     )
-    assert project.proxy.requests == [("GET", f"/{project.bucket}/p/{STATE_KEY}")]
+    assert project.proxy.count() == 2 + LOCKING  # the state read twice, the lock taken and removed
     assert project.objects() == before
     assert project.publish("--max-removals", str(removals)).code == 0
     project.assert_published()
@@ -383,7 +389,7 @@ def test_publish_alone_writes_no_folder_and_uploads_what_a_build_writes(project:
     """In a fresh checkout, as CI runs it: nothing but ratings.yaml in the folder."""
     project.ratings.write_text(CATALOGUE)
     done = project.run(["--publish", project.target])
-    assert done.out.startswith(summary(project, 10, 0, 0, 13)), done.err
+    assert done.out.startswith(summary(project, 10, 0, 0, 14 + LOCKING)), done.err
     assert (done.code, done.err, names(project.folder)) == (0, "", ["ratings.yaml"])
     checked = project.run(["--check", "--publish", project.target])
     assert checked.code == 0, checked.err
@@ -469,8 +475,8 @@ def test_repair_lists_the_bucket_and_puts_back_what_was_changed_by_hand(project:
     done = project.main("--publish", project.target, "--repair")
     assert done.code == 0, done.err
     # get, list, mark, 2 puts, delete, state
-    assert done.out.splitlines()[1].startswith(summary(project, 2, 1, 9, 7))
-    assert project.proxy.count() == 7
+    assert done.out.splitlines()[1].startswith(summary(project, 2, 1, 9, 7 + LOCKING))
+    assert project.proxy.count() == 7 + LOCKING
     project.assert_published(theirs={"p/away/mine.json": b"{}\n"})
 
 
@@ -488,7 +494,7 @@ def test_a_state_it_cannot_read_stops_it_and_repair_replaces_it(
     done = project.main("--publish", project.target, "--repair")
     assert (done.code, done.err) == (0, "")
     # get, list, state: every object was right
-    assert done.out.splitlines()[1].startswith(summary(project, 0, 0, 11, 3))
+    assert done.out.splitlines()[1].startswith(summary(project, 0, 0, 11, 3 + LOCKING))
     project.assert_published()
 
 
@@ -643,11 +649,13 @@ def test_a_publish_stopped_midway_converges(
     )
     assert (process.returncode, out, err) == (code, "", "" if code < 0 else interrupted)
     assert 30 <= project.proxy.count("PUT") < 200, "stopped too late to test anything"
-    assert project.proxy.peak == 2  # --publish-workers: the uploads in flight at once
+    # --publish-workers: the uploads in flight at once; and, once stopped, its lock's release
+    assert project.proxy.peak == 2 + (stop != signal.SIGKILL)
     assert list(project.state().values()).count(False) == 200 + 7  # every file marked
-    # The next publish, even of another catalogue, ends with exactly its site.
+    # The next publish, even of another catalogue, ends with exactly its site; the lock
+    # the stopped one could not remove (the store stalled, or it was killed) is taken over.
     project.ratings.write_text(many(150, first=100))
-    done = project.publish("--max-removals", "99")
+    done = project.publish("--max-removals", "99", "--force-unlock")
     assert (done.code, done.err) == (0, "")
     project.assert_published()
 
@@ -681,12 +689,16 @@ def catalogue(project: Project, name: str, articles: dict[int, list[int]]) -> Pa
 
 
 @pytest.mark.parametrize(
-    ("method", "key"), [("GET", f"p/{STATE_KEY}"), ("PUT", "p/index.html")], ids=["read", "upload"]
+    ("method", "key", "after"),
+    [("GET", f"p/{STATE_KEY}", 1), ("PUT", "p/index.html", 0)],
+    ids=["read", "upload"],
 )
 def test_a_publish_that_another_overtook_plans_again(
-    project: Project, method: str, key: str
+    project: Project, method: str, key: str, after: int
 ) -> None:
-    """A publishes whole while B waits for its state's answer (read), or an upload's.
+    """A publishes whole while B, holding the lock, waits for its state's answer (read),
+    or an upload's. A takes no lock (--single-publisher): the state's versions alone
+    keep it true.
 
     B's next conditional write meets A's state: B reads it, plans again and
     finishes, and the state tells the truth.
@@ -695,15 +707,16 @@ def test_a_publish_that_another_overtook_plans_again(
     a = catalogue(project, "a", {**{n: base[n] for n in range(1, 10)}, 2: [1, 1], 12: [3]})
     b = catalogue(project, "b", {**base, 2: [5, 5], 11: [4]})
     assert project.publish().code == 0
-    held = project.proxy.hold_reply(method, key)
+    held = project.proxy.hold_reply(method, key, after)  # the read in B's lock, not before
     project.use(b)
     process = project.start()
     try:
         assert held.reached.wait(timeout=60), "B never got that far"
         project.use(a)
-        done = project.publish()
+        done = project.publish("--single-publisher")
         assert (done.code, done.err) == (0, "")
-        project.assert_published()
+        lock = "p/.ratings-api/lock"
+        project.assert_published(theirs={lock: project.objects()[lock]})  # B holds it
     finally:
         held.release.set()
     out, err = process.communicate(timeout=60)
@@ -735,7 +748,7 @@ def test_a_state_that_keeps_changing_stops_it_after_ten_plans(project: Project) 
         2,
         f"{project.target}: the state keeps changing: is another publish running?\n",
     )
-    assert project.proxy.count("PUT") == 10
+    assert project.proxy.count("PUT") == 10 + 3  # and the lock's create and checks
 
 
 def test_a_lost_reply_to_its_own_state_write_is_not_a_race(project: Project) -> None:
@@ -746,8 +759,8 @@ def test_a_lost_reply_to_its_own_state_write_is_not_a_race(project: Project) -> 
     assert dropped.reached.is_set()
     state = f"/{project.bucket}/p/{STATE_KEY}"
     seen = [method for method, path in project.proxy.requests if path == state]
-    # read; marks, lost; their retry (412); read back: ours; final state
-    assert seen == ["GET", "PUT", "PUT", "GET", "PUT"]
+    # read (before the lock, and in it); marks, lost; their retry (412); read back: ours; final
+    assert seen == ["GET", "GET", "PUT", "PUT", "GET", "PUT"]
     project.assert_published()
 
 
@@ -775,6 +788,8 @@ def test_without_a_region_the_requests_are_signed_for_the_buckets_own(project: P
         ("GET", "state", "eu-west-3"),
         ("PUT", "state", "eu-west-3"),
         ("PUT", "file", "eu-west-3"),
+        ("HEAD", "file", "eu-west-3"),  # the lock, still its own, removed
+        ("POST", "bucket", "eu-west-3"),
     }
 
 
