@@ -264,6 +264,10 @@ class CountingProxy:
     added_headers: dict[str, str] = field(default_factory=dict)
     rules: list[Rule] = field(default_factory=list)
     gone: bool = False  # the store out of reach: connections close unanswered
+    full: bool = False  # the store out of space: every PUT answered 500, as SeaweedFS does
+    # Request headers dropped on the way (lower case): a store that ignores them. Only
+    # in front of a store that checks no signature (the headers are signed).
+    strip: set[str] = field(default_factory=set)
     now: int = 0  # requests being forwarded
     peak: int = 0  # the most forwarded at once since clear()
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -298,7 +302,8 @@ class CountingProxy:
         self.regions.clear()
         self.added_headers.clear()
         self.peak = self.now
-        self.gone = False
+        self.gone = self.full = False
+        self.strip.clear()
         for rule in self.rules:
             rule.release.set()  # nothing stays held after its test
         self.rules.clear()
@@ -383,13 +388,18 @@ class _Forward(http.server.BaseHTTPRequestHandler):
         if self.headers.get("Transfer-Encoding"):
             raise AssertionError("the counting proxy does not forward chunked bodies")
         body = self.rfile.read(length) if length else None
+        if self.proxy.full and self.command == "PUT":
+            self.send_response_only(500, "Internal Server Error")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         connection = http.client.HTTPConnection(*self.proxy.upstream, timeout=60)
         try:
             connection.putrequest(
                 self.command, self.path, skip_host=True, skip_accept_encoding=True
             )
             for name, value in self.headers.items():
-                if name.lower() not in HOP_BY_HOP:
+                if name.lower() not in HOP_BY_HOP | self.proxy.strip:
                     connection.putheader(name, value)
             connection.endheaders(body)
             answer = connection.getresponse()
