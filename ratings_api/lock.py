@@ -71,7 +71,7 @@ def me() -> Holder:
     except (OSError, KeyError):  # no user name in a bare container
         user = "someone"
     who = f"{user}@{socket.gethostname()} (process {os.getpid()})"
-    since = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    since = datetime.now(UTC).strftime("%d %b %Y %H:%M:%S UTC")
     return Holder(who, since, LEASE, secrets.token_hex(8))
 
 

@@ -147,7 +147,9 @@ def test_the_readme_is_a_front_door_with_a_map_of_every_page() -> None:
 
 DOCS = ROOT / "docs"
 MAX_PAGE: Final = 16_000  # characters
-MAX_DOCS: Final = 90_000  # characters, every page of docs/ together
+MAX_DOCS: Final = (
+    94_000  # characters, every page of docs/ together (the lock and the stores: +4,000)
+)
 HISTORY: Final = [
     (re.compile(r"load average", re.IGNORECASE), "a load average"),
     (re.compile(r"\bissues? \d+\b|\(issue", re.IGNORECASE), "an issue number"),

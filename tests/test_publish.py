@@ -433,6 +433,9 @@ def test_publish_alone_reports_input_errors_in_one_line(project: Project) -> Non
         (["--max-removals", "0"], "--max-removals goes only with --publish"),
         (["--publish-workers", "4"], "--publish-workers goes only with --publish"),
         (["--check", "--repair"], "--repair goes only with --publish"),
+        (["--lock-timeout", "5"], "--lock-timeout goes only with --publish"),
+        (["--force-unlock"], "--force-unlock goes only with --publish"),
+        (["--single-publisher"], "--single-publisher goes only with --publish"),
     ],
 )
 def test_publishing_options_without_publish_are_refused(

@@ -30,7 +30,7 @@ project, proxy = test_publish.project, test_publish.proxy  # the fixtures, by na
 
 LOCK_KEY: Final = "p/.ratings-api/lock"
 STATE_KEY: Final = "p/.ratings-api/state.gz"
-OTHER: Final = {"who": "ci@runner-7 (process 4242)", "since": "2026-11-24 09:00:00 UTC"}
+OTHER: Final = {"who": "ci@runner-7 (process 4242)", "since": "24 Nov 2026 09:00:00 UTC"}
 
 
 def plant(project: Project, lease: float) -> bytes:
