@@ -287,7 +287,7 @@ def _publish(
                 max_removals=args.max_removals,
                 workers=args.publish_workers,
                 progress=_show_publishing if show_progress else None,
-                say=None if args.quiet else _say,
+                say=None if args.quiet else _notice if show_progress else _say,
                 waiting=None
                 if args.single_publisher
                 else Waiting(args.lock_timeout, args.force_unlock),
@@ -323,6 +323,10 @@ def _report_publish_check(line: str, outcome: Outcome, quiet: bool) -> int:
         return 0
     _say(line + _listed(first_changes(outcome.plan), outcome.plan.changes))
     return 1
+
+
+def _notice(line: str) -> None:
+    _say("\r\x1b[K" + line)  # over the progress line, which the next report redraws
 
 
 def _show_publishing(stage: str, done: int, total: int) -> None:

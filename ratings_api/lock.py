@@ -40,7 +40,7 @@ LEASE: Final = 60  # seconds a lock lives unless its holder renews it
 DEFAULT_TIMEOUT: Final = 600  # seconds a publish waits for another's lock
 POLL: Final = 0.5  # seconds between two looks at a held lock
 SAY_EVERY: Final = 10  # seconds between two lines while waiting
-LET_GO: Final = 0.5  # seconds a stopped or failed publish gives its release
+LET_GO: Final = 0.5  # seconds a stopped publish gives its release
 NO_SUCH_TAG: Final = '"00000000000000000000000000000000"'  # an ETag no object has
 
 
@@ -163,8 +163,9 @@ class Lock:
         try:
             return await task
         except asyncio.CancelledError:
-            if renewing.done() and not renewing.cancelled() and renewing.exception() is not None:
-                raise renewing.exception() from None  # type: ignore[misc]
+            failed = renewing.exception() if renewing.done() and not renewing.cancelled() else None
+            if failed is not None:
+                raise failed from None  # what stopped it: the lock lost, or the store
             raise
         finally:
             renewing.cancel()
@@ -223,10 +224,14 @@ async def locked(lock: Lock, waiting: Waiting, work: Callable[[], Awaitable[T]])
     try:
         await lock.check()
         result = await lock.holding(work())
-    except BaseException:
-        # Not for long, when stopped or failing: a lock left behind expires by itself.
+    except asyncio.CancelledError:
+        # Stopped: at once, even if the store stalls; a lock left behind expires by itself.
         with contextlib.suppress(BaseError, TimeoutError):
             await asyncio.wait_for(lock.release(), LET_GO)
+        raise
+    except BaseException:
+        with contextlib.suppress(BaseError):  # the error that stopped it is the one to tell
+            await lock.release()
         raise
     await lock.release()
     return result

@@ -31,11 +31,16 @@ project, proxy = test_publish.project, test_publish.proxy  # the fixtures, by na
 LOCK_KEY: Final = "p/.ratings-api/lock"
 STATE_KEY: Final = "p/.ratings-api/state.gz"
 OTHER: Final = {"who": "ci@runner-7 (process 4242)", "since": "24 Nov 2026 09:00:00 UTC"}
+HOLDER: Final = f"{OTHER['who']}, since {OTHER['since']}"  # as the lines name it
 
 
-def plant(project: Project, lease: float) -> bytes:
-    """Another publish's lock, as it would write it; its bytes."""
-    body = json.dumps({**OTHER, "lease": lease, "token": "0f0f"}).encode()
+def plant(project: Project, lease: float | None) -> bytes:
+    """Another publish's lock, as it would write it (None: a body it cannot read)."""
+    body = (
+        json.dumps({**OTHER, "lease": lease, "token": "0f0f"}).encode()
+        if lease is not None
+        else b"?"
+    )
     project.store.client().put_object(Bucket=project.bucket, Key=LOCK_KEY, Body=body)
     return body
 
@@ -123,27 +128,30 @@ def test_a_held_lock_makes_a_publish_wait_then_stop(project: Project) -> None:
     body = plant(project, lock.LEASE)
     done = project.main("--publish", project.target, "--lock-timeout", "1")
     assert done.code == 2
-    holder = f"{OTHER['who']}, since {OTHER['since']}"
     assert done.err == (
-        f"{project.target}: waiting for the lock held by {holder} (0 of 1 s)\n"
-        f"{project.target}: another publish holds the lock ({holder}); waited 1 s "
+        f"{project.target}: waiting for the lock held by {HOLDER} (0 of 1 s)\n"
+        f"{project.target}: another publish holds the lock ({HOLDER}); waited 1 s "
         "(--lock-timeout); nothing was changed\n"
     )
     assert project.objects() == {LOCK_KEY: body}
 
 
 @pytest.mark.parametrize(
-    ("lease", "options"), [(0, []), (lock.LEASE, ["--force-unlock"])], ids=["stale", "forced"]
+    ("lease", "options", "holder"),
+    [
+        (0, [], HOLDER),
+        (lock.LEASE, ["--force-unlock"], HOLDER),
+        (None, ["--force-unlock"], "an unknown holder, since an unknown time"),
+    ],
+    ids=["stale", "forced", "unreadable"],
 )
 def test_a_lock_whose_publish_died_is_taken_over(
-    project: Project, lease: float, options: list[str]
+    project: Project, lease: float | None, options: list[str], holder: str
 ) -> None:
     plant(project, lease)
     done = project.main("--publish", project.target, *options)
     assert done.code == 0, done.err
-    assert done.err == (
-        f"{project.target}: took over the lock of {OTHER['who']}, since {OTHER['since']}\n"
-    )
+    assert done.err == f"{project.target}: took over the lock of {holder}\n"
     project.assert_published()  # and the lock removed
 
 
