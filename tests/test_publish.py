@@ -677,7 +677,7 @@ def test_a_store_going_away_midway_exits_2_and_the_next_publish_converges(projec
         2,
         f"{project.target}: cannot reach {project.proxy.endpoint} (AWS_ENDPOINT_URL)\n",
     )
-    done = project.publish()
+    done = project.publish("--force-unlock")  # its lock, which it could not remove
     assert (done.code, done.err) == (0, "")
     project.assert_published()
 
