@@ -140,24 +140,23 @@ def _add_publishing(command: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"uploads at once (default: {DEFAULT_WORKERS})",
     )
-    add(
-        "--lock-timeout",
-        type=_count,
-        metavar="SECONDS",
-        help="wait up to SECONDS for another publish's lock on the target, then stop "
-        f"(default: {DEFAULT_TIMEOUT})",
-    )
+    _add_locking(command)
+
+
+def _add_locking(command: argparse.ArgumentParser) -> None:
+    add = command.add_argument_group("one publish at a time").add_argument
+    timeout = f"wait up to SECONDS for another publish's lock (default: {DEFAULT_TIMEOUT})"
+    add("--lock-timeout", type=_count, metavar="SECONDS", help=timeout)
     add(
         "--force-unlock",
         action="store_true",
-        help="take over the lock another publish holds at once, instead of waiting: "
-        "for a lock whose publish died",
+        help="take over a held lock at once, instead of waiting",
     )
     add(
         "--single-publisher",
         action="store_true",
-        help="take no lock and skip the check that the store honours conditional "
-        "writes: only if one publish ever runs at a time",
+        help="take no lock, nor check that the store honours conditional writes: only "
+        "if one publish ever runs at a time",
     )
 
 
@@ -233,8 +232,9 @@ def _settle_publishing_options(command: argparse.ArgumentParser, args: argparse.
         args.max_removals = DEFAULT_MAX_REMOVALS
     if args.publish_workers is None:
         args.publish_workers = DEFAULT_WORKERS
-    if args.lock_timeout is None:
-        args.lock_timeout = DEFAULT_TIMEOUT
+    # How to take the lock; None: take none.
+    timeout = DEFAULT_TIMEOUT if args.lock_timeout is None else args.lock_timeout
+    args.waiting = None if args.single_publisher else Waiting(timeout, args.force_unlock)
 
 
 def _output(args: argparse.Namespace) -> str | None:
@@ -288,9 +288,7 @@ def _publish(
                 workers=args.publish_workers,
                 progress=_show_publishing if show_progress else None,
                 say=None if args.quiet else _notice if show_progress else _say,
-                waiting=None
-                if args.single_publisher
-                else Waiting(args.lock_timeout, args.force_unlock),
+                waiting=args.waiting,
             )
     except InputError as error:
         _say(error)

@@ -1,20 +1,17 @@
 """The lock a publish holds in the bucket: one publish per target at a time.
 
 ``PREFIX/.ratings-api/lock`` is created with If-None-Match: *, as Terraform's S3
-backend does; its body says who holds it, since when, and for how long a lease.
-The holder renews it every third of the lease; a lock whose store Last-Modified
-is older than its lease is stale, and a waiter takes it over with a write
-conditional on its ETag, so two waiters cannot both take it. Right after taking
-it, a publish checks that the store refuses a second create and a wrong
-If-Match: a store that ignores them is refused. The lock is for liveness and
-cost; correctness rests on the state's version chain (ratings_api/publish.py).
+backend does, and says who holds it and its lease. The holder renews it; one
+whose store Last-Modified is older than its lease is taken over by a write
+conditional on its ETag. Taking it, a publish checks that the store refuses a
+second create and a wrong If-Match. The lock is for liveness and cost;
+correctness rests on the state's version chain (ratings_api/publish.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import getpass
 import json
 import os
 import secrets
@@ -66,13 +63,14 @@ class Holder:
 
 
 def me() -> Holder:
-    try:
-        user = getpass.getuser()
-    except (OSError, KeyError):  # no user name in a bare container
-        user = "someone"
+    user = os.environ.get("USER") or os.environ.get("USERNAME") or "someone"  # or Windows'
     who = f"{user}@{socket.gethostname()} (process {os.getpid()})"
-    since = datetime.now(UTC).strftime("%d %b %Y %H:%M:%S UTC")
+    since = now().strftime("%d %b %Y %H:%M:%S UTC")
     return Holder(who, since, LEASE, secrets.token_hex(8))
+
+
+def now() -> datetime:
+    return datetime.now(UTC)  # compared with the store's Last-Modified: keep the clock right
 
 
 def read_holder(data: bytes) -> Holder:
@@ -103,26 +101,21 @@ class Lock:
 
         started, said = time.monotonic(), -float(SAY_EVERY)
         while True:
-            try:
+            with contextlib.suppress(AlreadyExistsError):
                 self.version = await self._put("create")
                 return
-            except AlreadyExistsError:
-                pass
             self.requests += 1
             try:
                 answer = await obstore.get_async(self.store, LOCK_NAME)
-                data, meta = bytes(await answer.bytes_async()), answer.meta
+                other, meta = read_holder(bytes(await answer.bytes_async())), answer.meta
             except FileNotFoundError:
                 continue  # released meanwhile
-            other = read_holder(data)
-            stale = meta["last_modified"] + timedelta(seconds=other.lease) < datetime.now(UTC)
-            if waiting.force or stale:
-                try:
+            if waiting.force or meta["last_modified"] + timedelta(seconds=other.lease) < now():
+                with contextlib.suppress(PreconditionError):  # else another took it first
                     self.version = await self._put({"e_tag": meta["e_tag"]})
-                except PreconditionError:
-                    continue  # another waiter took it first
-                self.say(f"{self.destination}: took over the lock of {other}")
-                return
+                    self.say(f"{self.destination}: took over the lock of {other}")
+                    return
+                continue
             waited = time.monotonic() - started
             if waited >= waiting.timeout:
                 raise InputError(

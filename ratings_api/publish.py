@@ -113,9 +113,8 @@ def publish(
 ) -> Outcome:
     """Make ``destination`` hold the files of ``site``; with ``check``, only plan it.
 
-    ``workers``: the uploads in flight at a time. ``say``: the lines about
-    waiting (for the lock, or for a store that stalls). ``waiting``: how to
-    take the lock; None: take none (the user runs one publish at a time).
+    ``workers``: the uploads in flight at a time. ``say``: the lines while it
+    waits. ``waiting``: how to take the lock; None: take none.
     """
     require_client()
     from botocore.exceptions import BotoCoreError
@@ -128,26 +127,22 @@ def publish(
         run = Publication(store, destination, site, repair, max_removals, workers, progress)
         run.requests = asked
         lock = Lock(store, destination, endpoint, say, me())
-        if check:
-            work = run.plan_only()
-        elif waiting is None:
-            work = run.carry_out()
-        else:
-            work = publishing(run, lock, waiting)
-        watch = stalls(
-            lambda: run.requests + lock.requests,
-            f"{destination}: waiting for {endpoint}: no request answered for {{}} s",
-            say,
-        )
-        outcome = run_stoppable(work, watch)
+        line = f"{destination}: waiting for {endpoint}: no request answered for {{}} s"
+        watch = stalls(lambda: run.requests + lock.requests, line, say)
+        outcome = run_stoppable(publishing(run, lock, waiting, check), watch)
         return replace(outcome, requests=outcome.requests + lock.requests)
     except (BotoCoreError, BaseError, FileNotFoundError) as error:
         # The libraries' own messages may quote a request or a key: ours name no secret.
         raise InputError(explain(destination, error, endpoint)) from None
 
 
-async def publishing(run: Publication, lock: Lock, waiting: Waiting) -> Outcome:
-    """``run`` holding ``lock``; a publish that finds nothing to do takes none (one request)."""
+async def publishing(run: Publication, lock: Lock, waiting: Waiting | None, check: bool) -> Outcome:
+    """``run``, holding ``lock`` unless ``waiting`` is None; a publish that finds nothing to
+    do takes none: one request."""
+    if check:
+        return await run.plan_only()
+    if waiting is None:
+        return await run.carry_out()
     if not run.repair:
         found = await run.plan_only()
         if not found.plan.changes:
@@ -329,9 +324,7 @@ class Publication:
         return found
 
 
-def run_stoppable(
-    work: Coroutine[Any, Any, T], watch: Coroutine[Any, Any, None] | None = None
-) -> T:
+def run_stoppable(work: Coroutine[Any, Any, T], watch: Coroutine[Any, Any, None]) -> T:
     """Run ``work`` on an asyncio loop, ``watch`` beside it; Ctrl-C or SIGTERM cancel it at once.
 
     A thread would wait for its request, up to the timeout, when the store
@@ -351,12 +344,11 @@ def run_stoppable(
             # Not in a thread other than the main one, nor on Windows.
             with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
                 asyncio.get_running_loop().add_signal_handler(number, stop, task, number)
-        watching = asyncio.ensure_future(watch) if watch is not None else None
+        watching = asyncio.ensure_future(watch)
         try:
             return await task
         finally:
-            if watching is not None:
-                watching.cancel()
+            watching.cancel()
 
     def stop(task: asyncio.Future[T], number: int) -> None:
         caught.append(number)
