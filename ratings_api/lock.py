@@ -92,6 +92,7 @@ class Lock:
     say: Say
     holder: Holder
     version: str = ""  # our lock's ETag, once taken
+    renewals: int = 0
     requests: int = 0
 
     async def take(self, waiting: Waiting) -> None:
@@ -169,6 +170,7 @@ class Lock:
         while True:
             await asyncio.sleep(LEASE / 3)
             try:
+                self.renewals += 1  # new bytes: a new ETag and Last-Modified on any store
                 self.version = await self._put({"e_tag": self.version})
             except PreconditionError:
                 task.cancel()
@@ -197,11 +199,12 @@ class Lock:
         import obstore
 
         self.requests += 1
-        body = json.dumps(asdict(self.holder), sort_keys=True).encode() + b"\n"
+        body = {**asdict(self.holder), "renewals": self.renewals}
+        data = json.dumps(body, sort_keys=True).encode() + b"\n"
         answer = await obstore.put_async(
             self.store,
             LOCK_NAME,
-            body,
+            data,
             attributes={"Content-Type": "application/json", "Cache-Control": "no-store"},
             mode=mode,
             use_multipart=False,

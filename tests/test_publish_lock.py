@@ -157,15 +157,17 @@ def test_a_lock_whose_publish_died_is_taken_over(
 def test_a_publish_that_lost_its_lock_stops(
     project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Its upload waits past the lease, another publish takes the lock over: at the
-    renewal, it stops before writing its state, and leaves the other's lock alone."""
+    """It renews its lock while an upload waits; the upload waits past the lease and
+    another publish takes the lock over: at the next renewal, it stops before writing
+    its state, and leaves the other's lock alone."""
     monkeypatch.setattr(lock, "LEASE", 1.5)  # renewed each 0.5 s
-    taken = False
+    seen: list[bytes] = []
 
     def another_takes_it() -> None:
-        nonlocal taken
-        if not taken:
-            taken = True
+        if not seen:
+            seen.append(project.objects()[LOCK_KEY])
+            time.sleep(0.6)
+            seen.append(project.objects()[LOCK_KEY])
             plant(project, lock.LEASE)
             time.sleep(1.2)
 
@@ -176,6 +178,7 @@ def test_a_publish_that_lost_its_lock_stops(
         f"{project.target}: another publish took over this one's lock, which was not "
         "renewed within 1.5 s; stopped: publish again to finish\n"
     )
+    assert json.loads(seen[1])["renewals"] > json.loads(seen[0])["renewals"]
     assert json.loads(project.objects()[LOCK_KEY])["who"] == OTHER["who"]
     assert False in project.state().values()  # its marks, not its final state
 
