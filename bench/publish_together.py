@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -154,6 +155,7 @@ def main() -> int:
     finally:
         proxy.stop()
         remove_store(store)
+        shutil.rmtree(folder, ignore_errors=True)
     return 0
 
 
