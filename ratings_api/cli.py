@@ -21,6 +21,7 @@ from typing import Final
 from ratings_api import loader
 from ratings_api.build import Reading, Result, build, count_articles, render_site
 from ratings_api.errors import InputError
+from ratings_api.lock import DEFAULT_TIMEOUT, Waiting
 from ratings_api.publish import (
     DEFAULT_MAX_REMOVALS,
     DEFAULT_WORKERS,
@@ -37,7 +38,14 @@ STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
 DEFAULT_OUTPUT: Final = "site"
 # Options that only mean something to a publish: without --publish they would do
 # nothing, silently (a user could believe a bucket was repaired).
-PUBLISHING_ONLY: Final = ("repair", "max_removals", "publish_workers")
+PUBLISHING_ONLY: Final = (
+    "repair",
+    "max_removals",
+    "publish_workers",
+    "lock_timeout",
+    "force_unlock",
+    "single_publisher",
+)
 
 
 class Interrupted(BaseException):
@@ -159,6 +167,24 @@ def _add_publishing(command: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"uploads at once (default: {DEFAULT_WORKERS})",
     )
+    _add_locking(command)
+
+
+def _add_locking(command: argparse.ArgumentParser) -> None:
+    add = command.add_argument_group("one publish at a time").add_argument
+    timeout = f"wait up to SECONDS for another publish's lock (default: {DEFAULT_TIMEOUT})"
+    add("--lock-timeout", type=_count, metavar="SECONDS", help=timeout)
+    add(
+        "--force-unlock",
+        action="store_true",
+        help="take over a held lock at once, instead of waiting",
+    )
+    add(
+        "--single-publisher",
+        action="store_true",
+        help="take no lock, nor check that the store honours conditional writes: only "
+        "if one publish ever runs at a time",
+    )
 
 
 def _count(text: str) -> int:
@@ -256,6 +282,9 @@ def _settle_publishing_options(command: argparse.ArgumentParser, args: argparse.
         args.max_removals = DEFAULT_MAX_REMOVALS
     if args.publish_workers is None:
         args.publish_workers = DEFAULT_WORKERS
+    # How to take the lock; None: take none.
+    timeout = DEFAULT_TIMEOUT if args.lock_timeout is None else args.lock_timeout
+    args.waiting = None if args.single_publisher else Waiting(timeout, args.force_unlock)
 
 
 def _output(args: argparse.Namespace) -> str | None:
@@ -309,6 +338,8 @@ def _publish(
                 max_removals=args.max_removals,
                 workers=args.publish_workers,
                 progress=_show_publishing if show_progress else None,
+                say=None if args.quiet else _notice if show_progress else _say,
+                waiting=args.waiting,
             )
     except InputError as error:
         _say(error)
@@ -341,6 +372,10 @@ def _report_publish_check(line: str, outcome: Outcome, quiet: bool) -> int:
         return 0
     _say(line + _listed(first_changes(outcome.plan), outcome.plan.changes))
     return 1
+
+
+def _notice(line: str) -> None:
+    _say("\r\x1b[K" + line)  # over the progress line, which the next report redraws
 
 
 def _show_publishing(stage: str, done: int, total: int) -> None:

@@ -42,6 +42,7 @@ from ratings_api.bucket_state import (
 )
 from ratings_api.errors import InputError
 from ratings_api.hosting import NOT_FOUND_PAGE, REDIRECTS
+from ratings_api.lock import Lock, Say, Waiting, locked, me
 from ratings_api.s3 import Destination, explain, open_store, require_client
 
 if TYPE_CHECKING:
@@ -60,6 +61,8 @@ CHECK_LISTS: Final = 10  # the files --check names
 PROGRESS_EVERY: Final = 100  # uploads between two progress reports
 PAGE: Final = 1000  # objects a listing or a removal request takes at most
 STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+STALL: Final = 10  # seconds without an answer between two lines saying so
+TICK: Final = 1.0  # seconds between two looks at the requests answered
 LET_GO: Final = 0.1  # seconds for obstore's threads to hand back their last answers
 TYPES: Final = {
     ".json": "application/json",
@@ -105,24 +108,59 @@ def publish(
     max_removals: int = DEFAULT_MAX_REMOVALS,
     workers: int = DEFAULT_WORKERS,
     progress: Progress | None = None,
+    say: Say | None = None,
+    waiting: Waiting | None = Waiting(),  # noqa: B008  (frozen)
 ) -> Outcome:
     """Make ``destination`` hold the files of ``site``; with ``check``, only plan it.
 
-    ``workers``: the uploads in flight at a time.
+    ``workers``: the uploads in flight at a time. ``say``: the lines while it
+    waits. ``waiting``: how to take the lock; None: take none.
     """
     require_client()
     from botocore.exceptions import BotoCoreError
     from obstore.exceptions import BaseError
 
     endpoint = ""
+    say = say or (lambda line: None)
     try:
         store, endpoint, asked = open_store(destination)
         run = Publication(store, destination, site, repair, max_removals, workers, progress)
         run.requests = asked
-        return run_stoppable(run.plan_only() if check else run.carry_out())
+        lock = Lock(store, destination, endpoint, say, me())
+        line = f"{destination}: waiting for {endpoint}: no request answered for {{}} s"
+        watch = stalls(lambda: run.requests + lock.requests, line, say)
+        outcome = run_stoppable(publishing(run, lock, waiting, check), watch)
+        return replace(outcome, requests=outcome.requests + lock.requests)
     except (BotoCoreError, BaseError, FileNotFoundError) as error:
         # The libraries' own messages may quote a request or a key: ours name no secret.
         raise InputError(explain(destination, error, endpoint)) from None
+
+
+async def publishing(run: Publication, lock: Lock, waiting: Waiting | None, check: bool) -> Outcome:
+    """``run``, holding ``lock`` unless ``waiting`` is None; a publish that finds nothing to
+    do takes none: one request."""
+    if check:
+        return await run.plan_only()
+    if waiting is None:
+        return await run.carry_out()
+    if not run.repair:
+        found = await run.plan_only()
+        if not found.plan.changes:
+            return found
+    return await locked(lock, waiting, run.carry_out)
+
+
+async def stalls(count: Callable[[], int], line: str, say: Say) -> None:
+    """Say ``line`` each STALL s in which no request was answered (none started since)."""
+    seen, since, said = count(), time.monotonic(), 0
+    while True:
+        await asyncio.sleep(TICK)
+        now = time.monotonic()
+        if count() != seen:
+            seen, since, said = count(), now, 0
+        elif now - since >= (said + 1) * STALL:
+            said += 1
+            say(line.format(said * STALL))
 
 
 @dataclass(frozen=True)
@@ -330,8 +368,8 @@ class Publication:
         return found
 
 
-def run_stoppable(work: Coroutine[Any, Any, T]) -> T:
-    """Run ``work`` on an asyncio loop; Ctrl-C or SIGTERM cancel it at once.
+def run_stoppable(work: Coroutine[Any, Any, T], watch: Coroutine[Any, Any, None]) -> T:
+    """Run ``work`` on an asyncio loop, ``watch`` beside it; Ctrl-C or SIGTERM cancel it at once.
 
     A thread would wait for its request, up to the timeout, when the store
     stalls. Once cancelled, the signal goes on to the handler that was there
@@ -350,7 +388,11 @@ def run_stoppable(work: Coroutine[Any, Any, T]) -> T:
             # Not in a thread other than the main one, nor on Windows.
             with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
                 asyncio.get_running_loop().add_signal_handler(number, stop, task, number)
-        return await task
+        watching = asyncio.ensure_future(watch)
+        try:
+            return await task
+        finally:
+            watching.cancel()
 
     def stop(task: asyncio.Future[T], number: int) -> None:
         caught.append(number)

@@ -266,6 +266,44 @@ PUBLISH_ERRORS: Final[list[tuple[str, str, str, str]]] = [
         "test_state_chain.py",
         ": the state keeps changing: is another publish running?",
     ),
+    (
+        (
+            "s3://ratings/v1: another publish holds the lock (ci@runner-7 (process 4242), "
+            "since 24 Nov 2026 09:00:00 UTC); waited 600 s (--lock-timeout); nothing was changed"
+        ),
+        (
+            "Another publish of the target is running: wait, or raise `--lock-timeout`. If that "
+            "publish died, run again with `--force-unlock`."
+        ),
+        "test_publish_lock.py",
+        "(--lock-timeout); nothing was changed",
+    ),
+    (
+        (
+            "s3://ratings/v1: https://store.example:9000 ignores conditional writes "
+            "(If-None-Match), so two publishes at once could lose files; nothing was changed. "
+            "If only one publish ever runs at a time, run again with --single-publisher"
+        ),
+        (
+            "Publish to a store that honours conditional writes ([which do]"
+            "(deploy-object-storage.md#what-each-store-guarantees)); or, if one publish ever runs "
+            "at a time (a CI concurrency group), add `--single-publisher`."
+        ),
+        "test_publish_lock.py",
+        "so two publishes at once could lose files; nothing was changed. If only one ",
+    ),
+    (
+        (
+            "s3://ratings/v1: another publish took over this one's lock, which was not renewed "
+            "within 60 s; stopped: publish again to finish"
+        ),
+        (
+            "The publish was paused longer than the lock's lease (a suspended runner): publish "
+            "again."
+        ),
+        "test_publish_lock.py",
+        "; stopped: publish again to finish",
+    ),
 ]
 
 # The fix for each error of publishing that a test holds as data, by its case: the
@@ -280,6 +318,9 @@ PUBLISH_FIXES: Final[dict[str, str]] = {
     "--max-removals": _ALONE,
     "--publish-workers": _ALONE,
     "--check": _ALONE,
+    "--lock-timeout": _ALONE,
+    "--force-unlock": _ALONE,
+    "--single-publisher": _ALONE,
     "https://bucket/p": _TARGET,
     "s3:///p": _TARGET,
     "s3://b/a/../c": _TARGET,

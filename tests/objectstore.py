@@ -301,18 +301,23 @@ class CountingProxy:
     added_headers: dict[str, str] = field(default_factory=dict)
     rules: list[Rule] = field(default_factory=list)
     gone: bool = False  # the store out of reach: connections close unanswered
+    full: bool = False  # the store out of space: every PUT answered 500, as SeaweedFS does
+    # Request headers dropped on the way (lower case): a store that ignores them. Only
+    # in front of a store that checks no signature (the headers are signed).
+    strip: set[str] = field(default_factory=set)
     now: int = 0  # requests being forwarded
     peak: int = 0  # the most forwarded at once since clear()
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     server: http.server.ThreadingHTTPServer | None = field(default=None, repr=False)
 
-    def hold_reply(self, method: str, key: str) -> Rule:
-        """Hold the answer to the next ``method`` of an object whose path ends with ``key``.
+    def hold_reply(self, method: str, key: str, after: int = 0) -> Rule:
+        """Hold the answer to the next ``method`` of an object whose path ends with ``key``
+        (after letting ``after`` such requests through).
 
         The store has done the request; the client waits until ``rule.release``
         is set (``rule.reached`` is set when the answer is held).
         """
-        return self._add(Rule(method, key, "hold"))
+        return self._add(Rule(method, key, "hold", after=after))
 
     def drop_reply(self, method: str, key: str) -> Rule:
         """Forward the next such request, then close the connection instead of answering."""
@@ -334,7 +339,8 @@ class CountingProxy:
         self.regions.clear()
         self.added_headers.clear()
         self.peak = self.now
-        self.gone = False
+        self.gone = self.full = False
+        self.strip.clear()
         for rule in self.rules:
             rule.release.set()  # nothing stays held after its test
         self.rules.clear()
@@ -357,13 +363,17 @@ class Rule:
     release: threading.Event = field(default_factory=threading.Event)
     taken: bool = False  # by a request: a rule acts once, but "before" each time
     act: Callable[[], None] | None = None  # what "before" does
+    after: int = 0  # such requests let through before the rule acts
 
     def matches(self, method: str, path: str) -> bool:
-        return (
-            not (self.taken and self.action != "before")
-            and method == self.method
-            and urllib.parse.urlsplit(path).path.endswith("/" + self.key)
-        )
+        if (
+            (self.taken and self.action != "before")
+            or method != self.method
+            or not urllib.parse.urlsplit(path).path.endswith("/" + self.key)
+        ):
+            return False
+        self.after -= 1
+        return self.after < 0
 
 
 def start_counting_proxy(upstream: str) -> CountingProxy:
@@ -415,13 +425,18 @@ class _Forward(http.server.BaseHTTPRequestHandler):
         if self.headers.get("Transfer-Encoding"):
             raise AssertionError("the counting proxy does not forward chunked bodies")
         body = self.rfile.read(length) if length else None
+        if self.proxy.full and self.command == "PUT":
+            self.send_response_only(500, "Internal Server Error")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         connection = http.client.HTTPConnection(*self.proxy.upstream, timeout=60)
         try:
             connection.putrequest(
                 self.command, self.path, skip_host=True, skip_accept_encoding=True
             )
             for name, value in self.headers.items():
-                if name.lower() not in HOP_BY_HOP:
+                if name.lower() not in HOP_BY_HOP | self.proxy.strip:
                     connection.putheader(name, value)
             connection.endheaders(body)
             answer = connection.getresponse()

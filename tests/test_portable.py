@@ -37,7 +37,8 @@ PORTABLE: Final = {
         "signal",
     },
     "fcntl": {"LOCK_EX", "LOCK_NB", "flock"},
-    "time": {"perf_counter", "sleep"},
+    "socket": {"gethostname"},  # the lock's holder, named
+    "time": {"monotonic", "perf_counter", "sleep"},
 }
 # Names read only through getattr or hasattr, each with its fallback where it is missing.
 WITH_FALLBACK: Final = {

@@ -59,6 +59,9 @@ BUCKET_NAME: Final = (
     "--publish: a bucket name holds only letters, digits, '.', '-' and '_'; a port goes in "
     "AWS_ENDPOINT_URL"
 )
+# The lock's requests around a publish that changes something: it is created, the
+# store refuses a second create and a wrong If-Match, and it is removed (HEAD, DELETE).
+LOCKING: Final = 5
 
 
 def many(count: int, first: int = 1) -> str:
@@ -229,9 +232,9 @@ def test_first_publish_stores_each_file_with_its_bytes_and_headers(
     project.target = f"s3://{project.bucket}/{prefix}".rstrip("/")
     done = project.main("--publish", project.target)
     assert done.code == 0, done.err
-    # state read, state marked, 12 files, state written
-    assert done.out.splitlines()[1].startswith(summary(project, 12, 0, 0, 15))
-    assert project.proxy.count() == 15
+    # state read (before the lock, and in it), state marked, 12 files, state written
+    assert done.out.splitlines()[1].startswith(summary(project, 12, 0, 0, 16 + LOCKING))
+    assert project.proxy.count() == 16 + LOCKING
     key = f"{prefix}/" if prefix else ""
     project.assert_published(key)
     expected = {document(n): "application/json" for n in (1, 2, 7, 31)} | TYPES
@@ -257,7 +260,10 @@ def test_a_publish_uploads_only_what_changed(project: Project, rating: str) -> N
     state = ("GET", f"/{project.bucket}/p/{STATE_KEY}")
     puts = [("PUT", f"/{project.bucket}/{key}") for key in changed]
     marks = [("PUT", state[1])] * 2 if changed else []  # the marks, then the final state
-    assert sorted(project.proxy.requests) == sorted([state, *marks, *puts])
+    lock = f"/{project.bucket}/p/.ratings-api/lock"
+    locking = [("PUT", lock)] * 3 + [("HEAD", lock), ("POST", f"/{project.bucket}?delete")]
+    again = [state, *locking] if changed else []  # a publish with nothing to do takes no lock
+    assert sorted(project.proxy.requests) == sorted([state, *again, *marks, *puts])
     assert done.out.splitlines()[1].startswith(
         summary(project, len(changed), 0, 12 - len(changed), len(project.proxy.requests))
     )
@@ -295,7 +301,7 @@ def test_removed_articles_go_and_the_users_objects_stay(project: Project) -> Non
     project.ratings.write_text(RATINGS.replace("  2: [2, 3, 2]\n", "").replace("  31: []\n", ""))
     done = project.main("--publish", project.target)
     assert done.code == 0, done.err
-    assert done.out.splitlines()[1].startswith(summary(project, 2, 2, 8, 6))
+    assert done.out.splitlines()[1].startswith(summary(project, 2, 2, 8, 7 + LOCKING))
     assert project.objects("elsewhere/") == elsewhere
     project.assert_published(theirs=theirs)
 
@@ -321,7 +327,7 @@ def test_the_removal_guard_stops_before_changing_anything(
         f"--max-removals {limit}; nothing was changed. If that is meant, run again with "
         f"--max-removals {removals}\n"
     )
-    assert project.proxy.requests == [("GET", f"/{project.bucket}/p/{STATE_KEY}")]
+    assert project.proxy.count() == 2 + LOCKING  # the state read twice, the lock taken and removed
     assert project.objects() == before
     assert project.publish("--max-removals", str(removals)).code == 0
     project.assert_published()
@@ -370,7 +376,7 @@ def test_publish_alone_writes_no_folder_and_uploads_what_a_build_writes(project:
     """In a fresh checkout, as CI runs it: nothing but ratings.yaml in the folder."""
     project.ratings.write_text(CATALOGUE)
     done = project.run(["--publish", project.target])
-    assert done.out.startswith(summary(project, 11, 0, 0, 14)), done.err
+    assert done.out.startswith(summary(project, 11, 0, 0, 15 + LOCKING)), done.err
     assert (done.code, done.err, names(project.folder)) == (0, "", ["ratings.yaml"])
     checked = project.run(["--check", "--publish", project.target])
     assert checked.code == 0, checked.err
@@ -415,6 +421,9 @@ def test_publish_alone_reports_input_errors_in_one_line(project: Project) -> Non
         (["--max-removals", "0"], "--max-removals goes only with --publish"),
         (["--publish-workers", "4"], "--publish-workers goes only with --publish"),
         (["--check", "--repair"], "--repair goes only with --publish"),
+        (["--lock-timeout", "5"], "--lock-timeout goes only with --publish"),
+        (["--force-unlock"], "--force-unlock goes only with --publish"),
+        (["--single-publisher"], "--single-publisher goes only with --publish"),
     ],
 )
 def test_publishing_options_without_publish_are_refused(
@@ -462,9 +471,9 @@ def test_repair_lists_the_bucket_and_puts_back_what_was_changed_by_hand(project:
     done = project.main("--publish", project.target, "--repair")
     assert done.code == 0, done.err
     # get, list, a HEAD of each of the 11 files of the site listed, mark, 3 puts, delete, state
-    assert done.out.splitlines()[1].startswith(summary(project, 3, 1, 9, 19))
+    assert done.out.splitlines()[1].startswith(summary(project, 3, 1, 9, 19 + LOCKING))
     assert project.proxy.count("HEAD") == 11
-    assert project.proxy.count() == 19
+    assert project.proxy.count() == 19 + LOCKING
     project.assert_published(theirs={"p/away/mine.json": b"{}\n"})
     head = client.head_object(Bucket=project.bucket, Key="p/assets/star.svg")
     assert (head["ContentType"], head["CacheControl"]) == ("image/svg+xml", CACHE_CONTROL)
@@ -491,7 +500,7 @@ def test_a_state_it_cannot_read_stops_it_and_repair_replaces_it(
     done = project.main("--publish", project.target, "--repair")
     assert (done.code, done.err) == (0, "")
     # get, list, a HEAD of each file, state: every object was right
-    assert done.out.splitlines()[1].startswith(summary(project, 0, 0, 12, 15))
+    assert done.out.splitlines()[1].startswith(summary(project, 0, 0, 12, 15 + LOCKING))
     project.assert_published()
 
 
@@ -704,11 +713,13 @@ def test_a_publish_stopped_midway_converges(
     )
     assert (process.returncode, out, err) == (code, "", "" if code < 0 else interrupted)
     assert 30 <= project.proxy.count("PUT") < 200, "stopped too late to test anything"
-    assert project.proxy.peak == 2  # --publish-workers: the uploads in flight at once
+    # --publish-workers: the uploads in flight at once; and, once stopped, its lock's release
+    assert project.proxy.peak == 2 + (stop != signal.SIGKILL)
     assert list(project.state().values()).count(False) == 200 + 8  # every file marked
-    # The next publish, even of another catalogue, ends with exactly its site.
+    # The next publish, even of another catalogue, ends with exactly its site; the lock
+    # the stopped one could not remove (the store stalled, or it was killed) is taken over.
     project.ratings.write_text(many(150, first=100))
-    done = project.publish("--max-removals", "99")
+    done = project.publish("--max-removals", "99", "--force-unlock")
     assert (done.code, done.err) == (0, "")
     project.assert_published()
 
@@ -728,7 +739,7 @@ def test_a_store_going_away_midway_exits_2_and_the_next_publish_converges(projec
         2,
         f"{project.target}: cannot reach {project.proxy.endpoint} (AWS_ENDPOINT_URL)\n",
     )
-    done = project.publish()
+    done = project.publish("--force-unlock")  # its lock, which it could not remove
     assert (done.code, done.err) == (0, "")
     project.assert_published()
 
@@ -743,14 +754,16 @@ def catalogue(project: Project, name: str, articles: dict[int, list[int]]) -> Pa
 
 
 @pytest.mark.parametrize(
-    ("method", "key"),
-    [("GET", f"p/{STATE_KEY}"), pytest.param("PUT", "p/index.html", marks=LIKE_ANOTHER)],
+    ("method", "key", "after"),
+    [("GET", f"p/{STATE_KEY}", 1), pytest.param("PUT", "p/index.html", 0, marks=LIKE_ANOTHER)],
     ids=["read", "upload"],
 )
 def test_a_publish_that_another_overtook_plans_again(
-    project: Project, method: str, key: str
+    project: Project, method: str, key: str, after: int
 ) -> None:
-    """A publishes whole while B waits for its state's answer (read), or an upload's.
+    """A publishes whole while B, holding the lock, waits for its state's answer (read),
+    or an upload's. A takes no lock (--single-publisher): the state's versions alone
+    keep it true.
 
     B's next conditional write meets A's state: B reads it, plans again and
     finishes, and the state tells the truth.
@@ -759,15 +772,16 @@ def test_a_publish_that_another_overtook_plans_again(
     a = catalogue(project, "a", {**{n: base[n] for n in range(1, 10)}, 2: [1, 1], 12: [3]})
     b = catalogue(project, "b", {**base, 2: [5, 5], 11: [4]})
     assert project.publish().code == 0
-    held = project.proxy.hold_reply(method, key)
+    held = project.proxy.hold_reply(method, key, after)  # the read in B's lock, not before
     project.use(b)
     process = project.start()
     try:
         assert held.reached.wait(timeout=60), "B never got that far"
         project.use(a)
-        done = project.publish()
+        done = project.publish("--single-publisher")
         assert (done.code, done.err) == (0, "")
-        project.assert_published()
+        lock = "p/.ratings-api/lock"
+        project.assert_published(theirs={lock: project.objects()[lock]})  # B holds it
     finally:
         held.release.set()
     out, err = process.communicate(timeout=60)
@@ -790,8 +804,8 @@ def test_a_lost_reply_to_its_own_state_write_is_not_a_race(project: Project) -> 
     assert dropped.reached.is_set()
     state = f"/{project.bucket}/p/{STATE_KEY}"
     seen = [method for method, path in project.proxy.requests if path == state]
-    # read; marks, lost; their retry (412); read back: ours; final state
-    assert seen == ["GET", "PUT", "PUT", "GET", "PUT"]
+    # read (before the lock, and in it); marks, lost; their retry (412); read back: ours; final
+    assert seen == ["GET", "GET", "PUT", "PUT", "GET", "PUT"]
     project.assert_published()
 
 
@@ -819,4 +833,6 @@ def test_without_a_region_the_requests_are_signed_for_the_buckets_own(project: P
         ("GET", "state", "eu-west-3"),
         ("PUT", "state", "eu-west-3"),
         ("PUT", "file", "eu-west-3"),
+        ("HEAD", "file", "eu-west-3"),  # the lock, still its own, removed
+        ("POST", "bucket", "eu-west-3"),
     }

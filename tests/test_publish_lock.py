@@ -1,0 +1,240 @@
+"""One publish per target at a time: the lock in the bucket, against a real store.
+
+Publishes started together, a lock held, stale or lost, a store that ignores
+conditional writes, stalls or fills up: each seen from outside the publish.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from ratings_api import lock, publish
+from ratings_api.bucket_state import BucketState, Site, plan
+from ratings_api.build import render_site
+from ratings_api.publish import site_of
+from tests import test_publish
+from tests.objectstore import start_counting_proxy
+from tests.test_publish import Project, many
+
+project, proxy = test_publish.project, test_publish.proxy  # the fixtures, by name
+
+LOCK_KEY: Final = "p/.ratings-api/lock"
+STATE_KEY: Final = "p/.ratings-api/state.gz"
+OTHER: Final = {"who": "ci@runner-7 (process 4242)", "since": "24 Nov 2026 09:00:00 UTC"}
+HOLDER: Final = f"{OTHER['who']}, since {OTHER['since']}"  # as the lines name it
+
+
+def plant(project: Project, lease: float | None) -> bytes:
+    """Another publish's lock, as it would write it (None: a body it cannot read)."""
+    body = (
+        json.dumps({**OTHER, "lease": lease, "token": "0f0f"}).encode()
+        if lease is not None
+        else b"?"
+    )
+    project.store.client().put_object(Bucket=project.bucket, Key=LOCK_KEY, Body=body)
+    return body
+
+
+def catalogue(project: Project, name: str, text: str) -> Path:
+    folder = project.folder / name
+    folder.mkdir()
+    (folder / "ratings.yaml").write_text(text)
+    return folder
+
+
+def uploads(project: Project) -> int:
+    """The files uploaded through the proxy: PUTs of neither the state nor the lock."""
+    return sum(
+        1
+        for method, path in project.proxy.requests
+        if method == "PUT" and not path.endswith((STATE_KEY, LOCK_KEY))
+    )
+
+
+# Publishes started together
+
+
+def one_change(n: int) -> str:
+    return many(50).replace(f"  {n}: [{n % 5 + 1}]\n", f"  {n}: [{(n + 1) % 5 + 1}]\n")
+
+
+# Each case: the catalogue published first (if any), and those started together.
+TOGETHER: Final = {
+    "first": (None, [many(50), many(50), many(40, first=20)]),  # the same twice, and another
+    "one-change-each": (many(50), [one_change(3), one_change(30)]),
+}
+
+
+@pytest.mark.parametrize("case", TOGETHER)
+def test_publishes_started_together_take_turns(project: Project, case: str) -> None:
+    """All exit 0, the bucket holds the last one's site, and no file is uploaded twice
+    more than a run one after another would."""
+    before, texts = TOGETHER[case]
+    if before is not None:
+        project.ratings.write_text(before)
+        assert project.publish().code == 0
+    folders = [catalogue(project, f"c{n}", text) for n, text in enumerate(texts)]
+    project.proxy.clear()
+    started = []
+    for folder in folders:
+        project.use(folder)
+        started.append((folder, project.start("--quiet")))
+    finished: list[Path] = []
+    while len(finished) < len(started):
+        for folder, process in started:
+            if folder not in finished and process.poll() is not None:
+                finished.append(folder)
+        time.sleep(0.05)
+    for _, process in started:
+        assert (process.returncode, *process.communicate()) == (0, "", "")
+    project.use(finished[-1])
+    project.assert_published()
+    assert project.publish("--check").code == 0
+    # As many uploads as the same publishes run one after another, in the order they ran.
+    assert uploads(project) == serial_uploads(project, before, finished)
+
+
+def serial_uploads(project: Project, before: str | None, order: list[Path]) -> int:
+    """The files the publishes of ``order`` upload, run one after another after ``before``."""
+
+    def site(source: Path) -> Site:
+        return site_of(render_site(str(source), base_url=None, environ={}))
+
+    state = BucketState()
+    if before is not None:
+        state = plan(site(catalogue(project, "before", before) / "ratings.yaml"), state)[1]
+    total = 0
+    for folder in order:
+        todo, state = plan(site(folder / "ratings.yaml"), state)
+        total += todo.upload_count
+    return total
+
+
+# A lock held, stale or lost
+
+
+def test_a_held_lock_makes_a_publish_wait_then_stop(project: Project) -> None:
+    body = plant(project, lock.LEASE)
+    done = project.main("--publish", project.target, "--lock-timeout", "1")
+    assert done.code == 2
+    assert done.err == (
+        f"{project.target}: waiting for the lock held by {HOLDER} (0 of 1 s)\n"
+        f"{project.target}: another publish holds the lock ({HOLDER}); waited 1 s "
+        "(--lock-timeout); nothing was changed\n"
+    )
+    assert project.objects() == {LOCK_KEY: body}
+
+
+@pytest.mark.parametrize(
+    ("lease", "options", "holder"),
+    [
+        (0, [], HOLDER),
+        (lock.LEASE, ["--force-unlock"], HOLDER),
+        (None, ["--force-unlock"], "an unknown holder, since an unknown time"),
+    ],
+    ids=["stale", "forced", "unreadable"],
+)
+def test_a_lock_whose_publish_died_is_taken_over(
+    project: Project, lease: float | None, options: list[str], holder: str
+) -> None:
+    plant(project, lease)
+    done = project.main("--publish", project.target, *options)
+    assert done.code == 0, done.err
+    assert done.err == f"{project.target}: took over the lock of {holder}\n"
+    project.assert_published()  # and the lock removed
+
+
+def test_a_publish_that_lost_its_lock_stops(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It renews its lock while an upload waits; the upload waits past the lease and
+    another publish takes the lock over: at the next renewal, it stops before writing
+    its state, and leaves the other's lock alone."""
+    monkeypatch.setattr(lock, "LEASE", 1.5)  # renewed each 0.5 s
+    seen: list[bytes] = []
+
+    def another_takes_it() -> None:
+        if not seen:
+            seen.append(project.objects()[LOCK_KEY])
+            time.sleep(0.6)
+            seen.append(project.objects()[LOCK_KEY])
+            plant(project, lock.LEASE)
+            time.sleep(1.2)
+
+    project.proxy.before_each("PUT", "index.html", another_takes_it)
+    done = project.publish()
+    assert (done.code, done.out) == (2, "")
+    assert done.err == (
+        f"{project.target}: another publish took over this one's lock, which was not "
+        "renewed within 1.5 s; stopped: publish again to finish\n"
+    )
+    assert json.loads(seen[1])["renewals"] > json.loads(seen[0])["renewals"]
+    assert json.loads(project.objects()[LOCK_KEY])["who"] == OTHER["who"]
+    assert False in project.state().values()  # its marks, not its final state
+
+
+# Stores that ignore conditions, stall or fill up
+
+
+@pytest.mark.stores("moto", why="it checks no signature: a proxy may drop the signed conditions")
+@pytest.mark.parametrize("header", ["If-None-Match", "If-Match"])
+def test_a_store_that_ignores_conditional_writes_is_refused(project: Project, header: str) -> None:
+    stripping = start_counting_proxy(project.store.endpoint)
+    stripping.strip.add(header.lower())
+    project.proxy = stripping
+    try:
+        done = project.publish()
+        assert (done.code, done.out) == (2, "")
+        assert done.err == (
+            f"{project.target}: {stripping.endpoint} ignores conditional writes ({header}), "
+            "so two publishes at once could lose files; nothing was changed. If only one "
+            "publish ever runs at a time, run again with --single-publisher\n"
+        )
+        assert project.objects() == {}
+        assert project.publish("--single-publisher").code == 0
+        project.assert_published()
+    finally:
+        stripping.stop()
+
+
+def test_a_stalled_store_is_said_while_it_is_awaited(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(publish, "STALL", 1)  # each 10 s, as the user sees it
+    monkeypatch.setattr(publish, "TICK", 0.1)
+    held = project.proxy.hold_reply("GET", STATE_KEY)
+    timer = threading.Timer(1.4, held.release.set)
+    timer.start()
+    done = project.main("--publish", project.target)
+    timer.join()
+    assert done.code == 0, done.err
+    waiting = f"{project.target}: waiting for {project.proxy.endpoint}: no request answered for"
+    assert done.err == f"{waiting} 1 s\n"
+
+
+def test_a_full_store_is_one_line_and_the_next_publish_converges(project: Project) -> None:
+    """Every PUT answered 500, as SeaweedFS answers when it has no room left."""
+    project.ratings.write_text(many(100))
+    process = project.start("--quiet", "--publish-workers", "2")
+    deadline = time.monotonic() + 60
+    while project.proxy.count("PUT") < 10 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    project.proxy.full = True
+    try:
+        _, err = process.communicate(timeout=60)
+    finally:
+        project.proxy.full = False
+    assert (process.returncode, err) == (
+        2,
+        f"{project.target}: cannot reach {project.proxy.endpoint} (AWS_ENDPOINT_URL)\n",
+    )
+    assert LOCK_KEY not in project.objects()  # removed on the way out
+    done = project.publish()
+    assert (done.code, done.err) == (0, "")
+    project.assert_published()
