@@ -19,12 +19,10 @@ import asyncio
 import contextlib
 import os
 import secrets
-import signal
-import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from itertools import chain, islice
-from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Final, NoReturn, TypeVar
 
 from ratings_api.bucket_state import (
     CACHE_CONTROL,
@@ -43,6 +41,7 @@ from ratings_api.bucket_state import (
 from ratings_api.errors import InputError
 from ratings_api.hosting import NOT_FOUND_PAGE, REDIRECTS
 from ratings_api.lock import Lock, Say, Waiting, locked, me
+from ratings_api.running import run_stoppable, stalls
 from ratings_api.s3 import Destination, explain, open_store, require_client
 
 if TYPE_CHECKING:
@@ -60,10 +59,6 @@ ATTEMPTS: Final = 10  # plans in a row whose state write met another publish's
 CHECK_LISTS: Final = 10  # the files --check names
 PROGRESS_EVERY: Final = 100  # uploads between two progress reports
 PAGE: Final = 1000  # objects a listing or a removal request takes at most
-STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
-STALL: Final = 10  # seconds without an answer between two lines saying so
-TICK: Final = 1.0  # seconds between two looks at the requests answered
-LET_GO: Final = 0.1  # seconds for obstore's threads to hand back their last answers
 TYPES: Final = {
     ".json": "application/json",
     ".html": "text/html; charset=utf-8",
@@ -148,19 +143,6 @@ async def publishing(run: Publication, lock: Lock, waiting: Waiting | None, chec
         if not found.plan.changes:
             return found
     return await locked(lock, waiting, run.carry_out)
-
-
-async def stalls(count: Callable[[], int], line: str, say: Say) -> None:
-    """Say ``line`` each STALL s in which no request was answered (none started since)."""
-    seen, since, said = count(), time.monotonic(), 0
-    while True:
-        await asyncio.sleep(TICK)
-        now = time.monotonic()
-        if count() != seen:
-            seen, since, said = count(), now, 0
-        elif now - since >= (said + 1) * STALL:
-            said += 1
-            say(line.format(said * STALL))
 
 
 @dataclass(frozen=True)
@@ -366,47 +348,6 @@ class Publication:
             found.update((item["path"], (item["e_tag"] or "").strip('"')) for item in chunk)
         self.requests += max(1, -(-len(found) // PAGE))
         return found
-
-
-def run_stoppable(work: Coroutine[Any, Any, T], watch: Coroutine[Any, Any, None]) -> T:
-    """Run ``work`` on an asyncio loop, ``watch`` beside it; Ctrl-C or SIGTERM cancel it at once.
-
-    A thread would wait for its request, up to the timeout, when the store
-    stalls. Once cancelled, the signal goes on to the handler that was there
-    before, as if it came now.
-
-    obstore's threads hand each answer (a cancellation too) back to Python
-    holding the GIL, and the interpreter must not end before they let go of it
-    (a known race of pyo3-async-runtimes: it aborts the process): hence a pause.
-    """
-    caught: list[int] = []
-    previous = {number: signal.getsignal(number) for number in STOP_SIGNALS}
-
-    async def main() -> T:
-        task = asyncio.ensure_future(work)
-        for number in STOP_SIGNALS:
-            # Not in a thread other than the main one, nor on Windows.
-            with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
-                asyncio.get_running_loop().add_signal_handler(number, stop, task, number)
-        watching = asyncio.ensure_future(watch)
-        try:
-            return await task
-        finally:
-            watching.cancel()
-
-    def stop(task: asyncio.Future[T], number: int) -> None:
-        caught.append(number)
-        task.cancel()
-
-    try:
-        return asyncio.run(main())
-    finally:
-        for number, handler in previous.items():
-            if handler is not None:
-                signal.signal(number, handler)  # asyncio puts back the default, not this
-        time.sleep(LET_GO)
-        for stopped in caught[:1]:
-            signal.raise_signal(stopped)  # to the handler that was there before, as if now
 
 
 def too_many_removals(

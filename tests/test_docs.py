@@ -146,8 +146,8 @@ def test_the_readme_is_a_front_door_with_a_map_of_every_page() -> None:
 # docs/ is for users: what a page must not hold, and how big it may be.
 
 DOCS = ROOT / "docs"
-MAX_PAGE: Final = 16_000  # characters
-MAX_DOCS: Final = 100_000  # characters, every page of docs/ together
+MAX_PAGE: Final = 17_000  # characters (troubleshooting.md, every message, is the longest)
+MAX_DOCS: Final = 110_000  # characters, every page of docs/ together
 HISTORY: Final = [
     (re.compile(r"load average", re.IGNORECASE), "a load average"),
     (re.compile(r"\bissues? \d+\b|\(issue", re.IGNORECASE), "an issue number"),

@@ -14,7 +14,7 @@ from typing import Final
 
 import pytest
 
-from ratings_api import lock, publish
+from ratings_api import lock, running
 from ratings_api.bucket_state import BucketState, Site, plan
 from ratings_api.build import render_site
 from ratings_api.publish import site_of
@@ -206,8 +206,8 @@ def test_a_store_that_ignores_conditional_writes_is_refused(project: Project, he
 def test_a_stalled_store_is_said_while_it_is_awaited(
     project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(publish, "STALL", 1)  # each 10 s, as the user sees it
-    monkeypatch.setattr(publish, "TICK", 0.1)
+    monkeypatch.setattr(running, "STALL", 1)  # each 10 s, as the user sees it
+    monkeypatch.setattr(running, "TICK", 0.1)
     held = project.proxy.hold_reply("GET", STATE_KEY)
     timer = threading.Timer(1.4, held.release.set)
     timer.start()
