@@ -14,9 +14,10 @@ import pytest
 
 from ratings_api import loader
 from ratings_api.build import Result, resolve_base_url
-from ratings_api.cli import main, parser
+from ratings_api.cli import main
 from ratings_api.errors import InputError
 from ratings_api.loader import Catalogue
+from ratings_api.options import parser
 from ratings_api.writer import Changes
 from tests.test_user_errors import run
 
