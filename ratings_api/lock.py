@@ -77,9 +77,12 @@ def read_holder(data: bytes) -> Holder:
     """The holder a body names; a body not ours counts as an unknown holder of a full lease."""
     try:
         body = json.loads(data)
-        return Holder(str(body["who"]), str(body["since"]), float(body["lease"]))
-    except (ValueError, TypeError, KeyError):
-        return Holder("an unknown holder", "an unknown time", LEASE)
+        lease = float(body["lease"])
+        if 0 <= lease <= LEASE:  # not NaN, nor a lease no publish of ours writes
+            return Holder(str(body["who"]), str(body["since"]), lease)
+    except (ValueError, TypeError, KeyError, RecursionError):
+        pass
+    return Holder("an unknown holder", "an unknown time", LEASE)
 
 
 @dataclass

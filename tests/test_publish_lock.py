@@ -28,15 +28,19 @@ LOCK_KEY: Final = "p/.ratings-api/lock"
 STATE_KEY: Final = "p/.ratings-api/state.gz"
 OTHER: Final = {"who": "ci@runner-7 (process 4242)", "since": "24 Nov 2026 09:00:00 UTC"}
 HOLDER: Final = f"{OTHER['who']}, since {OTHER['since']}"  # as the lines name it
+UNKNOWN: Final = "an unknown holder, since an unknown time"
+# Bodies no publish writes: each an unknown holder's lock, with the lease of this version.
+DAMAGED_LOCKS: Final = {
+    "nested": b"[" * 100_000,
+    "lease-nan": json.dumps({**OTHER, "lease": float("nan")}).encode(),
+    "lease-infinite": json.dumps({**OTHER, "lease": float("inf")}).encode(),
+    "lease-negative": json.dumps({**OTHER, "lease": -1e300}).encode(),
+}
 
 
-def plant(project: Project, lease: float | None) -> bytes:
-    """Another publish's lock, as it would write it (None: a body it cannot read)."""
-    body = (
-        json.dumps({**OTHER, "lease": lease, "token": "0f0f"}).encode()
-        if lease is not None
-        else b"?"
-    )
+def plant(project: Project, lease: float | bytes) -> bytes:
+    """Another publish's lock, as it would write it; or (bytes) a damaged one's body."""
+    body = lease if isinstance(lease, bytes) else json.dumps({**OTHER, "lease": lease}).encode()
     project.store.client().put_object(Bucket=project.bucket, Key=LOCK_KEY, Body=body)
     return body
 
@@ -131,17 +135,30 @@ def test_a_held_lock_makes_a_publish_wait_then_stop(project: Project) -> None:
     assert project.objects() == {LOCK_KEY: body}
 
 
+@pytest.mark.stores("SeaweedFS", why="it reads a body: any store holds it alike")
+@pytest.mark.parametrize("body", DAMAGED_LOCKS.values(), ids=DAMAGED_LOCKS.keys())
+def test_a_damaged_lock_is_an_unknown_holders_held_lock(project: Project, body: bytes) -> None:
+    plant(project, body)
+    done = project.main("--publish", project.target, "--lock-timeout", "0")
+    assert done.code == 2
+    assert done.err == (
+        f"{project.target}: another publish holds the lock ({UNKNOWN}); waited 0 s "
+        "(--lock-timeout); nothing was changed\n"
+    )
+    assert project.objects() == {LOCK_KEY: body}
+
+
 @pytest.mark.parametrize(
     ("lease", "options", "holder"),
     [
         (0, [], HOLDER),
         (lock.LEASE, ["--force-unlock"], HOLDER),
-        (None, ["--force-unlock"], "an unknown holder, since an unknown time"),
+        (b"?", ["--force-unlock"], UNKNOWN),
     ],
     ids=["stale", "forced", "unreadable"],
 )
 def test_a_lock_whose_publish_died_is_taken_over(
-    project: Project, lease: float | None, options: list[str], holder: str
+    project: Project, lease: float | bytes, options: list[str], holder: str
 ) -> None:
     plant(project, lease)
     done = project.main("--publish", project.target, *options)
