@@ -220,6 +220,7 @@ def test_a_store_that_ignores_conditional_writes_is_refused(project: Project, he
         stripping.stop()
 
 
+@pytest.mark.stores("SeaweedFS", why="the proxy holds the answer: the store plays no part")
 def test_a_stalled_store_is_said_while_it_is_awaited(
     project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -235,6 +236,7 @@ def test_a_stalled_store_is_said_while_it_is_awaited(
     assert done.err == f"{waiting} 1 s\n"
 
 
+@pytest.mark.stores("SeaweedFS", why="the proxy answers 500: the store plays no part")
 def test_a_full_store_is_one_line_and_the_next_publish_converges(project: Project) -> None:
     """Every PUT answered 500, as SeaweedFS answers when it has no room left."""
     project.ratings.write_text(many(100))
