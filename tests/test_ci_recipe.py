@@ -123,7 +123,9 @@ def runner(tmp_path: Path, object_store: Store, installed_tool: Tool) -> Runner:
     return Runner(tmp_path, object_store, bucket, installed_tool)
 
 
-@pytest.mark.stores("SeaweedFS", why="the action's steps: test_publish.py holds the stores to the same publish")
+@pytest.mark.stores(
+    "SeaweedFS", why="the action's steps: test_publish.py holds the stores to the same publish"
+)
 def test_the_action_checks_and_publishes_as_the_runner_runs_it(runner: Runner) -> None:
     first = runner.run("pull_request")  # exit 1 from the check: the step passes, and says why
     assert first.returncode == 0, first.stderr

@@ -162,7 +162,9 @@ def test_the_installed_package_serves_the_site(
         stop(process, signal.SIGINT)
 
 
-@pytest.mark.stores("SeaweedFS", why="the installed copy: test_publish.py holds the stores to the same publish")
+@pytest.mark.stores(
+    "SeaweedFS", why="the installed copy: test_publish.py holds the stores to the same publish"
+)
 def test_the_installed_command_publishes(
     installed_tool: Tool, object_store: Store, tmp_path: Path
 ) -> None:
