@@ -182,6 +182,10 @@ LIKE_ANOTHER: Final = pytest.mark.stores(
 CLIENTS_OWN: Final = pytest.mark.stores(
     "SeaweedFS", why="the client handles the signal: SIGKILL runs on every store"
 )
+# What the client decides from requests that other tests hold every store to.
+CLIENT_SIDE: Final = pytest.mark.stores(
+    "SeaweedFS", why="the client's own decision: the requests it makes run on every store"
+)
 
 
 @pytest.fixture(scope="module")
@@ -309,6 +313,7 @@ def test_removed_articles_go_and_the_users_objects_stay(project: Project) -> Non
 # The removal guard, --check and --repair
 
 
+@CLIENT_SIDE
 @pytest.mark.parametrize(
     ("published", "options", "removals", "limit"),
     [pytest.param(20, ["--max-removals", "14"], 15, 14, marks=LIKE_ANOTHER), (300, [], 257, 256)],
@@ -333,6 +338,7 @@ def test_the_removal_guard_stops_before_changing_anything(
     project.assert_published()
 
 
+@CLIENT_SIDE
 def test_check_changes_nothing_and_says_what_differs(project: Project) -> None:
     assert project.main("--quiet").code == 0  # built, not published
     done = project.main("--check", "--publish", project.target)
@@ -372,6 +378,7 @@ def test_check_changes_nothing_and_says_what_differs(project: Project) -> None:
     )
 
 
+@CLIENT_SIDE
 def test_publish_alone_writes_no_folder_and_uploads_what_a_build_writes(project: Project) -> None:
     """In a fresh checkout, as CI runs it: nothing but ratings.yaml in the folder."""
     project.ratings.write_text(CATALOGUE)
@@ -479,6 +486,7 @@ def test_repair_lists_the_bucket_and_puts_back_what_was_changed_by_hand(project:
     assert (head["ContentType"], head["CacheControl"]) == ("image/svg+xml", CACHE_CONTROL)
 
 
+@CLIENT_SIDE
 @pytest.mark.parametrize(
     ("data", "line"),
     [
@@ -680,6 +688,7 @@ def wait_for_puts(proxy: CountingProxy, count: int) -> None:
         time.sleep(0.01)
 
 
+@CLIENT_SIDE
 @pytest.mark.parametrize(
     ("stop", "code"),
     [
