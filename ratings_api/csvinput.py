@@ -18,7 +18,16 @@ from typing import Final, NoReturn
 
 from ratings_api.errors import InputError
 from ratings_api.fastpath import Articles
-from ratings_api.loader import ID_TEXT, INT_TEXT, MAX_DIGITS, MAX_ID, Catalogue, offset_position
+from ratings_api.loader import (
+    ID_TEXT,
+    INT_TEXT,
+    MAX_DIGITS,
+    MAX_ID,
+    Catalogue,
+    offset_position,
+    rating_problem,
+    totals_problem,
+)
 
 RATINGS: Final = ("article_id", "rating")
 TOTALS: Final = ("article_id", "rating_sum", "rating_count")
@@ -220,12 +229,8 @@ class _Strict:
             if not self.text(record, 1):
                 continue  # listed, not rated yet
             rating = self.integer(record, 1, f"article {article_id}: a rating")
-            if self.scale is not None and not self.scale[0] <= rating <= self.scale[1]:
-                low, high = self.scale
-                message = (
-                    f"article {article_id}: rating {rating} is outside the scale {low}..{high}"
-                )
-                self.fail(record, 1, message)
+            if (problem := rating_problem(article_id, rating, self.scale)) is not None:
+                self.fail(record, 1, problem)
             entry[0] += rating
             entry[1] += 1
         self.catalogue.ids, self.catalogue.sums, self.catalogue.counts = _columns(totals)
@@ -243,22 +248,9 @@ class _Strict:
             prefix = f"article {article_id}: "
             total = self.integer(record, 1, f"{prefix}rating_sum")
             count = self.integer(record, 2, f"{prefix}rating_count")
-            if count < 0:
-                self.fail(record, 2, f"{prefix}rating_count must not be negative, found {count}")
-            if count == 0 and total != 0:
-                message = f"{prefix}rating_sum must be 0 when rating_count is 0, found {total}"
-                self.fail(record, 1, message)
-            if (
-                self.scale is not None
-                and not self.scale[0] * count <= total <= self.scale[1] * count
-            ):
-                low, high = self.scale
-                self.fail(
-                    record,
-                    1,
-                    f"{prefix}rating_sum {total} is outside {low * count}..{high * count}, "
-                    f"the range of {count} ratings on the scale {low}..{high}",
-                )
+            problem = totals_problem(article_id, total, count, self.scale, TOTALS[1:])
+            if problem is not None:
+                self.fail(record, 1 + problem[0], problem[1])
             self.catalogue.ids.append(article_id)
             self.catalogue.sums.append(total)
             self.catalogue.counts.append(count)

@@ -108,6 +108,35 @@ def load_strict(path: str, data: bytes) -> Catalogue:
     return catalogue
 
 
+def rating_problem(article_id: int, rating: int, scale: tuple[int, int] | None) -> str | None:
+    """What is wrong with one rating on ``scale``: every reader's words for it."""
+    if scale is None or scale[0] <= rating <= scale[1]:
+        return None
+    return f"article {article_id}: rating {rating} is outside the scale {scale[0]}..{scale[1]}"
+
+
+def totals_problem(
+    article_id: int,
+    total: int,
+    count: int,
+    scale: tuple[int, int] | None,
+    names: tuple[str, str] = TOTALS_FIELDS,
+) -> tuple[int, str] | None:
+    """What is wrong with an article's totals: the field at fault (0: the sum, 1: the
+    count, named by ``names``) and the message; every reader's words for it."""
+    prefix, (sum_name, count_name) = f"article {article_id}: ", names
+    if count < 0:
+        return 1, f"{prefix}{count_name} must not be negative, found {count}"
+    if count == 0 and total != 0:
+        return 0, f"{prefix}{sum_name} must be 0 when {count_name} is 0, found {total}"
+    if scale is not None and not scale[0] * count <= total <= scale[1] * count:
+        return 0, (
+            f"{prefix}{sum_name} {total} is outside {scale[0] * count}..{scale[1] * count}, "
+            f"the range of {count} ratings on the scale {scale[0]}..{scale[1]}"
+        )
+    return None
+
+
 def _unreadable(path: str, data: bytes, error: yaml.reader.ReaderError) -> InputError:
     """libyaml points at the byte after a broken UTF-8 sequence; Python's codec at its start."""
     try:
@@ -326,12 +355,8 @@ class Walker:
         total = count = 0
         while not isinstance(event := self.node(), SequenceEndEvent):
             rating = self.integer(event, f"article {article_id}: a rating")
-            if scale is not None and not scale[0] <= rating <= scale[1]:
-                self.fail(
-                    event,
-                    f"article {article_id}: rating {rating} is outside "
-                    f"the scale {scale[0]}..{scale[1]}",
-                )
+            if (problem := rating_problem(article_id, rating, scale)) is not None:
+                self.fail(event, problem)
             total += rating
             count += 1
         return total, count
@@ -350,15 +375,7 @@ class Walker:
             if name not in found:
                 self.fail(start, f"{prefix}'{name}' is missing (totals need sum and count)")
         (total, total_event), (count, count_event) = found["sum"], found["count"]
-        if count < 0:
-            self.fail(count_event, f"{prefix}count must not be negative, found {count}")
-        if count == 0 and total != 0:
-            self.fail(total_event, f"{prefix}sum must be 0 when count is 0, found {total}")
-        scale = self.catalogue.scale
-        if scale is not None and not scale[0] * count <= total <= scale[1] * count:
-            self.fail(
-                total_event,
-                f"{prefix}sum {total} is outside {scale[0] * count}..{scale[1] * count}, "
-                f"the range of {count} ratings on the scale {scale[0]}..{scale[1]}",
-            )
+        problem = totals_problem(article_id, total, count, self.catalogue.scale)
+        if problem is not None:
+            self.fail((total_event, count_event)[problem[0]], problem[1])
         return total, count
