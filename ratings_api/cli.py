@@ -18,15 +18,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from types import FrameType
-from typing import Final
 
 from ratings_api.build import Result, build, count_articles, render_site
 from ratings_api.errors import InputError
 from ratings_api.options import DEFAULT_OUTPUT, parse
 from ratings_api.publish import Outcome, first_changes, publish, site_of, summary
+from ratings_api.running import STOP_SIGNALS
 from ratings_api.s3 import Destination, parse_destination, require_client
-
-STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
 
 
 class Interrupted(BaseException):

@@ -37,7 +37,7 @@ LEASE: Final = 60  # seconds a lock lives unless its holder renews it
 DEFAULT_TIMEOUT: Final = 600  # seconds a publish waits for another's lock
 POLL: Final = 0.5  # seconds between two looks at a held lock
 SAY_EVERY: Final = 10  # seconds between two lines while waiting
-LET_GO: Final = 0.5  # seconds a stopped publish gives its release
+RELEASE_WAIT: Final = 0.5  # seconds a stopped publish gives its release
 NO_SUCH_TAG: Final = '"00000000000000000000000000000000"'  # an ETag no object has
 
 
@@ -226,7 +226,7 @@ async def locked(lock: Lock, waiting: Waiting, work: Callable[[], Awaitable[T]])
     except asyncio.CancelledError:
         # Stopped: at once, even if the store stalls; a lock left behind expires by itself.
         with contextlib.suppress(BaseError, TimeoutError):
-            await asyncio.wait_for(lock.release(), LET_GO)
+            await asyncio.wait_for(lock.release(), RELEASE_WAIT)
         raise
     except BaseException:
         with contextlib.suppress(BaseError):  # the error that stopped it is the one to tell
