@@ -33,6 +33,20 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "stores(*names, why): run only against these stores (objectstore.STORES)"
     )
+    config.addinivalue_line(
+        "markers",
+        "real_world: installs and starts a real host, browser, database or store "
+        "(scripts/install-*); runs only with --real-world",
+    )
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--real-world",
+        action="store_true",
+        help="also run the real_world tier: nginx, Netlify's and Cloudflare's servers, "
+        "the S3 stores, the databases and Chromium, installed and started by the tests",
+    )
 
 
 def _coverage_floor_for_the_whole_suite(config: pytest.Config) -> None:
@@ -48,6 +62,7 @@ def _whole_suite(config: pytest.Config) -> bool:
     """Whether this run is every test: no paths given, none deselected by -k, -m or --lf."""
     return (
         config.args_source == pytest.Config.ArgsSource.TESTPATHS
+        and config.option.real_world
         and not config.option.keyword
         and not config.option.markexpr
         and not getattr(config.option, "lf", False)  # absent under -p no:cacheprovider
@@ -68,10 +83,15 @@ def _roomy_tmpfs(path: str) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Leave out the runs of a test, or of one of its cases, on a store its mark does not name:
+    """Leave out the real_world tier unless --real-world is given, and the runs of a test, or
+    of one of its cases, on a store its mark does not name:
     ``@pytest.mark.stores("SeaweedFS", why="moto's server checks no signature")``."""
     kept, left_out = [], []
+    real_world = config.option.real_world
     for item in items:
+        if not real_world and item.get_closest_marker("real_world"):
+            left_out.append(item)
+            continue
         mark = item.get_closest_marker("stores")
         callspec = getattr(item, "callspec", None)
         store = callspec.params.get("object_store") if callspec else None

@@ -23,6 +23,8 @@ import pytest
 from tests.action import ACTION, REPO, Tool, clean_environ, expand, load, run_step
 from tests.objectstore import RATINGS, Store
 
+pytestmark = pytest.mark.real_world
+
 WORKFLOW: Final = REPO / "deploy" / "github-actions" / "publish.yml"
 PAGE: Final = REPO / "docs" / "ci.md"
 ACTIONLINT: Final = Path(sys.executable).parent / "actionlint"  # requirements-dev.txt

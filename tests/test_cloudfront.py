@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+import pytest
 import yaml
 
 from ratings_api.describe import FRONT_PAGE_CSP
@@ -26,6 +27,8 @@ from tests.contract import (
     run_ok,
 )
 from tests.edges import CLOUDFRONT_FUNCTION_POINTS, DIFFERENCES
+
+pytestmark = pytest.mark.real_world
 
 FUNCTION: Final = REPO / "deploy" / "cloudfront" / "function.js"
 TEMPLATE: Final = REPO / "deploy" / "cloudfront" / "template.yaml"

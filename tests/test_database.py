@@ -17,6 +17,8 @@ import pytest
 from tests.browser import install_test_tools
 from tests.postgres import Postgres, start_postgres
 
+pytestmark = pytest.mark.real_world
+
 REPO: Final = Path(__file__).resolve().parent.parent
 PAGE: Final = (REPO / "docs" / "database.md").read_text(encoding="utf-8")
 # Three articles, one of them never rated: it must come out "Not rated yet", not missing.

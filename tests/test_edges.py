@@ -25,6 +25,8 @@ from tests.edges import (
 from tests.hosts import install_host_tools, nginx_command, nginx_site_conf
 from tests.objectstore import Store
 
+pytestmark = pytest.mark.real_world
+
 HOT = "/away/api/articles/7/rating/"
 
 

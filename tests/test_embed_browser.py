@@ -37,6 +37,8 @@ from tests.hosts import (
     start_wrangler,
 )
 
+pytestmark = pytest.mark.real_world
+
 REPO: Final = Path(__file__).resolve().parent.parent
 SCREENSHOT: Final = REPO / "docs" / "embed.png"
 WIDTH: Final = 560

@@ -8,8 +8,12 @@ import subprocess
 from pathlib import Path
 from typing import Final
 
+import pytest
+
 from ratings_api.embed import TYPES_PATH, embed_types
 from tests.hosts import NODE_BIN, install_host_tools
+
+pytestmark = pytest.mark.real_world
 
 USAGE: Final = Path(__file__).resolve().parent / "embed-types" / "usage.ts"
 RIGHT: Final = "const value: string = event.detail.rating_value;"

@@ -23,6 +23,8 @@ from tests.contract import Reply, request
 from tests.sample import SAMPLE, SAMPLE_BEST
 from tests.served import REPO, Served, serving
 
+pytestmark = pytest.mark.real_world
+
 WIDTH: Final = 1000
 HEIGHT: Final = 1200
 WAIT_SECONDS: Final = 10.0

@@ -25,6 +25,8 @@ from tests.contract import ARTICLES, NOT_FOUND, POINTS, STOPS, Host, call_app, r
 from tests.test_cloudfront import headers as cloudfront_headers
 from tests.test_cloudfront import node, viewer_request
 
+pytestmark = pytest.mark.real_world
+
 if TYPE_CHECKING:
     from wsgiref.types import WSGIApplication
 

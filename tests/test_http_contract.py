@@ -62,6 +62,8 @@ from tests.contract import (
 )
 from tests.hosts import DIFFERENCES, SERVING, refused_serve, serve_command
 
+pytestmark = pytest.mark.real_world
+
 
 def rating_path(article_id: int | str) -> str:
     return f"/away/api/articles/{article_id}/rating/"

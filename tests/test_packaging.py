@@ -26,6 +26,8 @@ from tests.hosts import SERVING
 from tests.objectstore import Store
 from tests.trees import read_tree, tree_diff
 
+pytestmark = pytest.mark.real_world
+
 ROOT: Final = Path(__file__).resolve().parent.parent
 RATINGS: Final = "base_url: https://ratings.example.com\nscale: [1, 5]\narticles:\n  7: [5, 4]\n"
 DOCUMENT: Final = "away/api/articles/7/rating/index.json"

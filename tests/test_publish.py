@@ -35,6 +35,8 @@ from tests.objectstore import CountingProxy, Store, free_port, start_counting_pr
 from tests.test_state_chain import GOOD_HEAD, NEWER, UNREADABLE, state_of
 from tests.trees import document
 
+pytestmark = pytest.mark.real_world
+
 REPO: Final = Path(__file__).resolve().parent.parent
 CACHE_CONTROL: Final = "public, max-age=0, must-revalidate"
 STATE_KEY: Final = ".ratings-api/state.gz"

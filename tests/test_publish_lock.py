@@ -22,6 +22,8 @@ from tests import test_publish
 from tests.objectstore import start_counting_proxy
 from tests.test_publish import Project, many
 
+pytestmark = pytest.mark.real_world
+
 project, proxy = test_publish.project, test_publish.proxy  # the fixtures, by name
 
 LOCK_KEY: Final = "p/.ratings-api/lock"
