@@ -29,13 +29,13 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import Final
 
+from ratings_api.contract import ARTICLES_PATH, CACHE_CONTROL
 from ratings_api.errors import InputError
 from ratings_api.loader import Catalogue
-from ratings_api.rating import ARTICLES_PATH, Renderer
+from ratings_api.rating import Renderer
 
 STATE_NAME: Final = ".ratings-api/state.gz"
 FORMAT: Final = 2
-CACHE_CONTROL: Final = "public, max-age=0, must-revalidate"  # the API's (server.py)
 UNKNOWN: Final = ""  # the state's digest of a file whose bytes are not known
 UNKNOWN_COUNT: Final = -1  # the state's count of an article whose document is not known
 LEVEL: Final = 1  # gzip's: the columns of a million articles in a fraction of level 6's time

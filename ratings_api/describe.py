@@ -24,24 +24,18 @@ from typing import Any, Final
 
 import jinja2
 
+from ratings_api.contract import ARTICLES_PATH, FRONT_PAGE, FRONT_PAGE_CSP, MAX_ID
 from ratings_api.loader import Catalogue
-from ratings_api.rating import ARTICLES_PATH, MAX_ID, Renderer, article_url, rating_value
+from ratings_api.rating import Renderer, article_url, rating_value
 
 # Package data: installed with the package, found beside this file.
 TEMPLATES: Final = Path(__file__).resolve().parent / "templates"
-FRONT_PAGE: Final = "index.html"
 OPENAPI_PATH: Final = "away/api/openapi.json"
 # Copied as they are: nothing in them depends on the catalogue.
 ASSETS: Final = ("assets/front-page.js", "assets/front-page.css", "assets/star.svg")
 BEST_RATED: Final = 10  # rows in the front page's table
 MAX_STARS: Final = 10  # a wider scale is shown as a number only
 
-# Everything the front page uses comes from its own site: its script, its style
-# sheet, its icon and the API it fetches. Nothing inline, nothing from elsewhere.
-FRONT_PAGE_CSP: Final = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-    "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
-)
 # The page repeats the policy in a <meta> element, so that it holds on a host
 # that sends no header. Browsers ignore frame-ancestors there (and warn).
 META_CSP: Final = "; ".join(
@@ -49,7 +43,6 @@ META_CSP: Final = "; ".join(
 )
 
 RATING_PATH: Final = f"/{ARTICLES_PATH}/{{id}}/rating/"
-NOT_FOUND_BODY: Final = {"detail": "Not found."}
 # The characters a regular expression gives a meaning to, in Python as in
 # ECMAScript: escaped, each with a backslash, they are literal in both.
 REGEX_SYNTAX: Final = re.compile(r"([\\^$.|?*+()\[\]{}])")

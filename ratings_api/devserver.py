@@ -21,8 +21,8 @@ from urllib.parse import unquote
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from ratings_api.build import BY_NAME, Reading, build
+from ratings_api.contract import ARTICLES_PATH
 from ratings_api.errors import InputError
-from ratings_api.rating import ARTICLES_PATH
 from ratings_api.server import create_app
 
 if TYPE_CHECKING:

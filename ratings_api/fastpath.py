@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
-from ratings_api.rating import MAX_ID
+from ratings_api.contract import MAX_ID
 
 PLACEHOLDER: Final = MAX_ID  # the id of the line that stands for the block
 PLACEHOLDER_TEXT: Final = str(PLACEHOLDER).encode()

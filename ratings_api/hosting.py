@@ -13,11 +13,10 @@ both whatever the catalogue, so that neither can be left stale from an earlier o
 
 from __future__ import annotations
 
-import json
 from typing import Final
 
-from ratings_api.describe import NOT_FOUND_BODY, render
-from ratings_api.rating import ARTICLES_PATH
+from ratings_api.contract import ARTICLES_PATH, NOT_FOUND
+from ratings_api.describe import render
 
 REDIRECTS: Final = "_redirects"
 NOT_FOUND_PAGE: Final = "404.html"
@@ -27,5 +26,5 @@ def hosting_files() -> dict[str, bytes]:
     """The hosts' files, by their path below the output folder: the same for any site."""
     return {
         REDIRECTS: render("hosting/_redirects.j2", articles=f"/{ARTICLES_PATH}"),
-        NOT_FOUND_PAGE: json.dumps(NOT_FOUND_BODY).encode() + b"\n",
+        NOT_FOUND_PAGE: NOT_FOUND,
     }

@@ -31,8 +31,8 @@ from yaml.events import (
 )
 
 from ratings_api import fastpath
+from ratings_api.contract import MAX_ID as MAX_ID  # re-exported: the id's bound, an input rule
 from ratings_api.errors import InputError
-from ratings_api.rating import MAX_ID as MAX_ID  # re-exported: the id's bound, an input rule
 
 if TYPE_CHECKING:
     from yaml._yaml import Mark as CMark  # libyaml's marks: the same fields, another class

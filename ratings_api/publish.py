@@ -25,7 +25,6 @@ from itertools import chain, islice
 from typing import TYPE_CHECKING, Final, NoReturn, TypeVar
 
 from ratings_api.bucket_state import (
-    CACHE_CONTROL,
     STATE_NAME,
     UNKNOWN,
     BucketState,
@@ -38,6 +37,7 @@ from ratings_api.bucket_state import (
     plan,
     unknown,
 )
+from ratings_api.contract import CACHE_CONTROL, CONTENT_TYPES, ERROR_TYPE
 from ratings_api.errors import InputError
 from ratings_api.hosting import NOT_FOUND_PAGE, REDIRECTS
 from ratings_api.lock import Lock, Say, Waiting, locked, me
@@ -59,14 +59,6 @@ ATTEMPTS: Final = 10  # plans in a row whose state write met another publish's
 CHECK_LISTS: Final = 10  # the files --check names
 PROGRESS_EVERY: Final = 100  # uploads between two progress reports
 PAGE: Final = 1000  # objects a listing or a removal request takes at most
-TYPES: Final = {
-    ".json": "application/json",
-    ".html": "text/html; charset=utf-8",
-    ".css": "text/css; charset=utf-8",
-    ".js": "text/javascript; charset=utf-8",
-    ".ts": "text/plain; charset=utf-8",  # embed.d.ts, as the app sends it
-    ".svg": "image/svg+xml",
-}
 
 
 @dataclass(frozen=True)
@@ -90,8 +82,8 @@ def site_of(result: Result) -> Site:
 def content_type(path: str) -> str:
     """The Content-Type the API's server sends; 404.html holds the JSON error body."""
     if path == NOT_FOUND_PAGE:
-        return "application/json"
-    return TYPES.get(os.path.splitext(path)[1], "application/octet-stream")
+        return ERROR_TYPE
+    return CONTENT_TYPES.get(os.path.splitext(path)[1], "application/octet-stream")
 
 
 def publish(

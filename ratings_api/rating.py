@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Final
 
-ARTICLES_PATH: Final = "away/api/articles"
-MAX_ID: Final = 2**63 - 1  # the largest id a database's bigint column holds
+from ratings_api.contract import ARTICLES_PATH
+
 FORMAT: Final = 1  # the documents' layout: a new one makes every document change
 
 

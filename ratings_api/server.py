@@ -9,7 +9,6 @@ every answer, and HTTP's conditions and ranges where WhiteNoise reads them other
 from __future__ import annotations
 
 import errno
-import json
 import os
 import re
 import stat
@@ -21,36 +20,28 @@ from wsgiref.util import FileWrapper
 
 from whitenoise import WhiteNoise
 
-from ratings_api.describe import FRONT_PAGE, FRONT_PAGE_CSP
+from ratings_api.contract import (
+    ALLOW,
+    ARTICLE_ID,
+    ARTICLES_PATH,
+    COMMON_HEADERS,
+    FRONT_PAGE,
+    FRONT_PAGE_CSP,
+    NOT_FOUND,
+    PREFLIGHT,
+    SERVER_ERROR,
+    not_allowed,
+)
 from ratings_api.errors import InputError
-from ratings_api.rating import ARTICLES_PATH
 
 if TYPE_CHECKING:
     from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
-ALLOW: Final = "GET, HEAD, OPTIONS"
-# Ratings change at every deploy, and a deploy cannot purge browsers' caches:
-# caches may keep a copy but must ask again each time, which costs a 304.
-CACHE_CONTROL: Final = "public, max-age=0, must-revalidate"
-# On every response, errors and 304s too: a browser reads a cross-origin
-# response, even a 404 or a redirect, only if it carries CORS headers.
-COMMON_HEADERS: Final = (
-    ("Access-Control-Allow-Origin", "*"),
-    ("X-Content-Type-Options", "nosniff"),
-    ("Cache-Control", CACHE_CONTROL),
-)
-PREFLIGHT: Final = (
-    ("Allow", ALLOW),
-    ("Access-Control-Allow-Methods", ALLOW),
-    ("Access-Control-Allow-Headers", "*"),
-    ("Access-Control-Max-Age", "86400"),  # browsers cap it lower anyway (Chrome: 2 hours)
-)
 TYPES: Final = {".ts": "text/plain"}  # WhiteNoise adds "; charset=utf-8" to text/*
 MAX_URL_PATH: Final = 1024  # far longer than any path the site has; bounds a request's work
 
 ARTICLES_URL: Final = f"/{ARTICLES_PATH}"
-# An id has at most 19 digits, the loader's limit: a longer one is not looked for.
-ARTICLE_URL: Final = re.compile(rf"/{ARTICLES_PATH}/([1-9][0-9]{{0,18}})/rating(/?)")
+ARTICLE_URL: Final = re.compile(rf"/{ARTICLES_PATH}/({ARTICLE_ID})/rating(/?)")
 # Nothing hidden, no "." or "..", no backslash or NUL, no name too long for a disk.
 NAME: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
 RANGE_SPEC: Final = re.compile(r"([0-9]*)-([0-9]*)")
@@ -63,15 +54,6 @@ READ_HERE: Final = frozenset(("HTTP_RANGE", "HTTP_IF_RANGE", "HTTP_ACCEPT_ENCODI
 UNSERVABLE: Final = frozenset(
     (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG, errno.ENXIO, errno.EACCES, errno.EPERM)
 )
-
-
-def json_body(detail: str) -> bytes:
-    """An error body in the style of Django REST framework, ending in a newline as documents."""
-    return json.dumps({"detail": detail}).encode() + b"\n"
-
-
-NOT_FOUND: Final = json_body("Not found.")
-SERVER_ERROR: Final = json_body("A server error occurred.")  # Django REST framework's words
 
 
 class Target(NamedTuple):
@@ -165,7 +147,7 @@ class App:
         if method == "OPTIONS":
             return _answer(start_response, "204 No Content", *PREFLIGHT)
         if method != "GET" and method != "HEAD":
-            body = json_body(f'Method "{method}" not allowed.')
+            body = not_allowed(method)
             return _error(start_response, "405 Method Not Allowed", body, method, ("Allow", ALLOW))
         target = route(url)
         try:

@@ -24,9 +24,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from ratings_api.contract import ARTICLES_PATH
 from ratings_api.errors import InputError
 from ratings_api.loader import Catalogue
-from ratings_api.rating import ARTICLES_PATH, Renderer
+from ratings_api.rating import Renderer
 from ratings_api.state import (
     TMP_NAME,
     Waiting,

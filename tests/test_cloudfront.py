@@ -14,7 +14,7 @@ from typing import Any, Final
 import pytest
 import yaml
 
-from ratings_api.describe import FRONT_PAGE_CSP
+from ratings_api.contract import FRONT_PAGE_CSP
 from ratings_api.publish import content_type
 from tests.contract import (
     ALLOW,

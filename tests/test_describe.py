@@ -20,10 +20,10 @@ from openapi_schema_validator import OAS31Validator
 from openapi_spec_validator import OpenAPIV31SpecValidator
 
 from ratings_api.cli import main
+from ratings_api.contract import FRONT_PAGE_CSP, MAX_ID
 from ratings_api.describe import (
     ASSETS,
     BEST_RATED,
-    FRONT_PAGE_CSP,
     META_CSP,
     Article,
     best_rated,
@@ -34,7 +34,7 @@ from ratings_api.describe import (
     stars_for,
 )
 from ratings_api.loader import Catalogue
-from ratings_api.rating import MAX_ID, rating_value
+from ratings_api.rating import rating_value
 from tests.sample import SAMPLE
 
 REPO: Final = Path(__file__).resolve().parent.parent

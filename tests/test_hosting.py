@@ -14,9 +14,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from ratings_api.describe import FRONT_PAGE_CSP
+from ratings_api.contract import COMMON_HEADERS, FRONT_PAGE_CSP, NOT_FOUND
 from ratings_api.hosting import hosting_files
-from ratings_api.server import COMMON_HEADERS, NOT_FOUND
 from tests.contract import hermetic_environ, make_project
 from tests.hosts import (
     CLOUDFLARE_BUILD,

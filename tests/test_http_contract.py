@@ -22,7 +22,7 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 
 from ratings_api.build import build
-from ratings_api.describe import FRONT_PAGE_CSP
+from ratings_api.contract import FRONT_PAGE_CSP
 from ratings_api.errors import InputError
 from ratings_api.server import create_app
 from tests.contract import (
