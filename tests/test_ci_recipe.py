@@ -137,7 +137,7 @@ class Runner:
             "secrets.AWS_ACCESS_KEY_ID": store.access_key,
             "secrets.AWS_SECRET_ACCESS_KEY": store.secret_key,
             "vars.AWS_ENDPOINT_URL": endpoint,
-            "vars.AWS_REGION": "",
+            "vars.AWS_REGION": endpoint and store.region,  # AWS: the bucket's own
             "vars.PUBLISH_TO": f"s3://{bucket}/v1",
             "vars.BASE_URL": "",
         }
