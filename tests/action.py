@@ -28,6 +28,8 @@ ACTION: Final = REPO / "action.yml"
 # GitHub runs a step's `shell: bash` as this (and a workflow's `run:` with no shell named).
 RUNNER_SHELL: Final = ("bash", "--noprofile", "--norc", "-eo", "pipefail", "-c")
 EXPRESSION: Final = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
+# The exact versions the action installs the tool with (its Install step's constraints).
+REQUIREMENTS: Final = ("requirements.txt", "requirements-publish.txt")
 INSTALL_SECONDS: Final = 600  # a loaded machine, and maybe the package index
 
 
@@ -90,7 +92,7 @@ def installed_tool(tmp_path_factory: pytest.TempPathFactory) -> Tool:
     shutil.copytree(
         REPO / "ratings_api", checkout / "ratings_api", ignore=shutil.ignore_patterns("__pycache__")
     )
-    for name in ("pyproject.toml", "README.md", "action.yml"):
+    for name in ("pyproject.toml", "README.md", "action.yml", *REQUIREMENTS):
         shutil.copyfile(REPO / name, checkout / name)
     tool = Tool(folder / "runner-temp")
     tool.runner_temp.mkdir()

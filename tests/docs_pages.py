@@ -120,7 +120,10 @@ COMMAND_FIXES: Final[dict[str, str]] = {
     "serve-bad-host": "Give `--host` an address of this machine: `127.0.0.1`, `0.0.0.0`.",
 }
 
-_DENIED = "Check the key pair, and that it may read and write under the prefix."
+_DENIED = (
+    "Check the key pair, and that it may read and write under the prefix; on AWS, list the "
+    "bucket too ([the policy](deploy-object-storage.md#setting-up))."
+)
 
 # Errors met while building or serving: an example of the line, its fix,
 # and the test file that asserts the line's text (the fragment must appear there).

@@ -3,13 +3,15 @@ action it uses (action.yml, tests/action.py).
 
 actionlint checks the workflow against the action's inputs as GitHub would read them;
 the action's steps run here with the workflow's values, as the runner runs them, against
-the real SeaweedFS; docs/ci.md shows the workflow as it is.
+moto's S3 server, once as AWS (no endpoint given: the AWS configuration's, here a config
+file's) and once with the endpoint of any other store; docs/ci.md shows the workflow as it is.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,14 +25,23 @@ import pytest
 from tests.action import ACTION, REPO, Tool, clean_environ, expand, load, run_step
 from tests.objectstore import RATINGS, Store
 
-pytestmark = pytest.mark.real_world
+pytestmark = [
+    pytest.mark.real_world,
+    pytest.mark.stores(
+        "moto", why="the action's steps: test_publish.py holds the stores to the same publish"
+    ),
+]
 
 WORKFLOW: Final = REPO / "deploy" / "github-actions" / "publish.yml"
 PAGE: Final = REPO / "docs" / "ci.md"
 ACTIONLINT: Final = Path(sys.executable).parent / "actionlint"  # requirements-dev.txt
 VERSION: Final = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
-USES: Final = f"OWNER/ratings-api@v{VERSION}"  # the action, at the tag of this version
+USES: Final = "OWNER/ratings-api@COMMIT"  # the action, at the commit of this version's tag
 BUCKETS: Final = (f"ci-recipe-{number}" for number in itertools.count())
+# The one concurrency group of every publishing workflow, in the workflow and the docs.
+PUBLISHING_GROUP: Final = "ratings-api-publish"
+# An action pinned as GitHub's hardening guide advises: a full commit SHA, its tag beside it.
+PINNED: Final = re.compile(r"[\w.-]+/[\w.-]+@[0-9a-f]{40} # v\d+\.\d+\.\d+")
 
 
 def the_action_step() -> dict[str, Any]:
@@ -73,18 +84,51 @@ def test_the_triggers_the_concurrency_group_and_the_action() -> None:
     flow = load(WORKFLOW)
     assert set(flow["on"]) == {"push", "schedule", "pull_request", "workflow_dispatch"}
     assert flow["on"]["push"] == {"branches": ["main"]}
-    assert flow["concurrency"]["group"].endswith("|| 'publish' }}")
+    main = "github.ref == 'refs/heads/main'"
+    assert flow["concurrency"]["group"] == (
+        f"${{{{ {main} && '{PUBLISHING_GROUP}' || format('ratings-api-check-{{0}}', github.ref) }}}}"
+    )
     assert flow["permissions"] == {"contents": "read"}
     env = flow["jobs"]["publish"]["env"]
-    assert env["AWS_ACCESS_KEY_ID"] == "${{ secrets.AWS_ACCESS_KEY_ID }}"
-    assert env["AWS_SECRET_ACCESS_KEY"] == "${{ secrets.AWS_SECRET_ACCESS_KEY }}"
-    assert the_action_step()["with"]["check-only"] == "${{ github.event_name == 'pull_request' }}"
+    # Only the secrets: a job's env key is set even when its variable is not, empty.
+    assert env == {
+        "AWS_ACCESS_KEY_ID": "${{ secrets.AWS_ACCESS_KEY_ID }}",
+        "AWS_SECRET_ACCESS_KEY": "${{ secrets.AWS_SECRET_ACCESS_KEY }}",
+    }
+    assert the_action_step()["with"]["check-only"] == "${{ github.ref != 'refs/heads/main' }}"
+
+
+def test_every_action_used_is_pinned_by_commit() -> None:
+    """The workflow's and the action's `uses:` name a full commit SHA and its tag, and the
+    workflow's own action is this version's tag."""
+    used = [
+        line.split("uses: ", 1)[1]
+        for path in (WORKFLOW, ACTION)
+        for line in path.read_text().splitlines()
+        if "uses: " in line
+    ]
+    assert f"{USES} # v{VERSION}" in used
+    others = [uses for uses in used if not uses.startswith(USES)]
+    assert len(others) == 2, used  # actions/checkout and actions/setup-python
+    for uses in others:
+        assert PINNED.fullmatch(uses), uses
+
+
+def test_every_page_names_the_one_publishing_group() -> None:
+    """One group name for every publishing workflow, wherever a page or the workflow gives one."""
+    texts = [WORKFLOW.read_text(), *(page.read_text() for page in (REPO / "docs").glob("*.md"))]
+    groups = {g for text in texts for g in re.findall(r"group: ([^\s`)]+)", text)}
+    assert groups == {PUBLISHING_GROUP, "${{"}, groups  # the literal, and the workflow's
 
 
 class Runner:
-    """A repository that holds only ratings.yaml, and the values a run gives the workflow."""
+    """A repository that holds only ratings.yaml, and the values a run gives the workflow.
 
-    def __init__(self, folder: Path, store: Store, bucket: str, tool: Tool) -> None:
+    ``endpoint``: the repository variable AWS_ENDPOINT_URL; empty, as for AWS itself, puts
+    the store's endpoint in an AWS config file instead, a stand-in for AWS's own.
+    """
+
+    def __init__(self, folder: Path, store: Store, bucket: str, tool: Tool, endpoint: str) -> None:
         self.folder = folder
         self.bucket = bucket
         self.store = store
@@ -92,23 +136,25 @@ class Runner:
         self.context = {
             "secrets.AWS_ACCESS_KEY_ID": store.access_key,
             "secrets.AWS_SECRET_ACCESS_KEY": store.secret_key,
-            "vars.AWS_ENDPOINT_URL": store.endpoint,
-            "vars.AWS_REGION": "",
+            "vars.AWS_ENDPOINT_URL": endpoint,
+            "vars.AWS_REGION": endpoint and store.region,  # AWS: the bucket's own
             "vars.PUBLISH_TO": f"s3://{bucket}/v1",
             "vars.BASE_URL": "",
         }
+        config = folder.parent / "aws-config"
+        config.write_text("" if endpoint else f"[default]\nendpoint_url = {store.endpoint}\n")
         environ = {k: v for k, v in clean_environ().items() if not k.startswith("AWS_")}
-        environ["AWS_CONFIG_FILE"] = os.devnull
+        environ["AWS_CONFIG_FILE"] = str(config)
         environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
         environ["RUNNER_TEMP"] = str(tool.runner_temp)
         self.environ = environ
 
-    def run(self, event: str, **given: str) -> subprocess.CompletedProcess[str]:
-        """The action's Publish step, for ``event``: the job's env, the step's `with:`
+    def run(self, ref: str, **given: str) -> subprocess.CompletedProcess[str]:
+        """The action's Publish step, for a run of ``ref``: the job's env, the step's `with:`
         (or ``given``) over the action's defaults."""
         context = {
             **self.context,
-            "github.event_name == 'pull_request'": str(event == "pull_request").lower(),
+            "github.ref != 'refs/heads/main'": str(ref != "refs/heads/main").lower(),
         }
         job = load(WORKFLOW)["jobs"]["publish"]
         environ = {**self.environ, **{k: expand(v, context) for k, v in job["env"].items()}}
@@ -118,22 +164,32 @@ class Runner:
         return run_step("Publish", values, environ, self.folder)
 
 
-@pytest.fixture
-def runner(tmp_path: Path, object_store: Store, installed_tool: Tool) -> Runner:
+@pytest.fixture(params=["AWS", "custom endpoint"])
+def runner(
+    request: pytest.FixtureRequest, tmp_path: Path, object_store: Store, installed_tool: Tool
+) -> Runner:
     bucket = next(BUCKETS)
     object_store.create_bucket(bucket)
-    return Runner(tmp_path, object_store, bucket, installed_tool)
+    endpoint = "" if request.param == "AWS" else object_store.endpoint
+    folder = tmp_path / "repository"
+    folder.mkdir()
+    return Runner(folder, object_store, bucket, installed_tool, endpoint)
 
 
-@pytest.mark.stores(
-    "SeaweedFS", why="the action's steps: test_publish.py holds the stores to the same publish"
-)
+PULL_REQUEST: Final = "refs/pull/4/merge"
+FEATURE: Final = "refs/heads/feature"  # a manual run (workflow_dispatch) of another branch
+
+
 def test_the_action_checks_and_publishes_as_the_runner_runs_it(runner: Runner) -> None:
-    first = runner.run("pull_request")  # exit 1 from the check: the step passes, and says why
+    first = runner.run(PULL_REQUEST)  # exit 1 from the check: the step passes, and says why
     assert first.returncode == 0, first.stderr
     assert first.stderr.startswith(f"checked s3://{runner.bucket}/v1: 11 to upload, 0 to remove, ")
 
-    published = runner.run("push")
+    manual = runner.run(FEATURE)  # another branch only checks: the bucket is still empty
+    assert manual.returncode == 0, manual.stderr
+    assert manual.stderr.startswith(f"checked s3://{runner.bucket}/v1: 11 to upload, 0 to remove, ")
+
+    published = runner.run("refs/heads/main")
     assert published.returncode == 0, published.stderr
     assert published.stdout.startswith(
         f"published s3://{runner.bucket}/v1: 11 uploaded, 0 removed, "
@@ -141,10 +197,8 @@ def test_the_action_checks_and_publishes_as_the_runner_runs_it(runner: Runner) -
     assert [path.name for path in runner.folder.iterdir()] == ["ratings.yaml"]  # no folder built
 
     (runner.folder / "ratings.yaml").write_text(RATINGS.replace("[2, 3, 2]", "[2, 3, 9]"))
-    bad = runner.run(
-        "pull_request"
-    )  # a mistake in the pull request fails its check (exit 2, not 1)
-    assert bad.returncode == 1
+    bad = runner.run(PULL_REQUEST)  # a mistake fails the check with the tool's own exit 2
+    assert (bad.returncode, bad.stdout) == (2, "")
     assert bad.stderr == "ratings.yaml:5:13: article 2: rating 9 is outside the scale 1..5\n"
 
 
@@ -159,13 +213,15 @@ def test_the_action_checks_and_publishes_as_the_runner_runs_it(runner: Runner) -
 def test_a_wrong_input_of_the_action_fails_its_step_in_one_line(
     runner: Runner, given: dict[str, str], error: str
 ) -> None:
-    done = runner.run("push", **given)
+    done = runner.run("refs/heads/main", **given)
     assert (done.returncode, done.stdout, done.stderr) == (2, "", error)
 
 
 def test_the_base_url_and_the_options_reach_the_command(runner: Runner) -> None:
     url = "https://api.example.org/ratings"
-    done = runner.run("push", **{"base-url": url, "options": "--quiet --publish-workers 2"})
+    done = runner.run(
+        "refs/heads/main", **{"base-url": url, "options": "--quiet --publish-workers 2"}
+    )
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
     document = runner.store.url(runner.bucket, "v1/away/api/articles/7/rating/index.json")
     with urllib.request.urlopen(document) as answer:

@@ -1,5 +1,5 @@
 """docs/database.md's export recipes, run as the page shows them, each with its build:
-PostgreSQL against a real server (tests/postgres.py), SQLite on a real file.
+PostgreSQL and MariaDB against a real server (tests/databases.py), SQLite on a real file.
 """
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Final
 
 import pytest
 
 from tests.browser import install_test_tools
-from tests.postgres import Postgres, start_postgres
+from tests.databases import Server, start_mariadb, start_postgres
 
 pytestmark = pytest.mark.real_world
 
@@ -42,14 +42,29 @@ def block(language: str, after: str = "") -> str:
     return found[1]
 
 
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[Postgres]:
-    install_test_tools()  # Debian's postgresql; a failure fails, never skips
-    server = start_postgres()
+# The page's heading of each recipe, and the server it runs against (None: a file).
+SERVERS: Final[dict[str, Callable[[], Server] | None]] = {
+    "PostgreSQL": start_postgres,
+    "SQLite": None,
+    "MySQL and MariaDB": start_mariadb,
+}
+
+
+@pytest.fixture(params=list(SERVERS))
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The page's tables and SAMPLE in a database ``shop``; the variables its client needs."""
+    install_test_tools()  # Debian's servers and sqlite3; a failure fails, never skips
+    start = SERVERS[request.param]
+    if start is None:
+        script = block("sql") + SAMPLE
+        subprocess.run(["sqlite3", str(tmp_path / "shop.db")], input=script, text=True, check=True)
+        yield {}
+        return
+    server = start()
     try:
-        server.psql("-c", "create database shop")
-        server.psql("-c", block("sql") + SAMPLE, database="shop")
-        yield server
+        server.sql("create database shop;", server.first_database)
+        server.sql(block("sql") + SAMPLE, "shop")
+        yield server.environ
     finally:
         server.stop()
 
@@ -77,23 +92,11 @@ def run_page(commands: str, folder: Path, environ: dict[str, str]) -> str:
     return done.stdout
 
 
-@pytest.mark.parametrize("database", ["PostgreSQL", "SQLite"])
 def test_the_export_and_build_run_as_the_page_shows(
-    database: str, tmp_path: Path, request: pytest.FixtureRequest
+    database: dict[str, str], tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    environ: dict[str, str] = {}
-    if database == "PostgreSQL":
-        environ = request.getfixturevalue("postgres").environ()
-    else:
-        install_test_tools()  # Debian's sqlite3
-        subprocess.run(
-            ["sqlite3", str(tmp_path / "shop.db")],
-            input=block("sql") + SAMPLE,
-            text=True,
-            check=True,
-        )
-
-    stdout = run_page(block("sh", database), tmp_path, environ)
+    heading = request.node.callspec.params["database"]
+    stdout = run_page(block("sh", heading), tmp_path, database)
 
     last = stdout.splitlines()[-1]  # after psql's "COPY 3"
     assert last.startswith("built site: 3 articles; files: 12 written, 0 removed, 0 unchanged ")

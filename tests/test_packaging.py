@@ -6,6 +6,7 @@ dependencies are ranges that hold the checkout's pins.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -20,7 +21,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from ratings_api.build import build
-from tests.action import Tool, clean_environ
+from tests.action import REQUIREMENTS, Tool, clean_environ
 from tests.contract import start, stop, wait_answering, wait_for
 from tests.hosts import SERVING
 from tests.objectstore import Store
@@ -73,6 +74,15 @@ def test_the_dependencies_are_ranges_that_hold_the_requirements_pins(
         (exact,) = pin.specifier
         assert exact.operator == "==", pin
         assert name not in ranges or ranges[name].contains(exact.version), (pin, ranges[name])
+
+
+def test_the_action_installs_the_requirements_exact_versions(installed_tool: Tool) -> None:
+    """A pinned action pins its libraries too: each of requirements*.txt's pins, as installed."""
+    listed = run([installed_tool.bin("python"), "-m", "pip", "list", "--format=json"], ROOT)
+    installed = {canonicalize_name(p["name"]): p["version"] for p in json.loads(listed.stdout)}
+    pinned = {name: str(pin.specifier) for file in REQUIREMENTS for name, pin in pins(file).items()}
+    assert pinned, "no pins found"
+    assert {name: f"=={installed.get(name)}" for name in pinned} == pinned
 
 
 def project(folder: Path) -> Path:

@@ -54,6 +54,7 @@ export class ArticleRatingElement extends HTMLElement {
   static observedAttributes = ["article-id", "lang"];
   #state = "";
   #id;
+  #asks = 0;
   #rating = null;
 
   constructor() {
@@ -76,6 +77,7 @@ export class ArticleRatingElement extends HTMLElement {
 
   async #update() {
     const id = (this.#id = this.getAttribute("article-id"));
+    const ask = ++this.#asks;
     if (!ID.test(id)) {
       this.#show("invalid", null);
       return this.#emit("error", { reason: "invalid-id", status: null });
@@ -87,7 +89,7 @@ export class ArticleRatingElement extends HTMLElement {
     } catch (error) {
       failure = { reason: error.reason || "network", status: error.status || null };
     }
-    if (this.getAttribute("article-id") !== id) return;
+    if (ask !== this.#asks) return;
     if (failure) this.#show(failure.reason == "not-found" ? "missing" : "failed", null);
     else this.#show(rating.rating_count > 0 ? "rated" : "unrated", rating);
     this.#emit(failure ? "error" : "load", failure || rating);
@@ -98,7 +100,10 @@ export class ArticleRatingElement extends HTMLElement {
   }
 
   #given(name) {
-    return this.closest(`[${name}]`)?.getAttribute(name);
+    for (let node = this; node; node = node.getRootNode().host) {
+      const found = node.closest(`[${name}]`);
+      if (found) return found.getAttribute(name);
+    }
   }
 
   #show(state, rating) {
@@ -114,7 +119,8 @@ export class ArticleRatingElement extends HTMLElement {
     } catch {
       lang = "en";
     }
-    const [unrated, counts, labels] = TEXTS[lang.split("-")[0]] || TEXTS.en;
+    const words = TEXTS[lang.split("-")[0]] ? lang : "en";
+    const [unrated, counts, labels] = TEXTS[words.split("-")[0]];
     const count = rating.rating_count;
     if (!count) {
       const text = this.#given("unrated-text") ?? unrated;
@@ -126,8 +132,9 @@ export class ArticleRatingElement extends HTMLElement {
     const top = TOP === null ? "" : number(lang, TOP, 0);
     const numbers = { value: number(lang, value, 1), count: number(lang, count, 0), top };
     const plural = new Intl.PluralRules(lang).select(count);
+    const own = new Intl.PluralRules(words).select(count);
     const text = (kind, forms) =>
-      (this.#given(`${kind}-${plural}`) ?? this.#given(`${kind}-other`) ?? forms[plural] ?? forms.other).replace(
+      (this.#given(`${kind}-${plural}`) ?? this.#given(`${kind}-other`) ?? forms[own] ?? forms.other).replace(
         /\{(value|count|top)\}/g,
         (_, name) => numbers[name],
       );

@@ -30,8 +30,9 @@ export type ArticleRatingState = "" | "loading" | "rated" | "unrated" | "missing
 
 /**
  * <article-rating article-id="7">. Attributes: article-id; lang (or the closest
- * ancestor's); unrated-text, count-one, count-other (and -zero, -two, -few,
- * -many), label-one, label-other (and the same), on the element or an ancestor.
+ * ancestor's, past shadow roots); unrated-text, count-one, count-other (and -zero,
+ * -two, -few, -many), label-one, label-other (and the same), on the element or an
+ * ancestor.
  */
 export class ArticleRatingElement extends HTMLElement {
   static readonly observedAttributes: string[];
