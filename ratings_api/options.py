@@ -8,6 +8,7 @@ other options are filled in.
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
 from typing import Final
 
@@ -18,6 +19,11 @@ from ratings_api.publish import DEFAULT_MAX_REMOVALS, DEFAULT_WORKERS
 
 HELP_WIDTH: Final = 80  # fixed, so that --help reads the same everywhere (and in docs/cli.md)
 DEFAULT_OUTPUT: Final = "site"
+# Uploads in flight, at most: 256 at S3's usual 30 ms is 8,500 requests a second, past
+# what S3 takes under one prefix (3,500 PUT/s); each is a connection, a file descriptor
+# (1,024 by default on Linux), and more ask the store to refuse them.
+MAX_WORKERS: Final = 256
+DIGITS: Final = re.compile(r"[0-9]+")  # ASCII only: str.isdigit and int() take "²" and "٣"
 # Options that only mean something to a publish: without --publish they would do
 # nothing, silently (a user could believe a bucket was repaired).
 PUBLISHING_ONLY: Final = (
@@ -118,7 +124,7 @@ def _add_serving(command: argparse.ArgumentParser) -> None:
         help="build, then serve the output folder and rebuild when the input changes",
     )
     serving("--host", default="127.0.0.1", help="the address to serve at (default: 127.0.0.1)")
-    serving("--port", default=8000, type=int, help="the port to serve at (default: 8000)")
+    serving("--port", default=8000, type=_count, help="the port to serve at (default: 8000)")
 
 
 def _add_publishing(command: argparse.ArgumentParser) -> None:
@@ -146,9 +152,9 @@ def _add_publishing(command: argparse.ArgumentParser) -> None:
     )
     add(
         "--publish-workers",
-        type=_positive,
+        type=_workers,
         metavar="N",
-        help=f"uploads at once (default: {DEFAULT_WORKERS})",
+        help=f"uploads at once, 1 to {MAX_WORKERS} (default: {DEFAULT_WORKERS})",
     )
     _add_locking(command)
 
@@ -171,7 +177,7 @@ def _add_locking(command: argparse.ArgumentParser) -> None:
 
 
 def _count(text: str) -> int:
-    if not text.isdigit():
+    if not DIGITS.fullmatch(text):
         raise argparse.ArgumentTypeError(f"expected a whole number, found '{text}'")
     return int(text)
 
@@ -186,10 +192,12 @@ def _scale(text: str) -> tuple[int, int]:
     return int(low), int(high)
 
 
-def _positive(text: str) -> int:
+def _workers(text: str) -> int:
     number = _count(text)
-    if number == 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number, 1 or more, found '{text}'")
+    if not 1 <= number <= MAX_WORKERS:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number from 1 to {MAX_WORKERS}, found '{text}'"
+        )
     return number
 
 
