@@ -145,11 +145,16 @@ def test_paths_are_relative_to_the_current_folder(
             for value in ("1-5", "5..1", "10..9", "1..x")
         ),
         *(
-            (["--publish-workers", value], f"argument --publish-workers: expected {expected}")
-            for value, expected in [
-                ("0", "a whole number, 1 or more, found '0'"),
-                ("two", "a whole number, found 'two'"),
-                ("-1", "a whole number, found '-1'"),
+            ([option, value], f"argument {option}: expected {expected}, found '{value}'")
+            for option, value, expected in [
+                ("--publish-workers", "0", "a whole number from 1 to 256"),
+                ("--publish-workers", "3000000", "a whole number from 1 to 256"),
+                ("--publish-workers", "two", "a whole number"),
+                ("--publish-workers", "-1", "a whole number"),
+                # Digits, but not ASCII ones: int() refuses some and reads others.
+                ("--max-removals", "²", "a whole number"),
+                ("--lock-timeout", "٣", "a whole number"),
+                ("--port", "\uff18\uff10\uff10\uff10", "a whole number"),  # fullwidth 8000
             ]
         ),
     ],
