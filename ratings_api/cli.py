@@ -27,8 +27,8 @@ from ratings_api.running import Interrupted, stoppable
 from ratings_api.s3 import Destination, parse_destination, require_client
 
 BUG: Final = (
-    "ratings-api stopped on a bug, not on a mistake of yours: please report it, with the "
-    "traceback below, at the project's issue tracker"
+    "ratings-api stopped on a bug, not a mistake of yours: please report it with the "
+    "traceback below"
 )
 
 

@@ -61,9 +61,9 @@ REASONS: Final = {
     "FileNotFoundError": "no such bucket",  # a 404 to a write: the object's would be a 200
     "GenericError": "cannot reach {endpoint} (AWS_ENDPOINT_URL)",
     # A GenericError with an answer: the store is there, and failed or refused.
-    "full": "the store at {endpoint} is full: it answered {answer}",
-    "failed": "the store at {endpoint} failed: it answered {answer}",
-    "refused": "the store at {endpoint} refused a request: it answered {answer}",
+    "full": "{endpoint} is full: it answered {answer}",
+    "failed": "{endpoint} failed: it answered {answer}",
+    "refused": "{endpoint} refused a request: it answered {answer}",
     # The others of the configuration chain: a profile's settings that give no credentials.
     "BotoCoreError": "the profile's settings give no credentials ({kind}): correct the profile",
 }

@@ -14,7 +14,7 @@ import pytest
 
 from ratings_api import loader
 from ratings_api.build import Result, resolve_base_url
-from ratings_api.cli import BUG, main
+from ratings_api.cli import main
 from ratings_api.errors import InputError
 from ratings_api.loader import Catalogue
 from ratings_api.options import parser
@@ -395,6 +395,10 @@ NOWHERE: Final = {  # a publish to AWS, through a proxy that is not there: nothi
     "NO_PROXY": "",
 }
 PUBLISH: Final = ["--publish", "s3://ratings/v1"]
+BUG: Final = (
+    "ratings-api stopped on a bug, not a mistake of yours: please report it with the "
+    "traceback below"
+)
 # id: (options, environment, the sitecustomize, the exit code, stderr or its last line)
 EXIT_CODES: Final = {
     "built": ([], {}, None, 0, ""),

@@ -256,7 +256,7 @@ KEYS: Final = {
     "AWS_SECRET_ACCESS_KEY": "secret-4d1f",
     "AWS_REGION": "us-east-1",
 }
-STORE: Final = "s3://ratings/v1: the store at http://{host}:{port}"
+STORE: Final = "s3://ratings/v1: http://{host}:{port}"
 # id: (the store's host, its answer or None for nothing listening, the line)
 STORE_ANSWERS: Final = {
     "server-error": (
