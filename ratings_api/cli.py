@@ -21,7 +21,7 @@ from typing import Final
 
 from ratings_api.build import Result, build, count_articles, render_site
 from ratings_api.errors import InputError
-from ratings_api.options import DEFAULT_OUTPUT, parse
+from ratings_api.options import parse
 from ratings_api.publish import Outcome, first_changes, publish, site_of, summary
 from ratings_api.running import Interrupted, stoppable
 from ratings_api.s3 import Destination, parse_destination, require_client
@@ -45,20 +45,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(argv: Sequence[str] | None) -> int:
-    command, args = parse(argv)
+    args = parse(argv)
     if not args.serve:
         return _build_and_publish(args)
-    if args.check:
-        command.error("--check and --serve do not go together")
-    if args.publish:
-        command.error("--publish and --serve do not go together")
-    if args.input == "-":
-        command.error("--serve watches a file: it cannot serve standard input (--input -)")
     from ratings_api.devserver import serve  # WhiteNoise is only needed to serve
 
     return serve(
         args.input,
-        args.output or DEFAULT_OUTPUT,
+        args.output,
         base_url=args.base_url,
         host=args.host,
         port=args.port,
@@ -70,7 +64,7 @@ def _run(argv: Sequence[str] | None) -> int:
 def _build_and_publish(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     show_progress = not args.quiet and sys.stderr.isatty()
-    output = _output(args)
+    output = args.output
     try:
         target = _publish_target(args.publish)
         with stoppable():
@@ -100,17 +94,6 @@ def _build_and_publish(args: argparse.Namespace) -> int:
     elif output is not None and not args.quiet:
         print(result.summary(output, seconds))
     return 0 if target is None else _publish(args, target, result, show_progress)
-
-
-def _output(args: argparse.Namespace) -> str | None:
-    """The folder to build: the one given; else none when publishing, ``site`` otherwise.
-
-    A publish renders what it uploads from the input, so a CI runner's fresh
-    checkout need not write (and fsync) a file per article that nothing reads.
-    """
-    if args.output is not None:
-        return str(args.output)
-    return None if args.publish else DEFAULT_OUTPUT
 
 
 def _build(

@@ -1,8 +1,9 @@
-"""The command line's options: their help, their types, which go together.
+"""The command line's options: what the command accepts, and what each means.
 
-``parse`` is argparse's, with the checks argparse cannot state: a publishing
-option without --publish is refused (exit 2), and the defaults that depend on
-other options are filled in.
+``parse(argv)``, which ``cli.main`` calls with the argv it was given, is
+argparse's parse with the checks argparse cannot state: options that do not go
+together are refused (argparse's usage line and exit 2), and the defaults that
+depend on other options are filled in. Numbers are ASCII digits only.
 """
 
 from __future__ import annotations
@@ -36,13 +37,13 @@ PUBLISHING_ONLY: Final = (
 )
 
 
-def parse(argv: Sequence[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
-    """The parser, for the errors only the caller can see, and the options of ``argv``."""
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The options of ``argv`` (default: sys.argv), checked and settled."""
     command = parser()
     args = command.parse_args(argv)
     args.reading = Reading(args.format, args.scale)
     settle(command, args)
-    return command, args
+    return args
 
 
 def parser() -> argparse.ArgumentParser:
@@ -202,12 +203,23 @@ def _workers(text: str) -> int:
 
 
 def settle(command: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Refuse a publishing option without --publish (argparse's exit 2); fill in defaults."""
+    """Refuse options that do not go together (argparse's exit 2); fill in the defaults."""
     if args.publish is None:
         for name in PUBLISHING_ONLY:
             value = getattr(args, name)
             if value is not None and value is not False:  # 0 is a value given
                 command.error(f"--{name.replace('_', '-')} goes only with --publish")
+    if args.serve:
+        if args.check:
+            command.error("--check and --serve do not go together")
+        if args.publish:
+            command.error("--publish and --serve do not go together")
+        if args.input == "-":
+            command.error("--serve watches a file: it cannot serve standard input (--input -)")
+    # Publishing alone builds no folder: a CI runner's fresh checkout need not write (and
+    # fsync) a file per article that nothing reads; the publish renders from the input.
+    if args.output is None and not args.publish:
+        args.output = DEFAULT_OUTPUT
     if args.max_removals is None:
         args.max_removals = DEFAULT_MAX_REMOVALS
     if args.publish_workers is None:
