@@ -36,6 +36,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command of ``argv`` (default: sys.argv); its exit code."""
     try:
         return _run(argv)
+    except InputError as error:
+        _say(error)
+        return 2
     except (SystemExit, KeyboardInterrupt):  # argparse's exit 2; Ctrl-C before the work
         raise
     except BaseException:  # noqa: BLE001  (a bug: pyo3's PanicException is a BaseException)
@@ -77,9 +80,6 @@ def _build_and_publish(args: argparse.Namespace) -> int:
                 )
             else:
                 result = _build(args, output, target, show_progress)
-    except InputError as error:
-        _say(error)
-        return 2
     except Interrupted as stop:
         _say(_interrupted(output, args.input, stop.signum, args.check))
         return 128 + stop.signum
@@ -139,9 +139,6 @@ def _publish(
                 say=None if args.quiet else _notice if show_progress else _say,
                 waiting=args.waiting,
             )
-    except InputError as error:
-        _say(error)
-        return 2
     except Interrupted as stop:
         # The state marked every file to touch before the first upload: the next publish
         # finds them, whatever this one had done.

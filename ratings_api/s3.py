@@ -71,7 +71,7 @@ REASONS: Final = {
 # read by patterns that match neither a key nor a signature (the body may quote both).
 ANSWERED: Final = re.compile(r"non-2xx status code: ([1-5][0-9]{2})( [A-Za-z][A-Za-z -]{0,40})?:")
 ERROR_CODE: Final = re.compile(r"<Code>([A-Za-z][A-Za-z0-9.]{0,63})</Code>")
-FULL: Final = re.compile(r"Full|Quota|Insufficient")  # 507, or a code such as XMinioStorageFull
+FULL: Final = re.compile(r"Full|Quota|Insufficient")  # 507 Insufficient Storage, XMinioStorageFull
 
 
 @dataclass(frozen=True)
@@ -227,36 +227,26 @@ def bucket_region(bucket: str, endpoint: str | None) -> str:
 
 def explain(destination: Destination, error: Exception, endpoint: str) -> str:
     """One line about what the configuration chain or the store refused, naming no secret."""
+    answer = _answer(error)
     for kind in type(error).__mro__:
         if kind.__name__ in REASONS:
-            fields = getattr(error, "kwargs", {})
             name = kind.__name__
-            if name == "GenericError":  # the store may have answered: then it is there
-                name = _answered(error) or name
-            known = {"endpoint": shown(endpoint), "kind": type(error).__name__}
-            known["answer"] = _answer(error)
-            return f"{destination}: {REASONS[name].format_map({**fields, **known})}"
+            if name == "GenericError" and answer:  # the store answered: it is there
+                failed = "failed" if answer.startswith("5") else "refused"
+                name = "full" if FULL.search(answer) else failed
+            known = {"endpoint": shown(endpoint), "kind": type(error).__name__, "answer": answer}
+            return (
+                f"{destination}: {REASONS[name].format_map(getattr(error, 'kwargs', {}) | known)}"
+            )
     return f"{destination}: a request failed: {type(error).__name__}"
 
 
 def _answer(error: Exception) -> str:
-    """The store's answer that ``error`` quotes, "500 Internal Server Error (InternalError)";
-    "" if the store did not answer."""
-    status = ANSWERED.search(str(error))
+    """The answer ``error`` quotes, "500 Internal Server Error (InternalError)"; "" if none."""
+    status, code = ANSWERED.search(str(error)), ERROR_CODE.search(str(error))
     if status is None:
         return ""
-    code = ERROR_CODE.search(str(error))
     return f"{status[1]}{status[2] or ''}{f' ({code[1]})' if code else ''}"
-
-
-def _answered(error: Exception) -> str | None:
-    """The REASONS key of a store that answered with a failure; None if it did not answer."""
-    answer = _answer(error)
-    if not answer:
-        return None
-    if answer.startswith("507") or FULL.search(answer):
-        return "full"
-    return "failed" if answer.startswith("5") else "refused"
 
 
 def shown(endpoint: str) -> str:
