@@ -3,8 +3,10 @@
 botocore reads the configuration (variables, config and credentials files,
 profiles, SSO, credential_process); obstore's Boto3CredentialProvider hands the
 credentials to obstore, which makes every request with one retry policy. A
-failure of either is one line, chosen by the class of its error, never its text
-(which may quote a request or a key).
+failure of either is one line, chosen by the class of its error; of a store that
+answered, with the status and S3 error code its text quotes, never the rest of
+that text (which may quote a request or a key). An ``AWS_*`` variable set and
+empty is unset first: obstore reads them all itself.
 """
 
 from __future__ import annotations
