@@ -1,10 +1,11 @@
-"""The command line: its exit codes, every line a build or a publish prints.
+"""The command line: its exit codes, and every line a build or a publish prints.
 
-Its options are ratings_api/options.py's.
-
-``main`` is the only reader of argv and the only printer; it runs ``build``,
-``server.serve`` or ``publish`` with plain values and turns their InputError
-into one line and exit 2, Ctrl-C or SIGTERM into one line and 128 + the signal.
+``main`` takes argv (its options are ratings_api/options.py's, which parses
+it), runs ``build``, ``devserver.serve`` or ``publish`` with plain values, and
+picks the exit code: 0 done, or current; 1 only "differs" (``--check``); 2 the
+user's mistake or the store's refusal (an InputError, one line); 128 + the
+signal for Ctrl-C or SIGTERM; 3 a bug, anything else, a library's panic
+included: one line saying so, then the traceback.
 """
 
 from __future__ import annotations
@@ -13,43 +14,48 @@ import argparse
 import os
 import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from types import FrameType
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Final
 
 from ratings_api.build import Result, build, count_articles, render_site
 from ratings_api.errors import InputError
-from ratings_api.options import DEFAULT_OUTPUT, parse
+from ratings_api.options import parse
 from ratings_api.publish import Outcome, first_changes, publish, site_of, summary
-from ratings_api.running import STOP_SIGNALS
+from ratings_api.running import Interrupted, stoppable
 from ratings_api.s3 import Destination, parse_destination, require_client
 
-
-class Interrupted(BaseException):
-    """Ctrl-C or SIGTERM: a BaseException, so that no ``except Exception`` swallows it."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
+BUG: Final = (
+    "ratings-api stopped on a bug, not a mistake of yours: please report it with the "
+    "traceback below"
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    command, args = parse(argv)
+    """Run the command of ``argv`` (default: sys.argv); its exit code."""
+    try:
+        return _run(argv)
+    except InputError as error:
+        _say(error)
+        return 2
+    except (SystemExit, KeyboardInterrupt):  # argparse's exit 2; Ctrl-C before the work
+        raise
+    except BaseException:  # noqa: BLE001  (a bug: pyo3's PanicException is a BaseException)
+        _say(BUG)
+        traceback.print_exc()
+        return 3
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    args = parse(argv)
     if not args.serve:
         return _build_and_publish(args)
-    if args.check:
-        command.error("--check and --serve do not go together")
-    if args.publish:
-        command.error("--publish and --serve do not go together")
-    if args.input == "-":
-        command.error("--serve watches a file: it cannot serve standard input (--input -)")
     from ratings_api.devserver import serve  # WhiteNoise is only needed to serve
 
     return serve(
         args.input,
-        args.output or DEFAULT_OUTPUT,
+        args.output,
         base_url=args.base_url,
         host=args.host,
         port=args.port,
@@ -61,10 +67,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _build_and_publish(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     show_progress = not args.quiet and sys.stderr.isatty()
-    output = _output(args)
+    output = args.output
     try:
         target = _publish_target(args.publish)
-        with _interruptible():
+        with stoppable():
             if output is None:  # publishing alone: nothing to write, no folder to lock
                 result = render_site(
                     args.input,
@@ -74,9 +80,6 @@ def _build_and_publish(args: argparse.Namespace) -> int:
                 )
             else:
                 result = _build(args, output, target, show_progress)
-    except InputError as error:
-        _say(error)
-        return 2
     except Interrupted as stop:
         _say(_interrupted(output, args.input, stop.signum, args.check))
         return 128 + stop.signum
@@ -91,17 +94,6 @@ def _build_and_publish(args: argparse.Namespace) -> int:
     elif output is not None and not args.quiet:
         print(result.summary(output, seconds))
     return 0 if target is None else _publish(args, target, result, show_progress)
-
-
-def _output(args: argparse.Namespace) -> str | None:
-    """The folder to build: the one given; else none when publishing, ``site`` otherwise.
-
-    A publish renders what it uploads from the input, so a CI runner's fresh
-    checkout need not write (and fsync) a file per article that nothing reads.
-    """
-    if args.output is not None:
-        return str(args.output)
-    return None if args.publish else DEFAULT_OUTPUT
 
 
 def _build(
@@ -135,7 +127,7 @@ def _publish(
 ) -> int:
     started = time.perf_counter()
     try:
-        with _interruptible():
+        with stoppable():
             outcome = publish(
                 site_of(result),
                 target,
@@ -147,9 +139,6 @@ def _publish(
                 say=None if args.quiet else _notice if show_progress else _say,
                 waiting=args.waiting,
             )
-    except InputError as error:
-        _say(error)
-        return 2
     except Interrupted as stop:
         # The state marked every file to touch before the first upload: the next publish
         # finds them, whatever this one had done.
@@ -186,25 +175,6 @@ def _notice(line: str) -> None:
 
 def _show_publishing(stage: str, done: int, total: int) -> None:
     _say(f"\r{stage}: {done:,} of {total:,}", end="")
-
-
-@contextmanager
-def _interruptible() -> Iterator[None]:
-    """Ctrl-C and SIGTERM stop the build at once, as an Interrupted the caller reports."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # only the main thread may set handlers
-        return
-    previous = {number: signal.signal(number, _interrupt) for number in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    del frame
-    raise Interrupted(signum)
 
 
 def _interrupted(output: str | None, source: str, signum: int, check: bool) -> str:

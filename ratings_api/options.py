@@ -1,13 +1,15 @@
-"""The command line's options: their help, their types, which go together.
+"""The command line's options: what the command accepts, and what each means.
 
-``parse`` is argparse's, with the checks argparse cannot state: a publishing
-option without --publish is refused (exit 2), and the defaults that depend on
-other options are filled in.
+``parse(argv)``, which ``cli.main`` calls with the argv it was given, is
+argparse's parse with the checks argparse cannot state: options that do not go
+together are refused (argparse's usage line and exit 2), and the defaults that
+depend on other options are filled in. Numbers are ASCII digits only.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
 from typing import Final
 
@@ -18,6 +20,11 @@ from ratings_api.publish import DEFAULT_MAX_REMOVALS, DEFAULT_WORKERS
 
 HELP_WIDTH: Final = 80  # fixed, so that --help reads the same everywhere (and in docs/cli.md)
 DEFAULT_OUTPUT: Final = "site"
+# Uploads in flight, at most: 256 at S3's usual 30 ms is 8,500 requests a second, past
+# what S3 takes under one prefix (3,500 PUT/s); each is a connection, a file descriptor
+# (1,024 by default on Linux), and more ask the store to refuse them.
+MAX_WORKERS: Final = 256
+DIGITS: Final = re.compile(r"[0-9]+")  # ASCII only: str.isdigit and int() take "²" and "٣"
 # Options that only mean something to a publish: without --publish they would do
 # nothing, silently (a user could believe a bucket was repaired).
 PUBLISHING_ONLY: Final = (
@@ -30,13 +37,13 @@ PUBLISHING_ONLY: Final = (
 )
 
 
-def parse(argv: Sequence[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
-    """The parser, for the errors only the caller can see, and the options of ``argv``."""
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The options of ``argv`` (default: sys.argv), checked and settled."""
     command = parser()
     args = command.parse_args(argv)
     args.reading = Reading(args.format, args.scale)
     settle(command, args)
-    return command, args
+    return args
 
 
 def parser() -> argparse.ArgumentParser:
@@ -118,7 +125,7 @@ def _add_serving(command: argparse.ArgumentParser) -> None:
         help="build, then serve the output folder and rebuild when the input changes",
     )
     serving("--host", default="127.0.0.1", help="the address to serve at (default: 127.0.0.1)")
-    serving("--port", default=8000, type=int, help="the port to serve at (default: 8000)")
+    serving("--port", default=8000, type=_count, help="the port to serve at (default: 8000)")
 
 
 def _add_publishing(command: argparse.ArgumentParser) -> None:
@@ -146,9 +153,9 @@ def _add_publishing(command: argparse.ArgumentParser) -> None:
     )
     add(
         "--publish-workers",
-        type=_positive,
+        type=_workers,
         metavar="N",
-        help=f"uploads at once (default: {DEFAULT_WORKERS})",
+        help=f"uploads at once, 1 to {MAX_WORKERS} (default: {DEFAULT_WORKERS})",
     )
     _add_locking(command)
 
@@ -171,7 +178,7 @@ def _add_locking(command: argparse.ArgumentParser) -> None:
 
 
 def _count(text: str) -> int:
-    if not text.isdigit():
+    if not DIGITS.fullmatch(text):
         raise argparse.ArgumentTypeError(f"expected a whole number, found '{text}'")
     return int(text)
 
@@ -186,20 +193,33 @@ def _scale(text: str) -> tuple[int, int]:
     return int(low), int(high)
 
 
-def _positive(text: str) -> int:
+def _workers(text: str) -> int:
     number = _count(text)
-    if number == 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number, 1 or more, found '{text}'")
+    if not 1 <= number <= MAX_WORKERS:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number from 1 to {MAX_WORKERS}, found '{text}'"
+        )
     return number
 
 
 def settle(command: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Refuse a publishing option without --publish (argparse's exit 2); fill in defaults."""
+    """Refuse options that do not go together (argparse's exit 2); fill in the defaults."""
     if args.publish is None:
         for name in PUBLISHING_ONLY:
             value = getattr(args, name)
             if value is not None and value is not False:  # 0 is a value given
                 command.error(f"--{name.replace('_', '-')} goes only with --publish")
+    if args.serve:
+        if args.check:
+            command.error("--check and --serve do not go together")
+        if args.publish:
+            command.error("--publish and --serve do not go together")
+        if args.input == "-":
+            command.error("--serve watches a file: it cannot serve standard input (--input -)")
+    # Publishing alone builds no folder: a CI runner's fresh checkout need not write (and
+    # fsync) a file per article that nothing reads; the publish renders from the input.
+    if args.output is None and not args.publish:
+        args.output = DEFAULT_OUTPUT
     if args.max_removals is None:
         args.max_removals = DEFAULT_MAX_REMOVALS
     if args.publish_workers is None:

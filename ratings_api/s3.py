@@ -3,8 +3,10 @@
 botocore reads the configuration (variables, config and credentials files,
 profiles, SSO, credential_process); obstore's Boto3CredentialProvider hands the
 credentials to obstore, which makes every request with one retry policy. A
-failure of either is one line, chosen by the class of its error, never its text
-(which may quote a request or a key).
+failure of either is one line, chosen by the class of its error; of a store that
+answered, with the status and S3 error code its text quotes, never the rest of
+that text (which may quote a request or a key). An ``AWS_*`` variable set and
+empty is unset first: obstore reads them all itself.
 """
 
 from __future__ import annotations
@@ -46,8 +48,9 @@ BUCKET_NAME: Final = re.compile(r"[a-zA-Z0-9._-]{1,255}")
 # A region obstore can put in a host name and a signature (it panics on others).
 REGION_NAME: Final = re.compile(r"[a-zA-Z0-9._-]+")
 # What the configuration chain (botocore) or the store (obstore, after its retries)
-# refused, by the class of the error or one it derives from: never its text. Fields
-# in braces are the error's own (botocore's kwargs: names and paths, never a secret).
+# refused, by the class of the error or one it derives from. Fields in braces are the
+# error's own (botocore's kwargs: names and paths, never a secret), or what a store
+# answered (ANSWERED).
 REASONS: Final = {
     "ProfileNotFound": "AWS_PROFILE: no profile '{profile}' in the AWS config or credentials files",
     "PartialCredentialsError": "the credentials are incomplete: {cred_var} is missing",
@@ -59,9 +62,18 @@ REASONS: Final = {
     "UnauthenticatedError": ACCESS_DENIED,
     "FileNotFoundError": "no such bucket",  # a 404 to a write: the object's would be a 200
     "GenericError": "cannot reach {endpoint} (AWS_ENDPOINT_URL)",
+    # A GenericError with an answer: the store is there, and failed or refused.
+    "full": "{endpoint} is full: it answered {answer}",
+    "failed": "{endpoint} failed: it answered {answer}",
+    "refused": "{endpoint} refused a request: it answered {answer}",
     # The others of the configuration chain: a profile's settings that give no credentials.
     "BotoCoreError": "the profile's settings give no credentials ({kind}): correct the profile",
 }
+# What obstore's text tells of a store's answer: the status line and the S3 error code,
+# read by patterns that match neither a key nor a signature (the body may quote both).
+ANSWERED: Final = re.compile(r"non-2xx status code: ([1-5][0-9]{2})( [A-Za-z][A-Za-z -]{0,40})?:")
+ERROR_CODE: Final = re.compile(r"<Code>([A-Za-z][A-Za-z0-9.]{0,63})</Code>")
+FULL: Final = re.compile(r"Full|Quota|Insufficient")  # 507 Insufficient Storage, XMinioStorageFull
 
 
 @dataclass(frozen=True)
@@ -117,6 +129,7 @@ def open_store(destination: Destination) -> tuple[S3Store, str, int]:
     from obstore.auth.boto3 import Boto3CredentialProvider
     from obstore.store import S3Store
 
+    _unset_empty_variables()
     session = Session()
     endpoint = _endpoint(session, destination)
     credentials = session.get_credentials()
@@ -142,7 +155,21 @@ def open_store(destination: Destination) -> tuple[S3Store, str, int]:
         },
         retry_config=RETRY,
     )
-    return store, endpoint or f"https://s3.{config['region']}.amazonaws.com", 0 if region else 1
+    named = shown(endpoint) if endpoint else f"https://s3.{config['region']}.amazonaws.com"
+    return store, named, 0 if region else 1
+
+
+def _unset_empty_variables() -> None:
+    """An ``AWS_*`` variable set and empty is unset, as a CI variable never defined arrives.
+
+    botocore would read an empty AWS_PROFILE as a profile named "", and obstore's
+    S3Store reads every ``AWS_*`` variable itself, before its configuration: an
+    empty AWS_ENDPOINT_URL is a panic at its first request, an empty AWS_ALLOW_HTTP
+    a refusal to start.
+    """
+    for name in [name for name, value in os.environ.items() if name.startswith("AWS_")]:
+        if not os.environ[name]:
+            del os.environ[name]
 
 
 def _endpoint(session: Session, destination: Destination) -> str | None:
@@ -202,12 +229,30 @@ def bucket_region(bucket: str, endpoint: str | None) -> str:
 
 def explain(destination: Destination, error: Exception, endpoint: str) -> str:
     """One line about what the configuration chain or the store refused, naming no secret."""
-    url = urlsplit(endpoint)  # its scheme, host and port: never a user name or password
-    shown = f"{url.scheme}://{url.hostname}{f':{url.port}' if url.port else ''}"
+    answer = _answer(error)
     for kind in type(error).__mro__:
         if kind.__name__ in REASONS:
-            fields = getattr(error, "kwargs", {})
-            known = {"endpoint": shown, "kind": type(error).__name__}
-            reason = REASONS[kind.__name__].format_map({**fields, **known})
-            return f"{destination}: {reason}"
+            name = kind.__name__
+            if name == "GenericError" and answer:  # the store answered: it is there
+                failed = "failed" if answer.startswith("5") else "refused"
+                name = "full" if FULL.search(answer) else failed
+            known = {"endpoint": shown(endpoint), "kind": type(error).__name__, "answer": answer}
+            return (
+                f"{destination}: {REASONS[name].format_map(getattr(error, 'kwargs', {}) | known)}"
+            )
     return f"{destination}: a request failed: {type(error).__name__}"
+
+
+def _answer(error: Exception) -> str:
+    """The answer ``error`` quotes, "500 Internal Server Error (InternalError)"; "" if none."""
+    status, code = ANSWERED.search(str(error)), ERROR_CODE.search(str(error))
+    if status is None:
+        return ""
+    return f"{status[1]}{status[2] or ''}{f' ({code[1]})' if code else ''}"
+
+
+def shown(endpoint: str) -> str:
+    """``endpoint`` as messages name it: scheme, host (an IPv6 one in its brackets) and port,
+    never a user name or password."""
+    url = urlsplit(endpoint)
+    return f"{url.scheme}://{url.netloc.rpartition('@')[2]}"

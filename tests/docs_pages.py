@@ -315,6 +315,17 @@ PUBLISH_ERRORS: Final[list[tuple[str, str, str, str]]] = [
 # test_each_store_failure_is_one_line_without_secrets, and the two states
 # test_publish.py cannot read.
 _ALONE = "Add `--publish s3://BUCKET[/PREFIX]`, or leave the option out."
+_UNREACHABLE = (
+    "Check `AWS_ENDPOINT_URL` (`http://` for a store without TLS) and that the store is up."
+)
+_FAILED = "See the store's status or logs; publish again."
+_FULL = "Free space or raise the quota; publish again."
+# The fix for the answers of test_a_store_that_answered_says_what_it_answered, one of a
+# kind (the others are the same lines with another status, code or host).
+STORE_FIXES: Final[dict[str, str]] = {
+    "server-error": _FAILED,
+    "full": _FULL,
+}
 _TARGET = "Write the target as `s3://BUCKET` or `s3://BUCKET/PREFIX`."
 PUBLISH_FIXES: Final[dict[str, str]] = {
     "--repair": _ALONE,
@@ -333,7 +344,7 @@ PUBLISH_FIXES: Final[dict[str, str]] = {
     "PermissionDeniedError": _DENIED,
     "UnauthenticatedError": _DENIED,
     "FileNotFoundError": "Create the bucket, or correct its name.",
-    "GenericError": "Check `AWS_ENDPOINT_URL` (`http://` if the store has no TLS), and that the store is up and reachable.",
+    "GenericError": _UNREACHABLE,
     "NotSupportedError": "The store refused a request: run again; if it persists, report it.",
     "NEWER": "Upgrade ratings-api, or run once with `--repair` (this version's state).",
     "UNREADABLE": "Run the publish once with `--repair`.",
@@ -419,7 +430,21 @@ def publish_errors() -> list[tuple[str, str]]:
     cases += _cases("test_publish", "test_each_store_failure_is_one_line_without_secrets")
     cases += [("NEWER", test_publish.NEWER), ("UNREADABLE", test_publish.UNREADABLE)]
     assert {key for key, _ in cases} == set(PUBLISH_FIXES), "a case without a fix"
-    return [(line, PUBLISH_FIXES[key]) for key, line in cases]
+    return [(line, PUBLISH_FIXES[key]) for key, line in cases] + store_answers()
+
+
+def store_answers() -> list[tuple[str, str]]:
+    """A store's answers of test_user_errors.py, with an example endpoint, and their fixes."""
+    from tests.test_user_errors import STORE_ANSWERS
+
+    cases = {name: STORE_ANSWERS[name][2] for name in STORE_FIXES}
+    return [
+        (
+            line.replace("ratings/v1", "b/p").format(host="store.example", port=9000),
+            STORE_FIXES[name],
+        )
+        for name, line in cases.items()
+    ]
 
 
 def troubleshooting_page() -> str:
@@ -428,9 +453,9 @@ def troubleshooting_page() -> str:
     return (
         "# Troubleshooting: every error message and its fix\n\n"
         "Every mistake a user can make is one line on stderr, exit status 2, no traceback, and\n"
-        "nothing written. A traceback is a bug: please report it. This page is generated from\n"
-        "the test suite's cases (`python -m tests.docs_pages`), so each message below is the\n"
-        "exact text the program prints.\n\n"
+        "nothing written. A bug (exit status 3) adds a traceback: please report it. This page\n"
+        "is generated from the test suite's cases (`python -m tests.docs_pages`), so each\n"
+        "message below is the exact text the program prints.\n\n"
         "## In `ratings.yaml`\n\n"
         "Each message starts with where the mistake is, `ratings.yaml:LINE:COLUMN: ` (left\n"
         "out below), pointing at the key or value. The rules: [The input](input.md).\n\n"

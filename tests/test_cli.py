@@ -145,11 +145,16 @@ def test_paths_are_relative_to_the_current_folder(
             for value in ("1-5", "5..1", "10..9", "1..x")
         ),
         *(
-            (["--publish-workers", value], f"argument --publish-workers: expected {expected}")
-            for value, expected in [
-                ("0", "a whole number, 1 or more, found '0'"),
-                ("two", "a whole number, found 'two'"),
-                ("-1", "a whole number, found '-1'"),
+            ([option, value], f"argument {option}: expected {expected}, found '{value}'")
+            for option, value, expected in [
+                ("--publish-workers", "0", "a whole number from 1 to 256"),
+                ("--publish-workers", "3000000", "a whole number from 1 to 256"),
+                ("--publish-workers", "two", "a whole number"),
+                ("--publish-workers", "-1", "a whole number"),
+                # Digits, but not ASCII ones: int() refuses some and reads others.
+                ("--max-removals", "²", "a whole number"),
+                ("--lock-timeout", "٣", "a whole number"),
+                ("--port", "\uff18\uff10\uff10\uff10", "a whole number"),  # fullwidth 8000
             ]
         ),
     ],
@@ -349,3 +354,93 @@ def test_an_error_keeps_where_it_is_apart_from_what_it_is(tmp_path: Path) -> Non
         (f"--base-url: {must}", f"--base-url: {must}", None, None, None),
         (f"r.yaml:3:11: base_url: {must}", f"base_url: {must}", "r.yaml", 3, 11),
     ]
+
+
+# Exit codes: 0 done or current, 1 only "differs", 2 the user's mistake or the store's
+# refusal, 3 a bug. A bug is injected from outside the code under test: a sitecustomize
+# module, which the interpreter runs before generate.py.
+SITECUSTOMIZE: Final = {
+    "a-bug-of-ours": (
+        "import ratings_api.writer\n"
+        "def sync_site(*args, **kwargs):\n"
+        "    raise RuntimeError('injected')\n"
+        "ratings_api.writer.sync_site = sync_site\n"
+    ),
+    # A real panic of obstore's, synchronous: pyo3's PanicException, a BaseException.
+    "a-panic": (
+        "import os, obstore, obstore.store, ratings_api.writer\n"
+        "def sync_site(*args, **kwargs):\n"
+        "    os.environ['AWS_ENDPOINT_URL'] = ''\n"
+        "    store = obstore.store.S3Store('b', config={'region': 'r'}, skip_signature=True)\n"
+        "    obstore.get(store, 'k')\n"
+        "ratings_api.writer.sync_site = sync_site\n"
+    ),
+    # The same panic in a publish's coroutine: pyo3-async-runtimes' RustPanic, an Exception.
+    "a-panic-while-publishing": (
+        "import os, obstore.store\n"
+        "real = obstore.store.S3Store\n"
+        "def S3Store(*args, **kwargs):\n"
+        "    os.environ['AWS_ENDPOINT_URL'] = ''\n"
+        "    kwargs['config'].pop('endpoint', None)\n"
+        "    return real(*args, **kwargs)\n"
+        "obstore.store.S3Store = S3Store\n"
+    ),
+}
+NOWHERE: Final = {  # a publish to AWS, through a proxy that is not there: nothing answers
+    "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+    "AWS_SECRET_ACCESS_KEY": "secret-4d1f",
+    "AWS_REGION": "us-east-1",
+    "AWS_ENDPOINT_URL": "",  # what a CI variable never defined arrives as
+    "HTTPS_PROXY": "http://127.0.0.1:9",
+    "NO_PROXY": "",
+}
+PUBLISH: Final = ["--publish", "s3://ratings/v1"]
+BUG: Final = (
+    "ratings-api stopped on a bug, not a mistake of yours: please report it with the "
+    "traceback below"
+)
+# id: (options, environment, the sitecustomize, the exit code, stderr or its last line)
+EXIT_CODES: Final = {
+    "built": ([], {}, None, 0, ""),
+    "current": (["--check"], {}, None, 0, ""),
+    "differs": (["--check", "--output", "other"], {}, None, 1, "  and 5 more"),
+    "a-mistake": (["--input", "missing.yaml"], {}, None, 2, "missing.yaml: cannot read: "),
+    "a-bug": ([], {}, "a-bug-of-ours", 3, "RuntimeError: injected"),
+    "a-panic": ([], {}, "a-panic", 3, "pyo3_runtime.PanicException: "),
+    "a-bad-target": (["--publish", "https://b"], {}, None, 2, "--publish: expected "),
+    "nothing-answers": (
+        PUBLISH,
+        NOWHERE,
+        None,
+        2,
+        "s3://ratings/v1: cannot reach https://s3.us-east-1.amazonaws.com (AWS_ENDPOINT_URL)",
+    ),
+    "a-panic-while-publishing": (
+        PUBLISH,
+        NOWHERE,
+        "a-panic-while-publishing",
+        3,
+        "pyo3_async_runtimes.RustPanic: rust future panicked: unknown error",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(EXIT_CODES))
+def test_each_exit_code_means_one_thing(name: str, tmp_path: Path) -> None:
+    options, environ, injected, code, said = EXIT_CODES[name]
+    write(tmp_path / "ratings.yaml", GOOD)
+    assert run(tmp_path)[0] == 0
+    if injected:
+        write(tmp_path / "sitecustomize.py", SITECUSTOMIZE[injected])
+        environ = {**environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+
+    done = run(tmp_path, *options, environ=environ)
+
+    assert done[0] == code, done
+    stderr = done[2].splitlines()
+    if code == 3:  # the line first (after a panic's own report), then the traceback
+        assert stderr[stderr.index(BUG) + 1] == "Traceback (most recent call last):", stderr
+        assert stderr[-1].startswith(said), stderr
+    else:
+        assert "Traceback" not in done[2]
+        assert (stderr or [""])[-1].startswith(said), stderr

@@ -4,6 +4,7 @@ the server's watcher survives any failed rebuild and rebuilds once the file is f
 
 from __future__ import annotations
 
+import http.server
 import io
 import os
 import socket
@@ -220,3 +221,102 @@ def test_the_watcher_outlives_any_exception_of_a_rebuild(tmp_path: Path) -> None
         f"{source}: the rebuild failed: [Errno 28] No space left on device\n"
         "still serving the last good build\n"
     )
+
+
+# A store that answers: each request gets the status and an S3 error body whose Message
+# quotes a key, which no line may show.
+class _Failing(http.server.BaseHTTPRequestHandler):
+    answer: tuple[int, str] = (500, "InternalError")
+
+    def _answer(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        status, code = self.answer
+        body = (
+            f"<?xml version='1.0' encoding='UTF-8'?>\n<Error><Code>{code}</Code>"
+            "<Message>at key v1/.ratings-api/state.gz</Message><Resource>/ratings</Resource>"
+            "</Error>"
+        ).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _answer  # noqa: N815  (http.server names)
+
+    def log_message(self, format: str, *args: object) -> None:
+        del format, args
+
+
+class _V6Server(http.server.ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
+KEYS: Final = {
+    "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+    "AWS_SECRET_ACCESS_KEY": "secret-4d1f",
+    "AWS_REGION": "us-east-1",
+}
+STORE: Final = "s3://ratings/v1: http://{host}:{port}"
+# id: (the store's host, its answer or None for nothing listening, the line)
+STORE_ANSWERS: Final = {
+    "server-error": (
+        "127.0.0.1",
+        (500, "InternalError"),
+        STORE + " failed: it answered 500 Internal Server Error (InternalError)",
+    ),
+    "slow-down": (
+        "127.0.0.1",
+        (503, "SlowDown"),
+        STORE + " failed: it answered 503 Service Unavailable (SlowDown)",
+    ),
+    "full": (
+        "127.0.0.1",
+        (507, "XMinioStorageFull"),
+        STORE + " is full: it answered 507 Insufficient Storage (XMinioStorageFull)",
+    ),
+    "over-quota": (
+        "127.0.0.1",
+        (400, "XMinioAdminBucketQuotaExceeded"),
+        STORE + " is full: it answered 400 Bad Request (XMinioAdminBucketQuotaExceeded)",
+    ),
+    "ipv6-server-error": (
+        "[::1]",
+        (500, "InternalError"),
+        STORE + " failed: it answered 500 Internal Server Error (InternalError)",
+    ),
+    "ipv6-nothing-answers": (
+        "[::1]",
+        None,
+        "s3://ratings/v1: cannot reach http://{host}:{port} (AWS_ENDPOINT_URL)",
+    ),
+}
+
+
+@pytest.mark.real_world
+@pytest.mark.parametrize("name", list(STORE_ANSWERS))
+def test_a_store_that_answered_says_what_it_answered(name: str, tmp_path: Path) -> None:
+    """'cannot reach' only when nothing answered; no line quotes the answer's body."""
+    host, answer, line = STORE_ANSWERS[name]
+    kind = _V6Server if host == "[::1]" else http.server.ThreadingHTTPServer
+    store = kind((host.strip("[]"), 0), type("Answer", (_Failing,), {"answer": answer}))
+    port = store.server_address[1]
+    if answer is None:
+        store.server_close()  # the port, free: nothing answers there
+    else:
+        threading.Thread(target=store.serve_forever, daemon=True).start()
+    (tmp_path / "ratings.yaml").write_text(GOOD, encoding="utf-8")
+    try:
+        environ = {**KEYS, "AWS_ENDPOINT_URL": f"http://{host}:{port}"}
+        done = run(
+            tmp_path,
+            "--publish",
+            "s3://ratings/v1",
+            "--base-url",
+            "https://x.example",
+            environ=environ,
+        )
+    finally:
+        if answer is not None:
+            store.shutdown()
+            store.server_close()
+    assert done == (2, "", line.format(host=host, port=port) + "\n")
