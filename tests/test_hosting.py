@@ -1,11 +1,12 @@
-"""The hosts' configuration: what it says, and what the hosts' own servers do with it.
+"""The hosts' configuration: rendered from the contract, and what the builds do with it.
 
 The HTTP contract suite runs against each host's own server (tests/hosts.py);
-here are the files each configuration must agree with.
+here each checked-in file is held to its rendering (deploy/render.py).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import subprocess
@@ -14,14 +15,16 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from ratings_api.contract import COMMON_HEADERS, FRONT_PAGE_CSP, NOT_FOUND
+import pytest
+
+from deploy.render import COMMAND, FILES, REPO, rendered
+from ratings_api.contract import NOT_FOUND
 from ratings_api.hosting import hosting_files
 from tests.contract import hermetic_environ, make_project
 from tests.hosts import (
     CLOUDFLARE_BUILD,
     CLOUDFLARE_HEADERS,
     NETLIFY_TOML,
-    NGINX_CONF,
     nginx_site_conf,
 )
 
@@ -35,27 +38,29 @@ def test_hosting_files_are_the_rules_and_the_json_404() -> None:
     }
 
 
+# The rendered files
+
+
+@pytest.mark.parametrize("path", list(FILES))
+def test_each_host_file_is_its_rendering_of_the_contract(path: str) -> None:
+    """As site/ is held to the build: a file edited by hand, or a contract changed without
+    rendering again, shows its diff and the command that renders it."""
+    text = rendered()[path]
+    checked_in = (REPO / path).read_text(encoding="utf-8")
+    diff = "".join(
+        difflib.unified_diff(
+            checked_in.splitlines(keepends=True), text.splitlines(keepends=True), path, "rendered"
+        )
+    )
+    assert checked_in == text, f"{path} is not its rendering; run `{COMMAND}`:\n{diff}"
+
+
 # netlify.toml
 
 
 def netlify_config() -> dict[str, Any]:
     with open(NETLIFY_TOML, "rb") as file:
         return tomllib.load(file)
-
-
-def netlify_headers(path: str) -> dict[str, str]:
-    rules = [rule["values"] for rule in netlify_config()["headers"] if rule["for"] == path]
-    assert len(rules) == 1, path
-    return dict(rules[0])
-
-
-def test_netlify_sends_the_apps_headers_everywhere() -> None:
-    assert netlify_headers("/*") == dict(COMMON_HEADERS)
-
-
-def test_netlify_sends_the_front_page_policy() -> None:
-    assert netlify_headers("/") == {"Content-Security-Policy": FRONT_PAGE_CSP}
-    assert netlify_headers("/index.html") == {"Content-Security-Policy": FRONT_PAGE_CSP}
 
 
 def test_netlify_builds_with_the_deploy_s_own_url() -> None:
@@ -68,18 +73,6 @@ def test_netlify_builds_with_the_deploy_s_own_url() -> None:
             'python generate.py --base-url "$DEPLOY_PRIME_URL"'
         )
     assert re.fullmatch(r"3\.1[1-9]", config["build"]["environment"]["PYTHON_VERSION"])
-
-
-# deploy/cloudflare-pages/_headers
-
-
-def test_cloudflare_headers_are_the_apps_and_the_front_page_policy() -> None:
-    text = CLOUDFLARE_HEADERS.read_text(encoding="utf-8")
-    rules = "".join(line for line in text.splitlines(keepends=True) if not line.startswith("#"))
-    common = "".join(f"  {name}: {value}\n" for name, value in COMMON_HEADERS)
-    policy = f"  Content-Security-Policy: {FRONT_PAGE_CSP}\n"
-    types = "/away/api/embed.d.ts\n  Content-Type: text/plain; charset=utf-8\n"
-    assert rules == f"/*\n{common}{types}/\n{policy}/index.html\n{policy}"
 
 
 # deploy/cloudflare-pages/build
@@ -134,13 +127,6 @@ def test_cloudflare_build_without_an_address_fails_and_writes_nothing(tmp_path: 
 
 
 # deploy/nginx.conf
-
-
-def test_nginx_conf_sends_the_apps_headers_and_policy() -> None:
-    text = NGINX_CONF.read_text(encoding="utf-8")
-    for name, value in COMMON_HEADERS:
-        assert f'    add_header {name} "{value}" always;\n' in text
-    assert f'    "/index.html" "{FRONT_PAGE_CSP}";\n' in text
 
 
 def test_nginx_conf_has_the_two_documented_edits(tmp_path: Path) -> None:
