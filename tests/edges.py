@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Final
 
 from ratings_api.bucket_state import STATE_NAME
+from ratings_api.contract import CACHE_CONTROL
 from ratings_api.publish import content_type
 from tests.contract import (
-    CACHE_CONTROL,
     NGINX_OWN,
     NOT_RUN,
     POINTS,

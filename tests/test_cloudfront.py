@@ -14,18 +14,10 @@ from typing import Any, Final
 import pytest
 import yaml
 
-from ratings_api.contract import FRONT_PAGE_CSP
+from ratings_api import contract
+from ratings_api.contract import ALLOW, ERROR_TYPE, FRONT_PAGE_CSP, NOT_FOUND
 from ratings_api.publish import content_type
-from tests.contract import (
-    ALLOW,
-    CACHE_CONTROL,
-    NOT_ALLOWED,
-    NOT_FOUND,
-    POINTS,
-    PREFLIGHT,
-    REPO,
-    run_ok,
-)
+from tests.contract import NOT_ALLOWED, POINTS, PREFLIGHT, REPO, run_ok
 from tests.edges import CLOUDFRONT_FUNCTION_POINTS, DIFFERENCES
 
 pytestmark = pytest.mark.real_world
@@ -85,18 +77,13 @@ def headers(result: Result) -> dict[str, str]:
 
 def answered(result: Result, status: int, body: str | None, **more: str) -> bool:
     """Whether the function answered itself, with the contract's headers and ``more``."""
-    common = {
-        "access-control-allow-origin": "*",
-        "x-content-type-options": "nosniff",
-        "cache-control": CACHE_CONTROL,
-    }
     sent = {"encoding": "text", "data": body} if body is not None else None
-    wanted = {**common, **{name.replace("_", "-"): value for name, value in more.items()}}
+    wanted = {name.lower(): value for name, value in (*contract.COMMON_HEADERS, *more.items())}
     return (result.get("statusCode"), result.get("body"), headers(result)) == (status, sent, wanted)
 
 
 def is_json_404(result: Result) -> bool:
-    return answered(result, 404, NOT_FOUND.decode(), content_type="application/json")
+    return answered(result, 404, NOT_FOUND.decode(), **{"Content-Type": ERROR_TYPE})
 
 
 # The rewrites: the request goes on to S3, for the object of the published layout.
@@ -151,9 +138,9 @@ def test_the_no_slash_form_is_redirected_with_its_query_and_an_encoded_slash_is_
             viewer_request("/away/api/articles/7%2Frating"),
         ]
     )
-    assert answered(get, 301, None, location="rating/")
-    assert answered(head, 301, None, location="rating/")
-    assert answered(query, 301, None, location="rating/?v=2")
+    assert answered(get, 301, None, Location="rating/")
+    assert answered(head, 301, None, Location="rating/")
+    assert answered(query, 301, None, Location="rating/?v=2")
     assert expect("no slash (`7/rating`): GET, HEAD, with a query") == "301 to `rating/`"
     assert expect("the no-slash redirect's body") == "empty"
     assert is_json_404(encoded)
@@ -206,14 +193,12 @@ def test_other_methods_are_the_json_405_and_options_the_preflight() -> None:
     uris = ("/away/api/articles/7/rating/", "/away/api/articles/2/rating/", "/")
     methods = ("POST", "PUT", "PATCH", "DELETE", "OPTIONS")
     asked = [(uri, method) for uri in uris for method in methods]
-    preflight = {"allow": ALLOW, "access_control_allow_methods": ALLOW}
-    preflight |= {"access_control_allow_headers": "*", "access_control_max_age": "86400"}
+    refused = {"Allow": ALLOW, "Content-Type": ERROR_TYPE}
     for (uri, method), result in zip(asked, node([viewer_request(*a) for a in asked]), strict=True):
-        body = f'{{"detail": "Method \\"{method}\\" not allowed."}}\n'
         ok = (
-            answered(result, 204, None, **preflight)
+            answered(result, 204, None, **dict(contract.PREFLIGHT))
             if method == "OPTIONS"
-            else answered(result, 405, body, allow=ALLOW, content_type="application/json")
+            else answered(result, 405, contract.not_allowed(method).decode(), **refused)
         )
         assert ok, (uri, method, result)
     said = "POST, PUT, PATCH, DELETE: as the app; PROPFIND, TRACE: not run here"
