@@ -8,24 +8,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 from typing import Any, Final
 
 import pytest
-import yaml
 
 from ratings_api import contract
 from ratings_api.contract import ALLOW, ERROR_TYPE, FRONT_PAGE_CSP, NOT_FOUND
-from ratings_api.publish import content_type
 from tests.contract import NOT_ALLOWED, POINTS, PREFLIGHT, REPO, run_ok
 from tests.edges import CLOUDFRONT_FUNCTION_POINTS, DIFFERENCES
 
 pytestmark = pytest.mark.real_world
 
 FUNCTION: Final = REPO / "deploy" / "cloudfront" / "function.js"
-TEMPLATE: Final = REPO / "deploy" / "cloudfront" / "template.yaml"
 RUNNER: Final = REPO / "tests" / "hosts-node" / "cloudfront-run.cjs"
-MAX_FUNCTION_BYTES: Final = 10 * 1024  # CloudFront's limit on a function's code
 
 Event = dict[str, Any]
 Result = dict[str, Any]
@@ -234,41 +229,3 @@ def test_every_point_the_function_decides_is_asserted_here() -> None:
         *(point for point in NOT_FOUND_URIS.values() if point in CLOUDFRONT_FUNCTION_POINTS),
     }
     assert asserted == set(CLOUDFRONT_FUNCTION_POINTS)
-
-
-# The template
-
-
-def template() -> dict[str, Any]:
-    """deploy/cloudfront/template.yaml, its CloudFormation tags (!Sub, !Ref...) read as None."""
-
-    class Loader(yaml.SafeLoader):
-        pass
-
-    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
-    with open(TEMPLATE, encoding="utf-8") as file:
-        loaded: dict[str, Any] = yaml.load(file, Loader=Loader)
-    return loaded
-
-
-def test_the_template_holds_this_very_function_and_turns_a_missing_key_into_the_404_page(
-    tmp_path: Path,
-) -> None:
-    from tests.hosts import build_project
-
-    resources = template()["Resources"]
-    function = resources["RatingsFunction"]["Properties"]
-    assert function["FunctionCode"] == FUNCTION.read_text(encoding="utf-8")
-    assert function["FunctionConfig"]["Runtime"] == "cloudfront-js-2.0"
-    assert len(FUNCTION.read_bytes()) < MAX_FUNCTION_BYTES
-    distribution = resources["RatingsDistribution"]["Properties"]["DistributionConfig"]
-    errors = distribution["CustomErrorResponses"]
-    assert [(e["ErrorCode"], e["ResponseCode"], e["ResponsePagePath"]) for e in errors] == [
-        (403, 404, "/404.html"),
-        (404, 404, "/404.html"),
-    ]
-    associations = distribution["DefaultCacheBehavior"]["FunctionAssociations"]
-    assert [a["EventType"] for a in associations] == ["viewer-request", "viewer-response"]
-    # The error page CloudFront sends is the published 404.html: its body is the JSON error.
-    assert (build_project(tmp_path) / "404.html").read_bytes() == NOT_FOUND
-    assert content_type("404.html") == "application/json"  # the type --publish gives it

@@ -13,18 +13,21 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
+import yaml
 
 from deploy.render import COMMAND, FILES, REPO, rendered
-from ratings_api.contract import NOT_FOUND
+from ratings_api.contract import COMMON_HEADERS, ERROR_TYPE, NOT_FOUND
 from ratings_api.hosting import hosting_files
+from ratings_api.publish import content_type
 from tests.contract import hermetic_environ, make_project
 from tests.hosts import (
     CLOUDFLARE_BUILD,
     CLOUDFLARE_HEADERS,
     NETLIFY_TOML,
+    build_project,
     nginx_site_conf,
 )
 
@@ -134,3 +137,58 @@ def test_nginx_conf_has_the_two_documented_edits(tmp_path: Path) -> None:
     assert "    listen 127.0.0.1:8080;\n" in text
     assert f"    root {tmp_path};\n" in text
     assert "# EDIT" not in text
+
+
+# deploy/cloudfront/template.yaml
+
+FUNCTION: Final = REPO / "deploy/cloudfront/function.js"
+TEMPLATE: Final = REPO / "deploy/cloudfront/template.yaml"
+MAX_FUNCTION_BYTES: Final = 10 * 1024  # CloudFront's limit on a function's code
+
+
+def template() -> dict[str, Any]:
+    """deploy/cloudfront/template.yaml, its CloudFormation tags (!Sub, !Ref...) read as None."""
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+    with open(TEMPLATE, encoding="utf-8") as file:
+        loaded: dict[str, Any] = yaml.load(file, Loader=Loader)
+    return loaded
+
+
+def test_the_template_holds_this_very_function_and_turns_a_missing_key_into_the_404_page(
+    tmp_path: Path,
+) -> None:
+    resources = template()["Resources"]
+    function = resources["RatingsFunction"]["Properties"]
+    assert function["FunctionCode"] == FUNCTION.read_text(encoding="utf-8")
+    assert function["FunctionConfig"]["Runtime"] == "cloudfront-js-2.0"
+    assert len(FUNCTION.read_bytes()) < MAX_FUNCTION_BYTES
+    distribution = resources["RatingsDistribution"]["Properties"]["DistributionConfig"]
+    errors = distribution["CustomErrorResponses"]
+    assert [(e["ErrorCode"], e["ResponseCode"], e["ResponsePagePath"]) for e in errors] == [
+        (403, 404, "/404.html"),
+        (404, 404, "/404.html"),
+    ]
+    associations = distribution["DefaultCacheBehavior"]["FunctionAssociations"]
+    assert [a["EventType"] for a in associations] == ["viewer-request", "viewer-response"]
+    # The error page CloudFront sends is the published 404.html: its body is the JSON error.
+    assert (build_project(tmp_path) / "404.html").read_bytes() == NOT_FOUND
+    assert content_type("404.html") == ERROR_TYPE  # the type --publish gives it
+
+
+# docs/deploy-other-hosts.md: snippets for hosts the suite does not run
+
+
+def test_the_other_hosts_snippets_say_the_contract_s_values() -> None:
+    page = (REPO / "docs" / "deploy-other-hosts.md").read_text(encoding="utf-8")
+    apache = [f'Header always set {name} "{value}"' for name, value in COMMON_HEADERS]
+    caddy = [
+        f"header {name} {json.dumps(value) if ' ' in value else value}"
+        for name, value in COMMON_HEADERS
+    ]
+    errors = [f"ForceType {ERROR_TYPE}", f"header Content-Type {ERROR_TYPE}"]
+    errors += [f"respond `{NOT_FOUND.decode()}` 404"]
+    assert [line for line in apache + caddy + errors if line not in page] == []
