@@ -227,12 +227,10 @@ def _cors(host: Host) -> object:
     asked += [("GET", path, {}) for path in (rating_path(2), NO_SLASH, "/", "/robots.txt")]
     asked += [("POST", R7, {}), ("OPTIONS", R7, {}), ("GET", R7, {"If-None-Match": etag})]
     asked += [("GET", R7, {"Range": value}) for value in ("bytes=0-9", "bytes=500-")]
+    wanted = [(name, value) for name, value in COMMON_HEADERS if name != "Cache-Control"]
+    replies = {f"{m} {path} {h}": host.request(m, path, h) for m, path, h in asked}
     lacking = [
-        f"{method} {path} {headers}"
-        for method, path, headers in asked
-        if (reply := host.request(method, path, headers)).header("X-Content-Type-Options")
-        != "nosniff"
-        or reply.header("Access-Control-Allow-Origin") != "*"
+        key for key, reply in replies.items() if any(reply.header(n) != v for n, v in wanted)
     ]
     return f"not on {lacking}" if lacking else "both"
 
