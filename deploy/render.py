@@ -31,6 +31,12 @@ FILES: Final = {
     "deploy/cloudfront/template.yaml": "template.yaml.j2",
     "netlify.toml": "netlify.toml.j2",
 }
+# nginx's variable for each preflight header but Allow (a header new to the contract needs one).
+NGINX_VARIABLES: Final = {
+    "Access-Control-Allow-Methods": "preflight_methods",
+    "Access-Control-Allow-Headers": "preflight_headers",
+    "Access-Control-Max-Age": "preflight_max_age",
+}
 METHOD: Final = "$request_method"  # where a 405's body names the method: nginx's variable
 
 
@@ -70,6 +76,7 @@ def environment() -> jinja2.Environment:
         not_found=contract.NOT_FOUND.decode(),
         not_allowed=contract.not_allowed(METHOD).decode(),
         js_not_allowed=js_not_allowed,
+        nginx_variables=NGINX_VARIABLES,
         media_type=lambda suffix: contract.CONTENT_TYPES[suffix].split(";")[0],
     )
     return templates
