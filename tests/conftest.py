@@ -8,8 +8,6 @@ from collections.abc import Iterator
 import pytest
 
 from tests.action import installed_tool  # noqa: F401  (a session fixture of two modules)
-from tests.contract import Host
-from tests.hosts import HOSTS
 from tests.objectstore import STORES, Store, remove_store
 
 # Variables that choose the base URL: a developer's shell or CI may set any of them.
@@ -115,17 +113,3 @@ def object_store(
         yield store
     finally:
         remove_store(store)
-
-
-@pytest.fixture(scope="session", params=list(HOSTS))
-def server(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Host]:
-    """Each host of the contract suite (tests/hosts.py), running, one at a time: session-scoped,
-    so test_http_contract.py and test_hosts_agree.py start each host once between them."""
-    folder = tmp_path_factory.mktemp(request.param.replace(" ", "_"))
-    host = HOSTS[request.param](folder)
-    try:
-        yield host
-    finally:
-        host.stop()

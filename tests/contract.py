@@ -20,6 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from wsgiref.util import setup_testing_defaults
 
+from ratings_api.contract import CACHE_CONTROL
+from ratings_api.contract import NOT_FOUND as NOT_FOUND  # test_serve_edges.py imports it here
+
 if TYPE_CHECKING:
     from wsgiref.types import WSGIApplication
 
@@ -30,10 +33,6 @@ READY_SECONDS: Final = 90.0
 STOP_SECONDS: Final = 10.0
 REQUEST_SECONDS: Final = 10.0
 HEAD_SECONDS: Final = 0.2  # a body sent after HEAD's headers would follow them at once
-CACHE_CONTROL: Final = "public, max-age=0, must-revalidate"
-ALLOW: Final = "GET, HEAD, OPTIONS"
-NOT_FOUND: Final = b'{"detail": "Not found."}\n'
-SERVER_ERROR: Final = b'{"detail": "A server error occurred."}\n'
 SECRET: Final = b"the file next to the site, which no URL may reach"
 
 RATINGS: Final = """\
@@ -170,9 +169,10 @@ class Host:
     port: int
     site: Path  # the folder served: expected bodies are read from it
     base_url: str  # the one the site was built with, in article_url
-    process: subprocess.Popen[bytes]
+    process: subprocess.Popen[bytes] | None  # None: the app, called in this process
     log: Path
     differences: Mapping[str, Difference] = field(default_factory=dict)
+    app: WSGIApplication | None = None  # asked in this process, as gunicorn calls it
     # Starts the same host again, in the same folder, for one that exits on a request.
     restart: Callable[[], Host] | None = None
     # For a host that serves a bucket: publishes ``site`` again after a rebuild,
@@ -185,7 +185,8 @@ class Host:
     def stop(self) -> None:
         """Stop the server, then what it stands in front of, waiting until they exit."""
         try:
-            stop(self.process)
+            if self.process is not None:
+                stop(self.process)
         finally:
             if self.stop_also is not None:
                 self.stop_also()
@@ -199,6 +200,39 @@ class Host:
         """Assert that the host answered ``point`` as it is documented to."""
         expected = self.expect(point)
         assert observed == expected, f"{self.name}, {point}: {observed!r}, documented {expected!r}"
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        headers: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+        timeout: float = REQUEST_SECONDS,
+    ) -> Reply:
+        """The host's answer to ``method`` on ``path``, over HTTP (or from the app in-process)."""
+        if self.app is not None:
+            return self.raw(path.encode(), method, headers)
+        return request(self.port, method, path, headers, body, timeout)
+
+    def raw(
+        self, target: bytes, method: str = "GET", headers: Mapping[str, str] | None = None
+    ) -> Reply:
+        """The host's answer to ``target`` sent byte for byte, as no client would tidy it."""
+        if self.app is None:
+            lines = [f"{name}: {value}\r\n".encode() for name, value in (headers or {}).items()]
+            lines += [b"Content-Length: 0\r\n"] if method in ("POST", "PUT") else []
+            return raw_request(self.port, target, method, b"".join(lines))
+        status, sent, body = call_app(self.app, method, target, headers)
+        message = Message()
+        for name, value in sent:
+            message[name] = value
+        return Reply(status, message, body)
+
+    def after_head(self, path: str) -> bytes:
+        """What the host sends after its answer's headers to HEAD: nothing, by HTTP."""
+        if self.app is not None:
+            return self.raw(path.encode(), "HEAD").body
+        return after_head(self.port, path)
 
     def document(self, article_id: int) -> bytes:
         return (self.site / f"away/api/articles/{article_id}/rating/index.json").read_bytes()

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Final
 
 from ratings_api.bucket_state import STATE_NAME
+from ratings_api.contract import CACHE_CONTROL
 from ratings_api.publish import content_type
 from tests.contract import (
-    CACHE_CONTROL,
     NGINX_OWN,
     NOT_RUN,
     POINTS,
@@ -225,9 +225,10 @@ CLOUDFRONT_FUNCTION_POINTS: Final = (
 )
 NOT_RUN_WHY: Final = (
     "CloudFront and S3 cannot run here, so these lines are not measured; the function "
-    "is run in node on the events CloudFront would pass it (tests/test_cloudfront.py): "
-    "its JSON 404 for malformed ids, traversals, dotfiles and paths too long for a key, "
-    "its rewrites and its redirect are tested there"
+    "is run in node on the events CloudFront would pass it, and its answers held to the "
+    "app's (tests/test_http_contract.py): its JSON 404 for malformed ids, traversals, "
+    "dotfiles and paths too long for a key, its 405, its preflight and its redirect; its "
+    "rewrites in tests/test_cloudfront.py"
 )
 NOT_MEASURED: Final = {
     point: Difference(NOT_RUN, NOT_RUN_WHY)

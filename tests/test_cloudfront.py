@@ -1,39 +1,26 @@
 """The CloudFront Function of deploy/cloudfront, run in node on CloudFront-shaped events.
 
-The lines of the contract it decides alone are held to ``DIFFERENCES["CloudFront"]``
-(tests/edges.py), as the suite does for the hosts it runs.
+The contract suite (tests/test_http_contract.py) holds its answers to the app's, on each point
+it decides alone and on generated requests; here is what only the function does: the key of
+each object it sends a request on to, the words of its one difference, the front page's policy.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 from typing import Any, Final
 
 import pytest
-import yaml
 
 from ratings_api.contract import FRONT_PAGE_CSP
-from ratings_api.publish import content_type
-from tests.contract import (
-    ALLOW,
-    CACHE_CONTROL,
-    NOT_ALLOWED,
-    NOT_FOUND,
-    POINTS,
-    PREFLIGHT,
-    REPO,
-    run_ok,
-)
+from tests.contract import POINTS, REPO, run_ok
 from tests.edges import CLOUDFRONT_FUNCTION_POINTS, DIFFERENCES
 
 pytestmark = pytest.mark.real_world
 
 FUNCTION: Final = REPO / "deploy" / "cloudfront" / "function.js"
-TEMPLATE: Final = REPO / "deploy" / "cloudfront" / "template.yaml"
 RUNNER: Final = REPO / "tests" / "hosts-node" / "cloudfront-run.cjs"
-MAX_FUNCTION_BYTES: Final = 10 * 1024  # CloudFront's limit on a function's code
 
 Event = dict[str, Any]
 Result = dict[str, Any]
@@ -83,22 +70,6 @@ def headers(result: Result) -> dict[str, str]:
     return {name: value["value"] for name, value in result["headers"].items()}
 
 
-def answered(result: Result, status: int, body: str | None, **more: str) -> bool:
-    """Whether the function answered itself, with the contract's headers and ``more``."""
-    common = {
-        "access-control-allow-origin": "*",
-        "x-content-type-options": "nosniff",
-        "cache-control": CACHE_CONTROL,
-    }
-    sent = {"encoding": "text", "data": body} if body is not None else None
-    wanted = {**common, **{name.replace("_", "-"): value for name, value in more.items()}}
-    return (result.get("statusCode"), result.get("body"), headers(result)) == (status, sent, wanted)
-
-
-def is_json_404(result: Result) -> bool:
-    return answered(result, 404, NOT_FOUND.decode(), content_type="application/json")
-
-
 # The rewrites: the request goes on to S3, for the object of the published layout.
 # Each decoded segment is encoded whole again: `?`, `#` and `;` never reach S3 as
 # they are (`?acl` would name a subresource of the object).
@@ -142,86 +113,17 @@ def test_a_path_goes_on_to_its_object() -> None:
     )
 
 
-def test_the_no_slash_form_is_redirected_with_its_query_and_an_encoded_slash_is_a_404() -> None:
-    get, head, query, encoded = node(
-        [
-            viewer_request("/away/api/articles/7/rating"),
-            viewer_request("/away/api/articles/7/rating", "HEAD"),
-            viewer_request("/away/api/articles/7/rating", querystring={"v": "2"}),
-            viewer_request("/away/api/articles/7%2Frating"),
-        ]
-    )
-    assert answered(get, 301, None, location="rating/")
-    assert answered(head, 301, None, location="rating/")
-    assert answered(query, 301, None, location="rating/?v=2")
-    assert expect("no slash (`7/rating`): GET, HEAD, with a query") == "301 to `rating/`"
-    assert expect("the no-slash redirect's body") == "empty"
-    assert is_json_404(encoded)
-    assert expect("an encoded slash and no slash (`7%2Frating`)") == 404
-
-
-def test_no_slash_no_article() -> None:
+def test_no_slash_no_article_is_documented_as_the_function_answers() -> None:
+    """The one point where the function differs from the app (the one suite holds the rest)."""
     unknown, malformed = node(
         [
             viewer_request("/away/api/articles/2/rating"),
             viewer_request("/away/api/articles/abc/rating"),
         ]
     )
-    assert is_json_404(malformed)
-    said = f"`2/rating`: {unknown['statusCode']} to `{headers(unknown)['location']}`; `abc/rating`: 404"
+    said = f"`2/rating`: {unknown['statusCode']} to `{headers(unknown)['location']}`; "
+    said += f"`abc/rating`: {malformed['statusCode']}"
     assert said == expect("no slash, no article (`2/rating`, `abc/rating`)")
-
-
-# The 404s the function answers itself, with the API's JSON error, and their point.
-NOT_FOUND_URIS: Final = {
-    "/away/api/articles/" + "1" * 300 + "/rating/": "an id of 300 digits",
-    "/away/api/articles/7/rating/index.json": "the document's own path (`7/rating/index.json`)",
-    "/.hidden": "a dotfile of yours (`/.hidden`)",
-    # The publisher's state in the bucket, which the function must not let through.
-    "/.ratings-api/state.gz": "a dotfile of yours (`/.hidden`)",
-    **dict.fromkeys(
-        (
-            *(f"/away/api/articles/{i}/rating/" for i in ("abc", "07", "-1", "0", "+7", "7.0")),
-            *(f"/away/api/articles/{i}/rating/" for i in ("%207", "0x7", "9" * 20)),
-            *("/away/api/articles/7/rating//", "/away/api/articles/7/rating/extra"),
-            *("/away/api/articles/7/ratings/", "/away/api/articles/7/", "/away/api/articles/"),
-            *("/away/api/articles", "/../secret.txt", "/%2e%2e/secret.txt", "/..%2fsecret.txt"),
-            *("/..%5csecret.txt", "/..\\secret.txt", "/away/api/articles/7/rating\\index.json"),
-            *("/%00", "/away/api/articles/7%00/rating/", "/away/api/./articles/7/rating/"),
-            *("/away/api/articles/7/rating/.", "/away//api/articles/7/rating/", "//etc/passwd"),
-            *("/..%c0%af..%c0%afsecret.txt", "/%E0%A4%A", "/" + "a" * 2000),
-        ),
-        "an unknown or malformed id, any other missing path",
-    ),
-}
-
-
-def test_a_path_no_object_may_answer_is_the_json_404() -> None:
-    assert_each(NOT_FOUND_URIS, lambda _uri, _method, result: is_json_404(result))
-    points = set(NOT_FOUND_URIS.values()) & set(CLOUDFRONT_FUNCTION_POINTS)
-    assert {expect(point) for point in points} == {404}
-
-
-def test_other_methods_are_the_json_405_and_options_the_preflight() -> None:
-    uris = ("/away/api/articles/7/rating/", "/away/api/articles/2/rating/", "/")
-    methods = ("POST", "PUT", "PATCH", "DELETE", "OPTIONS")
-    asked = [(uri, method) for uri in uris for method in methods]
-    preflight = {"allow": ALLOW, "access_control_allow_methods": ALLOW}
-    preflight |= {"access_control_allow_headers": "*", "access_control_max_age": "86400"}
-    for (uri, method), result in zip(asked, node([viewer_request(*a) for a in asked]), strict=True):
-        body = f'{{"detail": "Method \\"{method}\\" not allowed."}}\n'
-        ok = (
-            answered(result, 204, None, **preflight)
-            if method == "OPTIONS"
-            else answered(result, 405, body, allow=ALLOW, content_type="application/json")
-        )
-        assert ok, (uri, method, result)
-    said = "POST, PUT, PATCH, DELETE: as the app; PROPFIND, TRACE: not run here"
-    assert POINTS["POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating"] == NOT_ALLOWED
-    assert expect("POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating") == said
-    assert expect("the same on an unknown id and on `/`") == said
-    assert expect("OPTIONS, with or without CORS, on a rating") == PREFLIGHT
-    assert expect("OPTIONS on an unknown id") == PREFLIGHT
 
 
 def test_the_front_page_and_only_it_carries_its_policy() -> None:
@@ -233,57 +135,3 @@ def test_the_front_page_and_only_it_carries_its_policy() -> None:
     assert policies == [FRONT_PAGE_CSP] * len(pages) + [None] * (len(others) + 1)
     point = "the front page's `Content-Security-Policy`"
     assert expect(point) == POINTS[point]
-
-
-def test_every_point_the_function_decides_is_asserted_here() -> None:
-    asserted = {
-        "no slash (`7/rating`): GET, HEAD, with a query",
-        "the no-slash redirect's body",
-        "no slash, no article (`2/rating`, `abc/rating`)",
-        "an encoded slash and no slash (`7%2Frating`)",
-        "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating",
-        "the same on an unknown id and on `/`",
-        "OPTIONS, with or without CORS, on a rating",
-        "OPTIONS on an unknown id",
-        "the front page's `Content-Security-Policy`",
-        *(point for point in NOT_FOUND_URIS.values() if point in CLOUDFRONT_FUNCTION_POINTS),
-    }
-    assert asserted == set(CLOUDFRONT_FUNCTION_POINTS)
-
-
-# The template
-
-
-def template() -> dict[str, Any]:
-    """deploy/cloudfront/template.yaml, its CloudFormation tags (!Sub, !Ref...) read as None."""
-
-    class Loader(yaml.SafeLoader):
-        pass
-
-    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
-    with open(TEMPLATE, encoding="utf-8") as file:
-        loaded: dict[str, Any] = yaml.load(file, Loader=Loader)
-    return loaded
-
-
-def test_the_template_holds_this_very_function_and_turns_a_missing_key_into_the_404_page(
-    tmp_path: Path,
-) -> None:
-    from tests.hosts import build_project
-
-    resources = template()["Resources"]
-    function = resources["RatingsFunction"]["Properties"]
-    assert function["FunctionCode"] == FUNCTION.read_text(encoding="utf-8")
-    assert function["FunctionConfig"]["Runtime"] == "cloudfront-js-2.0"
-    assert len(FUNCTION.read_bytes()) < MAX_FUNCTION_BYTES
-    distribution = resources["RatingsDistribution"]["Properties"]["DistributionConfig"]
-    errors = distribution["CustomErrorResponses"]
-    assert [(e["ErrorCode"], e["ResponseCode"], e["ResponsePagePath"]) for e in errors] == [
-        (403, 404, "/404.html"),
-        (404, 404, "/404.html"),
-    ]
-    associations = distribution["DefaultCacheBehavior"]["FunctionAssociations"]
-    assert [a["EventType"] for a in associations] == ["viewer-request", "viewer-response"]
-    # The error page CloudFront sends is the published 404.html: its body is the JSON error.
-    assert (build_project(tmp_path) / "404.html").read_bytes() == NOT_FOUND
-    assert content_type("404.html") == "application/json"  # the type --publish gives it

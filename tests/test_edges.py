@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.contract import NOT_FOUND, Host, request, run_ok, stop
+from ratings_api.contract import ERROR_TYPE, NOT_FOUND
+from tests.contract import Host, request, run_ok, stop
 from tests.edges import (
     NGINX_EDGE_CACHE_SECONDS,
     NGINX_EDGE_STALE_SECONDS,
@@ -81,7 +82,7 @@ def test_no_path_reads_or_poisons_the_cache_entry_of_the_existence_check(
         assert request(host.port, "GET", path).status == 404
     for method in ("GET", "HEAD"):
         reply = request(host.port, method, "/7/exists")
-        assert (reply.status, reply.header("Content-Type")) == (404, "application/json")
+        assert (reply.status, reply.header("Content-Type")) == (404, ERROR_TYPE)
         assert reply.body == (NOT_FOUND if method == "GET" else b"")
         for article in (12, 1000000):
             reply = request(host.port, method, f"/away/api/articles/{article}/rating?v=1")
@@ -126,7 +127,7 @@ def test_a_store_that_answers_403_in_xml_gives_the_json_404(tmp_path: Path) -> N
             for path in (HOT, HOT.rstrip("/"), "/", "/robots.txt", "/about/"):
                 for method in ("GET", "HEAD"):
                     reply = request(port, method, path)
-                    assert (reply.status, reply.header("Content-Type")) == (404, "application/json")
+                    assert (reply.status, reply.header("Content-Type")) == (404, ERROR_TYPE)
                     assert reply.body == (NOT_FOUND if method == "GET" else b"")
                     assert reply.header("Access-Control-Allow-Origin") == "*"
         finally:

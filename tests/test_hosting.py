@@ -1,27 +1,33 @@
-"""The hosts' configuration: what it says, and what the hosts' own servers do with it.
+"""The hosts' configuration: rendered from the contract, and what the builds do with it.
 
 The HTTP contract suite runs against each host's own server (tests/hosts.py);
-here are the files each configuration must agree with.
+here each checked-in file is held to its rendering (deploy/render.py).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
-from ratings_api.contract import COMMON_HEADERS, FRONT_PAGE_CSP, NOT_FOUND
+import pytest
+import yaml
+
+from deploy.render import COMMAND, FILES, REPO, rendered
+from ratings_api.contract import COMMON_HEADERS, ERROR_TYPE, NOT_FOUND
 from ratings_api.hosting import hosting_files
+from ratings_api.publish import content_type
 from tests.contract import hermetic_environ, make_project
 from tests.hosts import (
     CLOUDFLARE_BUILD,
     CLOUDFLARE_HEADERS,
     NETLIFY_TOML,
-    NGINX_CONF,
+    build_project,
     nginx_site_conf,
 )
 
@@ -35,27 +41,29 @@ def test_hosting_files_are_the_rules_and_the_json_404() -> None:
     }
 
 
+# The rendered files
+
+
+@pytest.mark.parametrize("path", list(FILES))
+def test_each_host_file_is_its_rendering_of_the_contract(path: str) -> None:
+    """As site/ is held to the build: a file edited by hand, or a contract changed without
+    rendering again, shows its diff and the command that renders it."""
+    text = rendered()[path]
+    checked_in = (REPO / path).read_text(encoding="utf-8")
+    diff = "".join(
+        difflib.unified_diff(
+            checked_in.splitlines(keepends=True), text.splitlines(keepends=True), path, "rendered"
+        )
+    )
+    assert checked_in == text, f"{path} is not its rendering; run `{COMMAND}`:\n{diff}"
+
+
 # netlify.toml
 
 
 def netlify_config() -> dict[str, Any]:
     with open(NETLIFY_TOML, "rb") as file:
         return tomllib.load(file)
-
-
-def netlify_headers(path: str) -> dict[str, str]:
-    rules = [rule["values"] for rule in netlify_config()["headers"] if rule["for"] == path]
-    assert len(rules) == 1, path
-    return dict(rules[0])
-
-
-def test_netlify_sends_the_apps_headers_everywhere() -> None:
-    assert netlify_headers("/*") == dict(COMMON_HEADERS)
-
-
-def test_netlify_sends_the_front_page_policy() -> None:
-    assert netlify_headers("/") == {"Content-Security-Policy": FRONT_PAGE_CSP}
-    assert netlify_headers("/index.html") == {"Content-Security-Policy": FRONT_PAGE_CSP}
 
 
 def test_netlify_builds_with_the_deploy_s_own_url() -> None:
@@ -68,18 +76,6 @@ def test_netlify_builds_with_the_deploy_s_own_url() -> None:
             'python generate.py --base-url "$DEPLOY_PRIME_URL"'
         )
     assert re.fullmatch(r"3\.1[1-9]", config["build"]["environment"]["PYTHON_VERSION"])
-
-
-# deploy/cloudflare-pages/_headers
-
-
-def test_cloudflare_headers_are_the_apps_and_the_front_page_policy() -> None:
-    text = CLOUDFLARE_HEADERS.read_text(encoding="utf-8")
-    rules = "".join(line for line in text.splitlines(keepends=True) if not line.startswith("#"))
-    common = "".join(f"  {name}: {value}\n" for name, value in COMMON_HEADERS)
-    policy = f"  Content-Security-Policy: {FRONT_PAGE_CSP}\n"
-    types = "/away/api/embed.d.ts\n  Content-Type: text/plain; charset=utf-8\n"
-    assert rules == f"/*\n{common}{types}/\n{policy}/index.html\n{policy}"
 
 
 # deploy/cloudflare-pages/build
@@ -136,15 +132,63 @@ def test_cloudflare_build_without_an_address_fails_and_writes_nothing(tmp_path: 
 # deploy/nginx.conf
 
 
-def test_nginx_conf_sends_the_apps_headers_and_policy() -> None:
-    text = NGINX_CONF.read_text(encoding="utf-8")
-    for name, value in COMMON_HEADERS:
-        assert f'    add_header {name} "{value}" always;\n' in text
-    assert f'    "/index.html" "{FRONT_PAGE_CSP}";\n' in text
-
-
 def test_nginx_conf_has_the_two_documented_edits(tmp_path: Path) -> None:
     text = nginx_site_conf(8080, tmp_path)
     assert "    listen 127.0.0.1:8080;\n" in text
     assert f"    root {tmp_path};\n" in text
     assert "# EDIT" not in text
+
+
+# deploy/cloudfront/template.yaml
+
+FUNCTION: Final = REPO / "deploy/cloudfront/function.js"
+TEMPLATE: Final = REPO / "deploy/cloudfront/template.yaml"
+MAX_FUNCTION_BYTES: Final = 10 * 1024  # CloudFront's limit on a function's code
+
+
+def template() -> dict[str, Any]:
+    """deploy/cloudfront/template.yaml, its CloudFormation tags (!Sub, !Ref...) read as None."""
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+    with open(TEMPLATE, encoding="utf-8") as file:
+        loaded: dict[str, Any] = yaml.load(file, Loader=Loader)
+    return loaded
+
+
+def test_the_template_holds_this_very_function_and_turns_a_missing_key_into_the_404_page(
+    tmp_path: Path,
+) -> None:
+    resources = template()["Resources"]
+    function = resources["RatingsFunction"]["Properties"]
+    assert function["FunctionCode"] == FUNCTION.read_text(encoding="utf-8")
+    assert function["FunctionConfig"]["Runtime"] == "cloudfront-js-2.0"
+    assert len(FUNCTION.read_bytes()) < MAX_FUNCTION_BYTES
+    distribution = resources["RatingsDistribution"]["Properties"]["DistributionConfig"]
+    errors = distribution["CustomErrorResponses"]
+    assert [(e["ErrorCode"], e["ResponseCode"], e["ResponsePagePath"]) for e in errors] == [
+        (403, 404, "/404.html"),
+        (404, 404, "/404.html"),
+    ]
+    associations = distribution["DefaultCacheBehavior"]["FunctionAssociations"]
+    assert [a["EventType"] for a in associations] == ["viewer-request", "viewer-response"]
+    # The error page CloudFront sends is the published 404.html: its body is the JSON error.
+    assert (build_project(tmp_path) / "404.html").read_bytes() == NOT_FOUND
+    assert content_type("404.html") == ERROR_TYPE  # the type --publish gives it
+
+
+# docs/deploy-other-hosts.md: snippets for hosts the suite does not run
+
+
+def test_the_other_hosts_snippets_say_the_contract_s_values() -> None:
+    page = (REPO / "docs" / "deploy-other-hosts.md").read_text(encoding="utf-8")
+    apache = [f'Header always set {name} "{value}"' for name, value in COMMON_HEADERS]
+    caddy = [
+        f"header {name} {json.dumps(value) if ' ' in value else value}"
+        for name, value in COMMON_HEADERS
+    ]
+    errors = [f"ForceType {ERROR_TYPE}", f"header Content-Type {ERROR_TYPE}"]
+    errors += [f"respond `{NOT_FOUND.decode()}` 404"]
+    assert [line for line in apache + caddy + errors if line not in page] == []

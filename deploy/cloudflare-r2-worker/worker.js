@@ -1,3 +1,6 @@
+// Rendered from ratings_api/contract.py by `python -m deploy.render`: edit
+// deploy/templates/worker.js.j2, not this file.
+//
 // The ratings API served by a Cloudflare Worker from an R2 bucket that
 // `python generate.py --publish s3://BUCKET[/PREFIX]` filled through R2's S3
 // interface: one object per file of the built site, its key PREFIX/ and the
@@ -7,12 +10,7 @@
 // (ratings_api/server.py). tests/edges.py runs the contract suite against this
 // very file under `wrangler dev` and its local R2.
 
-const ALLOW = "GET, HEAD, OPTIONS";
-const CACHE_CONTROL = "public, max-age=0, must-revalidate";
-// FRONT_PAGE_CSP in ratings_api/describe.py (a test holds the two equal).
-const FRONT_PAGE_CSP =
-  "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; " +
-  "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+const FRONT_PAGE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 const NOT_FOUND = '{"detail": "Not found."}\n';
 const MAX_KEY_BYTES = 1024; // R2's limit on an object's key
 // A canonical decimal id, at most 19 digits (the generator's limit).
@@ -23,15 +21,15 @@ export default {
     const method = request.method;
     if (method === "OPTIONS") {
       return answer(204, null, {
-        Allow: ALLOW,
-        "Access-Control-Allow-Methods": ALLOW,
+        "Allow": "GET, HEAD, OPTIONS",
+        "Access-Control-Allow-Methods": "GET, HEAD, OPTIONS",
         "Access-Control-Allow-Headers": "*",
         "Access-Control-Max-Age": "86400",
       });
     }
     if (method !== "GET" && method !== "HEAD") {
-      const body = `{"detail": "Method \\"${method}\\" not allowed."}\n`;
-      return answer(405, body, { Allow: ALLOW, "Content-Type": "application/json" });
+      const body = '{"detail": "Method \\"' + method + '\\" not allowed."}\n';
+      return answer(405, body, { Allow: "GET, HEAD, OPTIONS", "Content-Type": "application/json" });
     }
     const path = decodedPath(request.url);
     if (path === null) return notFound(method);
@@ -162,7 +160,7 @@ function answer(status, body, headers, length) {
   const all = new Headers({
     "Access-Control-Allow-Origin": "*",
     "X-Content-Type-Options": "nosniff",
-    "Cache-Control": CACHE_CONTROL,
+    "Cache-Control": "public, max-age=0, must-revalidate",
     ...headers,
   });
   // HEAD: the length GET would send, without the body.

@@ -1,9 +1,12 @@
+// Rendered from ratings_api/contract.py by `python -m deploy.render`: edit
+// deploy/templates/function.js.j2, not this file.
+//
 // The ratings API on Amazon CloudFront in front of the S3 bucket that
 // `python generate.py --publish s3://BUCKET[/PREFIX]` filled: a CloudFront
 // Function (runtime cloudfront-js-2.0), associated with the distribution's
 // default behavior twice, on viewer-request and on viewer-response.
-// deploy/cloudfront/template.yaml holds this very code (a test keeps the two
-// equal); tests/test_cloudfront.py runs it in node on CloudFront-shaped events.
+// deploy/cloudfront/template.yaml holds this very code (rendered from the same
+// template); tests/test_cloudfront.py runs it in node on CloudFront-shaped events.
 //
 // viewer-request: the rewrite of `<id>/rating/` to its object, the redirect of
 // the no-slash form, the JSON 405 and the CORS preflight, and the JSON 404 for
@@ -11,12 +14,7 @@
 // origin's OriginPath: this code does not know it.
 // viewer-response: the front page's Content-Security-Policy.
 
-var ALLOW = 'GET, HEAD, OPTIONS';
-var CACHE_CONTROL = 'public, max-age=0, must-revalidate';
-// FRONT_PAGE_CSP in ratings_api/describe.py (a test holds the two equal).
-var FRONT_PAGE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; " +
-    "connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; " +
-    "frame-ancestors 'none'";
+var FRONT_PAGE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 var NOT_FOUND = '{"detail": "Not found."}\n';
 // A canonical decimal id, at most 19 digits (the generator's limit).
 var RATING = /^\/away\/api\/articles\/([1-9][0-9]{0,18})\/rating(\/?)$/;
@@ -34,15 +32,15 @@ function route(request) {
     var method = request.method;
     if (method === 'OPTIONS') {
         return answer(204, null, {
-            'allow': ALLOW,
-            'access-control-allow-methods': ALLOW,
+            'allow': 'GET, HEAD, OPTIONS',
+            'access-control-allow-methods': 'GET, HEAD, OPTIONS',
             'access-control-allow-headers': '*',
             'access-control-max-age': '86400'
         });
     }
     if (method !== 'GET' && method !== 'HEAD') {
         return answer(405, '{"detail": "Method \\"' + method + '\\" not allowed."}\n', {
-            'allow': ALLOW,
+            'allow': 'GET, HEAD, OPTIONS',
             'content-type': 'application/json'
         });
     }
@@ -129,7 +127,7 @@ function answer(status, body, headers) {
     var all = {
         'access-control-allow-origin': { value: '*' },
         'x-content-type-options': { value: 'nosniff' },
-        'cache-control': { value: CACHE_CONTROL }
+        'cache-control': { value: 'public, max-age=0, must-revalidate' }
     };
     var names = Object.keys(headers);
     for (var i = 0; i < names.length; i++) {
