@@ -127,13 +127,13 @@ _DENIED = "Check the key pair, and that it may read and write under the prefix."
 OTHER_ERRORS: Final[list[tuple[str, str, str, str]]] = [
     (
         (
-            "/srv/data: a mount point: the build keeps its state beside the output folder, "
-            "in /srv/.data.generate, on the same file system; build into a folder inside "
-            "the mount instead"
+            "/srv/data: a mount point: the build keeps its lock and temporary file beside "
+            "the output folder, in /srv/.data.generate, on the same file system; build into "
+            "a folder inside the mount instead"
         ),
         "Build into a folder inside the mount: `--output /srv/data/site`.",
         "test_writers.py",
-        "a mount point: the build keeps its state beside the output folder",
+        "a mount point: the build keeps its lock and temporary file beside the",
     ),
     (
         (

@@ -1,4 +1,4 @@
-"""The build as a neighbour: other builds, kills and interrupts, links, where its state goes."""
+"""The build as a neighbour: other builds, kills and interrupts, links, where its lock goes."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ratings_api.cli import main
-from tests.trees import document, documents, read_tree, snapshot, state_of
+from tests.trees import document, documents, lock_folder_of, read_tree, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD, NEW = "https://old.example", "https://new.example"
@@ -68,8 +68,8 @@ def assert_old_or_new(site: Path, old: dict[str, bytes]) -> None:
 
 def hold_lock(site: Path, pid: bytes) -> int:
     """Take the build lock of ``site`` as a build would, ``pid`` not yet written or written."""
-    state_of(site).mkdir(exist_ok=True)
-    fd = os.open(state_of(site) / "lock", os.O_RDWR | os.O_CREAT)
+    lock_folder_of(site).mkdir(exist_ok=True)
+    fd = os.open(lock_folder_of(site) / "lock", os.O_RDWR | os.O_CREAT)
     fcntl.flock(fd, fcntl.LOCK_EX)
     os.ftruncate(fd, 0)
     os.write(fd, pid)
@@ -133,7 +133,7 @@ def test_a_killed_build_leaves_whole_documents_and_no_lock(tmp_path: Path) -> No
 
     assert process.returncode == -signal.SIGKILL
     assert_old_or_new(site, old)
-    fd = os.open(state_of(site) / "lock", os.O_RDONLY)
+    fd = os.open(lock_folder_of(site) / "lock", os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the kernel released it at once
     finally:
@@ -142,7 +142,7 @@ def test_a_killed_build_leaves_whole_documents_and_no_lock(tmp_path: Path) -> No
     assert documents(site) == {
         name: data.replace(OLD.encode(), NEW.encode()) for name, data in old.items()
     }
-    assert os.listdir(state_of(site)) == ["lock"]
+    assert os.listdir(lock_folder_of(site)) == ["lock"]
 
 
 @pytest.mark.parametrize(
@@ -190,7 +190,7 @@ def test_an_interrupt_stops_the_build_at_once(
         ".site.generate",
         ".site.generate/lock",
     ],
-    ids=["away", "articles", "article", "rating", "stale", "stale-rating", "state", "lock"],
+    ids=["away", "articles", "article", "rating", "stale", "stale-rating", "lock-folder", "lock"],
 )
 def test_a_link_where_the_build_writes_is_an_error(
     tmp_path: Path, link: str, capsys: pytest.CaptureFixture[str]
@@ -220,9 +220,9 @@ def test_a_link_where_the_build_writes_is_an_error(
         (  # /dev/shm is a mount point: beside it is another file system
             "/dev/shm",
             (
-                "/dev/shm: a mount point: the build keeps its state beside the output folder, in "
-                "/dev/.shm.generate, on the same file system; build into a folder inside the mount "
-                "instead"
+                "/dev/shm: a mount point: the build keeps its lock and temporary file beside the "
+                "output folder, in /dev/.shm.generate, on the same file system; build into a "
+                "folder inside the mount instead"
             ),
         ),
     ],
@@ -239,7 +239,7 @@ def test_an_output_folder_with_no_room_beside_it_is_refused(
     assert sorted(os.listdir(output)) == before
 
 
-def test_the_state_folder_is_beside_the_output_folder(
+def test_the_lock_folder_is_beside_the_output_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Beside ``.`` too: the output holds only what is published."""

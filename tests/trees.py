@@ -6,8 +6,8 @@ import difflib
 import os
 from pathlib import Path
 
+from ratings_api.build_lock import lock_folder
 from ratings_api.rating import ARTICLES_PATH
-from ratings_api.state import state_path
 
 
 def read_tree(root: Path, under: str = "") -> dict[str, bytes]:
@@ -25,9 +25,9 @@ def document(article_id: int) -> str:
     return f"{ARTICLES_PATH}/{article_id}/rating/index.json"
 
 
-def state_of(root: Path) -> Path:
-    """The build's state folder for the output folder ``root``: beside it."""
-    return Path(state_path(str(root)))
+def lock_folder_of(root: Path) -> Path:
+    """The folder of the build lock of the output folder ``root``: beside it."""
+    return Path(lock_folder(str(root)))
 
 
 def documents(root: Path) -> dict[str, bytes]:
