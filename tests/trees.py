@@ -11,13 +11,25 @@ from ratings_api.rating import ARTICLES_PATH
 
 
 def read_tree(root: Path, under: str = "") -> dict[str, bytes]:
-    """Every file below ``root`` (or ``root / under``) by its path from ``root``: all of
-    them, as the build keeps its record and temporary files outside (``state_of``)."""
-    return {
-        str(path.relative_to(root)): path.read_bytes()
-        for path in sorted((root / under).rglob("*"))
-        if path.is_file()
-    }
+    """Every file below ``root`` (or ``root / under``) by its path from ``root``, in order:
+    all of them, as the build keeps its lock and temporary file outside (``lock_folder_of``).
+
+    A link to a file is read through; a link to a folder is not followed. Plain ``os``
+    calls: pathlib's ``rglob`` took seconds for the tests' 6,000-article trees.
+    """
+    tree: dict[str, bytes] = {}
+    folders = [under] if os.path.isdir(os.path.join(root, under)) else []
+    while folders:
+        folder = folders.pop()
+        with os.scandir(os.path.join(root, folder)) as entries:
+            for entry in entries:
+                name = f"{folder}/{entry.name}" if folder else entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(name)
+                elif entry.is_file():
+                    with open(entry.path, "rb") as file:
+                        tree[name] = file.read()
+    return dict(sorted(tree.items()))
 
 
 def document(article_id: int) -> str:
