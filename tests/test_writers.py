@@ -124,36 +124,16 @@ def test_builds_started_together_leave_one_inputs_tree(tmp_path: Path) -> None:
         assert read_tree(site) in expected  # the tree of the one that took the lock second
 
 
-def test_a_killed_build_leaves_whole_documents_and_no_lock(tmp_path: Path) -> None:
-    site, ratings, old = rewriting(tmp_path, 6000)
-    process = generate(ratings, site)
-    once_rewriting(site, process)
-    process.kill()
-    process.communicate(timeout=60)
-
-    assert process.returncode == -signal.SIGKILL
-    assert_old_or_new(site, old)
-    fd = os.open(lock_folder_of(site) / "lock", os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the kernel released it at once
-    finally:
-        os.close(fd)
-    assert build(ratings, site) == 0
-    assert documents(site) == {
-        name: data.replace(OLD.encode(), NEW.encode()) for name, data in old.items()
-    }
-    assert os.listdir(lock_folder_of(site)) == ["lock"]
-
-
 @pytest.mark.parametrize(
     ("number", "group"),
     [
+        (signal.SIGKILL, False),  # no last word: whatever was renamed into place stays
         (signal.SIGINT, True),  # Ctrl-C: the terminal signals the whole process group
         (signal.SIGTERM, False),  # kill PID, a CI timeout: the build's own process only
     ],
-    ids=["ctrl-c", "sigterm"],
+    ids=["kill", "ctrl-c", "sigterm"],
 )
-def test_an_interrupt_stops_the_build_at_once(
+def test_a_stopped_build_stops_at_once_and_leaves_whole_documents(
     tmp_path: Path, number: signal.Signals, group: bool
 ) -> None:
     site, ratings, old = rewriting(tmp_path, 6000)
@@ -164,18 +144,23 @@ def test_an_interrupt_stops_the_build_at_once(
     stdout, stderr = process.communicate(timeout=60)
 
     assert time.monotonic() - sent < 5  # "at once", on a shared machine
+    said = (
+        f"{site}: build interrupted by {number.name}; each file is whole, old or new: "
+        "build again to finish\n"
+    )
     assert (process.returncode, stdout, stderr.decode()) == (
-        128 + number,
-        b"",
-        (
-            f"{site}: build interrupted by {number.name}; each file is whole, old or new: "
-            "build again to finish\n"
-        ),
+        (-number, b"", "") if number == signal.SIGKILL else (128 + number, b"", said)
     )
     assert_old_or_new(site, old)
+    fd = os.open(lock_folder_of(site) / "lock", os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the kernel released it at once
+    finally:
+        os.close(fd)
     assert build(ratings, site, "--check") == 1
     assert build(ratings, site) == 0
     assert build(ratings, site, "--check") == 0
+    assert os.listdir(lock_folder_of(site)) == ["lock"]
 
 
 @pytest.mark.parametrize(
