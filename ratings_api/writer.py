@@ -40,7 +40,9 @@ from ratings_api.rating import Renderer
 EXAMPLES: Final = 5  # how many paths --check names
 ARTICLES_PER_PROGRESS: Final = 4096  # articles between two progress reports
 ARTICLE_DOCUMENT: Final = "rating/index.json"  # below an article's folder
-ID_NAME: Final = re.compile(r"[1-9][0-9]*")  # an article folder's name, as the build writes it
+# An article folder's name, as a build writes it: of any length, not contract.ARTICLE_ID's,
+# so that a document an earlier version wrote for an id now refused is still removed.
+ID_NAME: Final = re.compile(r"[1-9][0-9]*")
 # What the build of earlier versions kept inside the output folder: removed on sight.
 OLD_STATE_NAME: Final = re.compile(r"\.generate-(?:[0-9]+\.tmp|state|state\.tmp)")
 BINARY: Final = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
