@@ -81,9 +81,14 @@ def replace_by_hand(site: Path, lock: Path) -> None:
     (site / "new").replace(site / document(1))
 
 
-def add_stray(site: Path, lock: Path) -> None:
-    (site / document(99)).parent.mkdir(parents=True)
-    (site / document(99)).write_bytes(b'{"id": 99}\n')
+def stray(article_id: int) -> Damage:
+    """A document the input does not list, as an earlier build of another input left it."""
+
+    def add_stray(site: Path, lock: Path) -> None:
+        (site / document(article_id)).parent.mkdir(parents=True)
+        (site / document(article_id)).write_bytes(b'{"id": %d}\n' % article_id)
+
+    return add_stray
 
 
 def link_document(site: Path, lock: Path) -> None:
@@ -122,7 +127,8 @@ DAMAGES: dict[str, tuple[Damage, int]] = {
     "deleted": (lambda site, _: (site / document(3)).unlink(), 1),
     "away-deleted": (lambda site, _: shutil.rmtree(site / "away"), 1),
     "site-deleted": (lambda site, _: shutil.rmtree(site), 1),
-    "stray-document": (add_stray, 1),
+    "stray-document": (stray(99), 1),
+    "stray-document-past-today-s-largest-id": (stray(2**63 - 1), 1),
     "linked-document": (link_document, 1),
     "old-versions-state": (old_versions_state, 1),
     "leftover": (leftover, 0),
