@@ -8,6 +8,7 @@ from typing import Final
 from urllib.parse import urlsplit
 
 from ratings_api import csvinput, loader
+from ratings_api.build_lock import OnBuildWait
 from ratings_api.describe import describe_files
 from ratings_api.embed import embed_files
 from ratings_api.errors import InputError
@@ -15,7 +16,6 @@ from ratings_api.hosting import hosting_files
 from ratings_api.limits import check as check_host_limits
 from ratings_api.loader import Catalogue
 from ratings_api.rating import Renderer
-from ratings_api.state import Waiting
 from ratings_api.writer import Changes, sync_site
 
 
@@ -67,7 +67,7 @@ def build(
     fallback_base_url: str | None = None,
     progress: Callable[[int, int], None] | None = None,
     host_notice: Callable[[str], None] | None = None,
-    waiting: Waiting | None = None,
+    waiting: OnBuildWait | None = None,
     reading: Reading = BY_NAME,
 ) -> Result:
     """Build ``output`` from ``input_path``; with ``dry_run``, only say what would change.

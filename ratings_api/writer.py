@@ -6,7 +6,7 @@ The generator owns exactly the files ``away/api/articles/<id>/rating/index.json`
 of the user's inside an article's folder, stays.
 
 A file is written only when its bytes differ from those on disk, first to a
-temporary file in the state folder (``state.py``), then renamed over its target:
+temporary file beside the build lock (``build_lock.py``), then renamed over its target:
 a reader, a kill or a full disk sees each file old and whole or new and whole.
 No link below the output folder is followed to write or remove: a folder is
 checked with ``lstat`` before the build writes in it (a link there is an error
@@ -24,23 +24,25 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from ratings_api.contract import ARTICLES_PATH
-from ratings_api.errors import InputError
-from ratings_api.loader import Catalogue
-from ratings_api.rating import Renderer
-from ratings_api.state import (
-    TMP_NAME,
-    Waiting,
-    locked_state,
+from ratings_api.build_lock import (
+    TEMP_FILE,
+    OnBuildWait,
+    build_lock,
     real_folder,
     remove_file,
     symlink_error,
 )
+from ratings_api.contract import ARTICLES_PATH
+from ratings_api.errors import InputError
+from ratings_api.loader import Catalogue
+from ratings_api.rating import Renderer
 
 EXAMPLES: Final = 5  # how many paths --check names
-PROGRESS_EVERY: Final = 4096  # articles between two progress reports
-DOCUMENT: Final = "rating/index.json"
-ID_NAME: Final = re.compile(r"[1-9][0-9]*")  # an article folder's name, as the build writes it
+ARTICLES_PER_PROGRESS: Final = 4096  # articles between two progress reports
+ARTICLE_DOCUMENT: Final = "rating/index.json"  # below an article's folder
+# An article folder's name, as a build writes it: of any length, not contract.ARTICLE_ID's,
+# so that a document an earlier version wrote for an id now refused is still removed.
+ID_NAME: Final = re.compile(r"[1-9][0-9]*")
 # What the build of earlier versions kept inside the output folder: removed on sight.
 OLD_STATE_NAME: Final = re.compile(r"\.generate-(?:[0-9]+\.tmp|state|state\.tmp)")
 BINARY: Final = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
@@ -71,7 +73,7 @@ class Changes:
 @dataclass
 class _Writer:
     root: str
-    tmp: str  # the temporary file, in the state folder ("" with dry_run)
+    tmp: str  # the temporary file, beside the build lock ("" with dry_run)
     dry_run: bool
     changes: Changes = field(default_factory=Changes)
 
@@ -97,7 +99,7 @@ def sync_site(
     extras: Mapping[str, bytes] | None = None,
     dry_run: bool = False,
     progress: Callable[[int], None] | None = None,
-    waiting: Waiting | None = None,
+    waiting: OnBuildWait | None = None,
 ) -> Changes:
     """Write each file that differs and remove the stale documents; ``dry_run``: only count.
 
@@ -110,9 +112,9 @@ def sync_site(
         if not dry_run:
             os.makedirs(root, exist_ok=True)
         there = os.path.isdir(root)  # false for a check only: nothing to lock, all to write
-        state_folder = locked_state(root, write=not dry_run, waiting=waiting)
-        with state_folder if there else contextlib.nullcontext(None) as state:
-            tmp = "" if state is None else os.path.join(state, TMP_NAME)
+        lock = build_lock(root, write=not dry_run, waiting=waiting)
+        with lock if there else contextlib.nullcontext(None) as folder:
+            tmp = "" if folder is None else os.path.join(folder, TEMP_FILE)
             writer = _Writer(root, tmp, dry_run)
             stale = _sync_documents(writer, catalogue, render, progress)
             _sync_extras(writer, extras or {})
@@ -137,7 +139,7 @@ def _sync_documents(
     others = _entries(articles) if there else set()  # less each article's: the stale, the user's
     ids, sums, counts = catalogue.ids, catalogue.sums, catalogue.counts
     for index, article_id in enumerate(ids):
-        if progress is not None and index % PROGRESS_EVERY == 0:
+        if progress is not None and index % ARTICLES_PER_PROGRESS == 0:
             progress(index)
         name = str(article_id)
         folder = f"{articles}/{name}"  # not os.path.join, slow for a loop run once an article
@@ -146,7 +148,7 @@ def _sync_documents(
                 writer, folder, render(article_id, sums[index], counts[index]), name in others
             )
         except OSError as error:
-            raise _write_error(f"{folder}/{DOCUMENT}", error) from None
+            raise _write_error(f"{folder}/{ARTICLE_DOCUMENT}", error) from None
         others.discard(name)
     if progress is not None:
         progress(len(ids))
@@ -155,7 +157,7 @@ def _sync_documents(
 
 def _sync_document(writer: _Writer, folder: str, body: bytes, there: bool) -> None:
     """One article's document: unchanged, or written (in folders made, if it is new)."""
-    path = f"{folder}/{DOCUMENT}"
+    path = f"{folder}/{ARTICLE_DOCUMENT}"
     if there and _holds(path, body):
         writer.changes.unchanged += 1
         return
@@ -226,7 +228,7 @@ def _remove_stale(writer: _Writer, stale: list[int], *, emptied: bool) -> None:
     articles = os.path.join(writer.root, ARTICLES_PATH)
     for article_id in stale:
         folder = os.path.join(articles, str(article_id))
-        path = os.path.join(folder, DOCUMENT)
+        path = os.path.join(folder, ARTICLE_DOCUMENT)
         try:
             rating = os.path.join(folder, "rating")
             if not (real_folder(folder, create=False) and real_folder(rating, create=False)):

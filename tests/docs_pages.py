@@ -1,6 +1,8 @@
-"""The parts of docs/ rendered from the tests' own data (tests/test_docs.py holds the pages
-to them): docs/troubleshooting.md, rewritten by ``python -m tests.docs_pages``, and
-docs/http-api.md's table of how the hosts differ (CLIENT_POINTS).
+"""The pages rendered from the tests' own data, which tests/test_docs.py holds them to:
+docs/troubleshooting.md and docs/troubleshooting-publishing.md (every error message and its
+fix), tests/hosts-contract.md (how each host answers each point of the contract), all
+rewritten by ``python -m tests.docs_pages``; and docs/http-api.md's table of how the hosts
+differ (CLIENT_POINTS).
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ import re
 from pathlib import Path
 from typing import Final
 
-from tests.contract import cell
+from tests.contract import cell, contract_table, reasons_list
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 CASES: Final = ROOT / "tests" / "cases" / "errors"
 TROUBLESHOOTING: Final = ROOT / "docs" / "troubleshooting.md"
+TROUBLESHOOTING_PUBLISHING: Final = ROOT / "docs" / "troubleshooting-publishing.md"
+HOSTS_CONTRACT: Final = ROOT / "tests" / "hosts-contract.md"
 
 # The fix for each input error, by case name (tests/cases/errors/<name>). A new case
 # with no fix of its own or of its kind fails tests/test_docs.py.
@@ -130,13 +134,13 @@ _DENIED = (
 OTHER_ERRORS: Final[list[tuple[str, str, str, str]]] = [
     (
         (
-            "/srv/data: a mount point: the build keeps its state beside the output folder, "
-            "in /srv/.data.generate, on the same file system; build into a folder inside "
-            "the mount instead"
+            "/srv/data: a mount point: the build keeps its lock and temporary file beside "
+            "the output folder, in /srv/.data.generate, on the same file system; build into "
+            "a folder inside the mount instead"
         ),
         "Build into a folder inside the mount: `--output /srv/data/site`.",
         "test_writers.py",
-        "a mount point: the build keeps its state beside the output folder",
+        "a mount point: the build keeps its lock and temporary file beside the",
     ),
     (
         (
@@ -354,13 +358,24 @@ PUBLISH_FIXES: Final[dict[str, str]] = {
 LOCATION: Final = re.compile(r"^ratings\.(?:yaml|csv):\d+(?::\d+)?: ")
 
 
+# What varies within one kind of message: a number, a quoted value, one word in brackets.
+_VARIES: Final = re.compile(r"[0-9]+|'[^']*'|\"[^\"]*\"|\([^)\s]*\)|\[[^\]\s]*\]")
+
+
 def _rows(errors: list[tuple[str, str]]) -> str:
     """The table's rows: one a fix, its messages joined; those that differ only in what
-    was found are shown once, with each value found."""
+    was found are shown once, with each value found, and those that differ only in a
+    number or a quoted value (``rating 6``, ``rating 0``) once, the first."""
     groups: dict[str, dict[str, list[str]]] = {}
+    kinds: set[tuple[str, str]] = set()
     for message, fix in errors:
         stem, found, value = message.rpartition(", found ")
-        values = groups.setdefault(fix, {}).setdefault(stem if found else message, [])
+        stem = stem if found else message
+        kind = (fix, _VARIES.sub("_", stem))
+        if stem not in groups.get(fix, {}) and kind in kinds:
+            continue
+        kinds.add(kind)
+        values = groups.setdefault(fix, {}).setdefault(stem, [])
         if (value if found else "") not in values:
             values.append(value if found else "")
     rows = []
@@ -447,39 +462,67 @@ def store_answers() -> list[tuple[str, str]]:
     ]
 
 
+_TABLE: Final = "| message | fix |\n|---|---|\n"
+
+
 def troubleshooting_page() -> str:
-    """docs/troubleshooting.md as it must read."""
-    table = "| message | fix |\n|---|---|\n"
+    """docs/troubleshooting.md as it must read: the input, the command line, building."""
     return (
         "# Troubleshooting: every error message and its fix\n\n"
-        "Every mistake a user can make is one line on stderr, exit status 2, no traceback, and\n"
-        "nothing written. A bug (exit status 3) adds a traceback: please report it. This page\n"
-        "is generated from the test suite's cases (`python -m tests.docs_pages`), so each\n"
-        "message below is the exact text the program prints.\n\n"
+        "Every mistake is one line on stderr, exit status 2, and nothing written. A bug is\n"
+        "exit status 3 with a traceback: please report it. Generated from the test suite's\n"
+        "cases, each message below is the exact text printed.\n\n"
         "## In `ratings.yaml`\n\n"
         "Each message starts with where the mistake is, `ratings.yaml:LINE:COLUMN: ` (left\n"
         "out below), pointing at the key or value. The rules: [The input](input.md).\n\n"
-        + table
+        + _TABLE
         + _rows(input_errors())
         + "\n## In a CSV input\n\n"
         "Each message starts with `ratings.csv:LINE:COLUMN: ` (left out below), or\n"
         "`ratings.csv:LINE: ` for a CSV syntax error; from `--input -`, with `<stdin>`. The\n"
         "rules: [CSV](input.md#csv-from-a-database-or-a-spreadsheet).\n\n"
-        + table
+        + _TABLE
         + _rows(input_errors(csv=True))
         + "\n## On the command line\n\n"
         "Each names the option, variable or file it came from. The options: "
         "[The command line](cli.md).\n\n"
-        + table
+        + _TABLE
         + _rows(command_errors())
         + "\n## Building and serving\n\n"
         "The paths are examples. An unknown option, or `--check` with `--serve`, gets "
         "argparse's\nusage line and `generate.py: error: ` before its message, also with exit "
-        "status 2.\n\n" + table + _rows(other_errors()) + "\n## Publishing\n\n"
-        "The bucket, prefix and counts are examples; a publishing option without `--publish`\n"
-        "gets argparse's usage line first. No message shows a secret.\n\n"
-        + table
+        "status 2.\n\n" + _TABLE + _rows(other_errors()) + "\n## Publishing\n\n"
+        "On [a page of its own](troubleshooting-publishing.md).\n"
+    )
+
+
+def troubleshooting_publishing_page() -> str:
+    """docs/troubleshooting-publishing.md as it must read."""
+    return (
+        "# Troubleshooting publishing: every error message and its fix\n\n"
+        "One line on stderr, exit status 2, no secret; generated from the tests' cases as\n"
+        "[the rest](troubleshooting.md). The bucket, prefix and counts are examples; a\n"
+        "publishing option without `--publish` gets argparse's usage line first.\n\n"
+        + _TABLE
         + _rows(other_errors(PUBLISH_ERRORS) + publish_errors())
+    )
+
+
+def hosts_contract_page() -> str:
+    """tests/hosts-contract.md as it must read: the contract suite's table and reasons."""
+    from tests.hosts import DIFFERENCES
+
+    return (
+        "# The contract on each host\n\n"
+        "Generated by `python -m tests.docs_pages` from the contract suite's data: `POINTS` in\n"
+        "`tests/contract.py`, and each host's table of differences (a line `point | what it\n"
+        "answers | why`) in `tests/hosts.py` and `tests/edges.py`. Each line is a point of\n"
+        "the contract, which the suite observes on each host; a host's cell is what the suite\n"
+        "requires of it, so a host that changed its answer fails the suite. ✓ is the app's\n"
+        "answer. How the suite runs: [the tests' README](README.md).\n\n"
+        + contract_table(DIFFERENCES)
+        + "\nWhy each host differs where it does:\n\n"
+        + reasons_list(DIFFERENCES)
     )
 
 
@@ -497,5 +540,12 @@ CLIENT_POINTS: Final = [
 ]
 
 
+RENDERED: Final = {
+    TROUBLESHOOTING: troubleshooting_page,
+    TROUBLESHOOTING_PUBLISHING: troubleshooting_publishing_page,
+    HOSTS_CONTRACT: hosts_contract_page,
+}
+
 if __name__ == "__main__":
-    TROUBLESHOOTING.write_text(troubleshooting_page(), encoding="utf-8")
+    for path, page in RENDERED.items():
+        path.write_text(page(), encoding="utf-8")

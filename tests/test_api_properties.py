@@ -22,6 +22,9 @@ from schemathesis.core.failures import FailureGroup
 from tests.api_checks import CHECKED_LOG, LISTED, MAX_ID, RATINGS, UNLISTED, expected_document
 from tests.served import Served, hermetic_environ, serving
 
+# A server (`--serve`) and Schemathesis's own command line: not the app in-process.
+pytestmark = pytest.mark.real_world
+
 Operation = schemathesis.APIOperation[Any, Any, Any, Any]
 CHECKS_FILE: Final = Path(__file__).resolve().parent / "api_checks.py"
 OPERATION: Final = ("/away/api/articles/{id}/rating/", "GET")

@@ -1,7 +1,7 @@
 """The front page in headless Chromium, as ``generate.py --serve`` serves it.
 
 Text is read as a person sees it; the console is kept, so a stray request, a script error or a
-refusal by the policy fails. docs/front-page.png is rewritten only when the pixels changed.
+refusal by the policy fails. docs/front-page.png is made by scripts/screenshots, never by a test.
 """
 
 from __future__ import annotations
@@ -18,17 +18,16 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.browser import chromium, console, install_test_tools, not_found, save_screenshot
+from tests.browser import chromium, console, install_test_tools, not_found
 from tests.contract import Reply, request
 from tests.sample import SAMPLE, SAMPLE_BEST
-from tests.served import REPO, Served, serving
+from tests.served import Served, serving
 
 pytestmark = pytest.mark.real_world
 
 WIDTH: Final = 1000
 HEIGHT: Final = 1200
 WAIT_SECONDS: Final = 10.0
-SCREENSHOT: Final = REPO / "docs" / "front-page.png"
 CURL: Final = "curl https://ratings.example.com/away/api/articles/3/rating/"
 
 
@@ -284,11 +283,3 @@ def test_the_page_needs_no_file_from_elsewhere(browser: Browser) -> None:
         f"{browser.address}/assets/front-page.js",
         f"{browser.address}/assets/front-page.css",
     }
-
-
-def test_the_screenshot(browser: Browser) -> None:
-    look_up(browser, "7")
-    # No caret blinking in the field, no button left in its hover or focus state.
-    browser.driver.execute_script("document.activeElement.blur(); window.scrollTo(0, 0);")
-    height = browser.driver.execute_script("return document.documentElement.scrollHeight")
-    save_screenshot(browser.driver, WIDTH, height, SCREENSHOT)

@@ -819,7 +819,7 @@ def test_the_differences_are_points_with_a_reason_and_the_readme_renders_them() 
         for point, difference in points.items():
             assert difference.value != POINTS[point], point
             assert difference.why, point
-    page = (REPO / "tests" / "README.md").read_text(encoding="utf-8")
+    page = (REPO / "tests" / "hosts-contract.md").read_text(encoding="utf-8")
     assert contract_table(DIFFERENCES) in page
     assert reasons_list(DIFFERENCES) in page
 

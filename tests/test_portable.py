@@ -24,7 +24,7 @@ from tests.trees import read_tree, tree_diff
 MODULES: Final = ("os", "signal", "fcntl", "mmap", "select", "socket", "time")
 # Every name the package reads from those modules directly, each available on
 # Linux and macOS alike (the docs say "Unix", or nothing, and macOS has the call).
-# Windows lacks fcntl: state.py uses it on every other system.
+# Windows lacks fcntl: build_lock.py uses it on every other system.
 PORTABLE: Final = {
     "os": {
         *("O_CREAT", "O_EXCL", "O_RDONLY", "O_RDWR", "O_WRONLY"),

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from ratings_api.cli import main
-from tests.trees import document, documents, read_tree, snapshot, state_of
+from tests.trees import document, documents, lock_folder_of, read_tree, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD_TIME = 1_000_000_000_000_000_000  # 2001, in nanoseconds: far from any build's clock
 RATINGS = "  1: [5]\n  2: [4, 4]\n  3: []\n  40: {sum: 29, count: 6}\n"
-Damage = Callable[[Path, Path], None]  # done to the output folder and its state folder
+Damage = Callable[[Path, Path], None]  # done to the output folder and its lock folder
 
 
 def ratings_file(folder: Path, articles: str, base_url: str = "https://example.com") -> Path:
@@ -67,7 +67,7 @@ def test_a_rebuild_writes_only_the_files_that_changed(
     assert second.startswith(f"built {site}: 4 articles; files: 0 written, 0 removed, 13 unchanged")
 
 
-def tamper_in_place(site: Path, state: Path) -> None:
+def tamper_in_place(site: Path, lock: Path) -> None:
     """New bytes, but the same inode, size and time: what a record of the files cannot see."""
     path = site / document(40)
     status = path.stat()
@@ -75,41 +75,46 @@ def tamper_in_place(site: Path, state: Path) -> None:
     os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns))
 
 
-def replace_by_hand(site: Path, state: Path) -> None:
+def replace_by_hand(site: Path, lock: Path) -> None:
     """As `git checkout` does: a new file renamed over the document."""
     (site / "new").write_bytes(b'{"stale": true}\n')
     (site / "new").replace(site / document(1))
 
 
-def add_stray(site: Path, state: Path) -> None:
-    (site / document(99)).parent.mkdir(parents=True)
-    (site / document(99)).write_bytes(b'{"id": 99}\n')
+def stray(article_id: int) -> Damage:
+    """A document the input does not list, as an earlier build of another input left it."""
+
+    def add_stray(site: Path, lock: Path) -> None:
+        (site / document(article_id)).parent.mkdir(parents=True)
+        (site / document(article_id)).write_bytes(b'{"id": %d}\n' % article_id)
+
+    return add_stray
 
 
-def link_document(site: Path, state: Path) -> None:
+def link_document(site: Path, lock: Path) -> None:
     (site / document(2)).unlink()
     (site / document(2)).symlink_to(site.parent / "outside")
 
 
-def old_versions_state(site: Path, state: Path) -> None:
+def old_versions_state(site: Path, lock: Path) -> None:
     """What earlier versions kept in the output folder."""
     for name in (".generate-state", ".generate-state.tmp", ".generate-1.tmp"):
         (site / name).write_bytes(b"ratings-api build record 1\n")
 
 
-def leftover(site: Path, state: Path) -> None:
+def leftover(site: Path, lock: Path) -> None:
     """A killed build's temporary file, cut short."""
-    (state / "write.tmp").write_bytes(b'{"article_url": "ht')
+    (lock / "write.tmp").write_bytes(b'{"article_url": "ht')
 
 
-def linked_leftover(site: Path, state: Path) -> None:
-    (state / "write.tmp").symlink_to(site.parent / "outside")
+def linked_leftover(site: Path, lock: Path) -> None:
+    (lock / "write.tmp").symlink_to(site.parent / "outside")
 
 
 def built_from(articles: str, base_url: str = "https://example.com") -> Damage:
     """The site as another input builds it."""
 
-    def build_other(site: Path, state: Path) -> None:
+    def build_other(site: Path, lock: Path) -> None:
         assert build(ratings_file(site.parent / "other", articles, base_url), site, "--quiet") == 0
 
     return build_other
@@ -122,13 +127,14 @@ DAMAGES: dict[str, tuple[Damage, int]] = {
     "deleted": (lambda site, _: (site / document(3)).unlink(), 1),
     "away-deleted": (lambda site, _: shutil.rmtree(site / "away"), 1),
     "site-deleted": (lambda site, _: shutil.rmtree(site), 1),
-    "stray-document": (add_stray, 1),
+    "stray-document": (stray(99), 1),
+    "stray-document-past-today-s-largest-id": (stray(2**63 - 1), 1),
     "linked-document": (link_document, 1),
     "old-versions-state": (old_versions_state, 1),
     "leftover": (leftover, 0),
     "linked-leftover": (linked_leftover, 0),
-    "state-deleted": (lambda _, state: shutil.rmtree(state), 0),
-    "lock-deleted": (lambda _, state: (state / "lock").unlink(), 0),
+    "lock-folder-deleted": (lambda _, lock: shutil.rmtree(lock), 0),
+    "lock-deleted": (lambda _, lock: (lock / "lock").unlink(), 0),
     "other-articles": (built_from("  1: [1]\n  5: [5]\n  6: []\n  2: [4, 4]\n"), 1),
     "other-base-url": (built_from(RATINGS, "https://cdn.example.org"), 1),
 }
@@ -144,7 +150,7 @@ def test_a_rebuild_leaves_what_a_fresh_build_makes(
     ratings = ratings_file(tmp_path, RATINGS)
     assert build(ratings, site, "--quiet") == 0
     assert build(ratings, fresh, "--quiet") == 0
-    damage(site, state_of(site))
+    damage(site, lock_folder_of(site))
 
     assert build(ratings, site, "--check", "--quiet") == check
     assert build(ratings, site, "--quiet") == 0
@@ -152,7 +158,7 @@ def test_a_rebuild_leaves_what_a_fresh_build_makes(
 
     assert contents(site) == contents(fresh)
     assert (tmp_path / "outside").read_bytes() == b"precious\n"
-    assert os.listdir(state_of(site)) == ["lock"]
+    assert os.listdir(lock_folder_of(site)) == ["lock"]
 
 
 def test_files_the_generator_did_not_make_are_kept(tmp_path: Path) -> None:
@@ -272,7 +278,7 @@ def test_check_names_what_a_build_would_change_and_writes_nothing(
 ) -> None:
     site = tmp_path / "site"
     ratings = prepare(tmp_path)
-    before = (snapshot(tmp_path), snapshot(state_of(site)))
+    before = (snapshot(tmp_path), snapshot(lock_folder_of(site)))
     capsys.readouterr()
 
     assert build(ratings, site, "--check") == code
@@ -280,7 +286,7 @@ def test_check_names_what_a_build_would_change_and_writes_nothing(
     names = {f"doc{n}": document(n) for n in (1, 2, 3)}
     output = capsys.readouterr()
     assert (output.err if code else output.out) == message.format(site=site, **names)
-    assert (snapshot(tmp_path), snapshot(state_of(site))) == before  # nor the state folder
+    assert (snapshot(tmp_path), snapshot(lock_folder_of(site))) == before  # nor the lock folder
 
 
 def test_a_write_cut_short_leaves_whole_documents(tmp_path: Path) -> None:
@@ -313,7 +319,7 @@ def test_a_write_cut_short_leaves_whole_documents(tmp_path: Path) -> None:
         document(1): old[document(1)].replace(b'5, "rating_count": 1', b'10, "rating_count": 2'),
         document(2): old[document(2)],
     }
-    assert len((state_of(site) / "write.tmp").read_bytes()) == limit  # the cut-off write
+    assert len((lock_folder_of(site) / "write.tmp").read_bytes()) == limit  # the cut-off write
     assert build(ratings, site) == 0
     assert documents(site)[document(2)].endswith(
         b'"rating_sum": 40000000000000, "rating_count": 10000000000000, "rating_value": "4.0"}\n'

@@ -1,4 +1,4 @@
-"""The build as a neighbour: other builds, kills and interrupts, links, where its state goes."""
+"""The build as a neighbour: other builds, kills and interrupts, links, where its lock goes."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ratings_api.cli import main
-from tests.trees import document, documents, read_tree, snapshot, state_of
+from tests.trees import document, documents, lock_folder_of, read_tree, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD, NEW = "https://old.example", "https://new.example"
@@ -68,8 +68,8 @@ def assert_old_or_new(site: Path, old: dict[str, bytes]) -> None:
 
 def hold_lock(site: Path, pid: bytes) -> int:
     """Take the build lock of ``site`` as a build would, ``pid`` not yet written or written."""
-    state_of(site).mkdir(exist_ok=True)
-    fd = os.open(state_of(site) / "lock", os.O_RDWR | os.O_CREAT)
+    lock_folder_of(site).mkdir(exist_ok=True)
+    fd = os.open(lock_folder_of(site) / "lock", os.O_RDWR | os.O_CREAT)
     fcntl.flock(fd, fcntl.LOCK_EX)
     os.ftruncate(fd, 0)
     os.write(fd, pid)
@@ -124,36 +124,16 @@ def test_builds_started_together_leave_one_inputs_tree(tmp_path: Path) -> None:
         assert read_tree(site) in expected  # the tree of the one that took the lock second
 
 
-def test_a_killed_build_leaves_whole_documents_and_no_lock(tmp_path: Path) -> None:
-    site, ratings, old = rewriting(tmp_path, 6000)
-    process = generate(ratings, site)
-    once_rewriting(site, process)
-    process.kill()
-    process.communicate(timeout=60)
-
-    assert process.returncode == -signal.SIGKILL
-    assert_old_or_new(site, old)
-    fd = os.open(state_of(site) / "lock", os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the kernel released it at once
-    finally:
-        os.close(fd)
-    assert build(ratings, site) == 0
-    assert documents(site) == {
-        name: data.replace(OLD.encode(), NEW.encode()) for name, data in old.items()
-    }
-    assert os.listdir(state_of(site)) == ["lock"]
-
-
 @pytest.mark.parametrize(
     ("number", "group"),
     [
+        (signal.SIGKILL, False),  # no last word: whatever was renamed into place stays
         (signal.SIGINT, True),  # Ctrl-C: the terminal signals the whole process group
         (signal.SIGTERM, False),  # kill PID, a CI timeout: the build's own process only
     ],
-    ids=["ctrl-c", "sigterm"],
+    ids=["kill", "ctrl-c", "sigterm"],
 )
-def test_an_interrupt_stops_the_build_at_once(
+def test_a_stopped_build_stops_at_once_and_leaves_whole_documents(
     tmp_path: Path, number: signal.Signals, group: bool
 ) -> None:
     site, ratings, old = rewriting(tmp_path, 6000)
@@ -164,18 +144,23 @@ def test_an_interrupt_stops_the_build_at_once(
     stdout, stderr = process.communicate(timeout=60)
 
     assert time.monotonic() - sent < 5  # "at once", on a shared machine
+    said = (
+        f"{site}: build interrupted by {number.name}; each file is whole, old or new: "
+        "build again to finish\n"
+    )
     assert (process.returncode, stdout, stderr.decode()) == (
-        128 + number,
-        b"",
-        (
-            f"{site}: build interrupted by {number.name}; each file is whole, old or new: "
-            "build again to finish\n"
-        ),
+        (-number, b"", "") if number == signal.SIGKILL else (128 + number, b"", said)
     )
     assert_old_or_new(site, old)
+    fd = os.open(lock_folder_of(site) / "lock", os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the kernel released it at once
+    finally:
+        os.close(fd)
     assert build(ratings, site, "--check") == 1
     assert build(ratings, site) == 0
     assert build(ratings, site, "--check") == 0
+    assert os.listdir(lock_folder_of(site)) == ["lock"]
 
 
 @pytest.mark.parametrize(
@@ -190,7 +175,7 @@ def test_an_interrupt_stops_the_build_at_once(
         ".site.generate",
         ".site.generate/lock",
     ],
-    ids=["away", "articles", "article", "rating", "stale", "stale-rating", "state", "lock"],
+    ids=["away", "articles", "article", "rating", "stale", "stale-rating", "lock-folder", "lock"],
 )
 def test_a_link_where_the_build_writes_is_an_error(
     tmp_path: Path, link: str, capsys: pytest.CaptureFixture[str]
@@ -220,9 +205,9 @@ def test_a_link_where_the_build_writes_is_an_error(
         (  # /dev/shm is a mount point: beside it is another file system
             "/dev/shm",
             (
-                "/dev/shm: a mount point: the build keeps its state beside the output folder, in "
-                "/dev/.shm.generate, on the same file system; build into a folder inside the mount "
-                "instead"
+                "/dev/shm: a mount point: the build keeps its lock and temporary file beside the "
+                "output folder, in /dev/.shm.generate, on the same file system; build into a "
+                "folder inside the mount instead"
             ),
         ),
     ],
@@ -239,7 +224,7 @@ def test_an_output_folder_with_no_room_beside_it_is_refused(
     assert sorted(os.listdir(output)) == before
 
 
-def test_the_state_folder_is_beside_the_output_folder(
+def test_the_lock_folder_is_beside_the_output_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Beside ``.`` too: the output holds only what is published."""

@@ -6,18 +6,30 @@ import difflib
 import os
 from pathlib import Path
 
+from ratings_api.build_lock import lock_folder
 from ratings_api.rating import ARTICLES_PATH
-from ratings_api.state import state_path
 
 
 def read_tree(root: Path, under: str = "") -> dict[str, bytes]:
-    """Every file below ``root`` (or ``root / under``) by its path from ``root``: all of
-    them, as the build keeps its record and temporary files outside (``state_of``)."""
-    return {
-        str(path.relative_to(root)): path.read_bytes()
-        for path in sorted((root / under).rglob("*"))
-        if path.is_file()
-    }
+    """Every file below ``root`` (or ``root / under``) by its path from ``root``, in order:
+    all of them, as the build keeps its lock and temporary file outside (``lock_folder_of``).
+
+    A link to a file is read through; a link to a folder is not followed. Plain ``os``
+    calls: pathlib's ``rglob`` took seconds for the tests' 6,000-article trees.
+    """
+    tree: dict[str, bytes] = {}
+    folders = [under] if os.path.isdir(os.path.join(root, under)) else []
+    while folders:
+        folder = folders.pop()
+        with os.scandir(os.path.join(root, folder)) as entries:
+            for entry in entries:
+                name = f"{folder}/{entry.name}" if folder else entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(name)
+                elif entry.is_file():
+                    with open(entry.path, "rb") as file:
+                        tree[name] = file.read()
+    return dict(sorted(tree.items()))
 
 
 def document(article_id: int) -> str:
@@ -25,9 +37,9 @@ def document(article_id: int) -> str:
     return f"{ARTICLES_PATH}/{article_id}/rating/index.json"
 
 
-def state_of(root: Path) -> Path:
-    """The build's state folder for the output folder ``root``: beside it."""
-    return Path(state_path(str(root)))
+def lock_folder_of(root: Path) -> Path:
+    """The folder of the build lock of the output folder ``root``: beside it."""
+    return Path(lock_folder(str(root)))
 
 
 def documents(root: Path) -> dict[str, bytes]:

@@ -1,13 +1,15 @@
-"""The build's state folder beside the output folder, and its lock: one build at a time.
+"""The build lock: one build (or ``--check``) of an output folder at a time.
 
-For ``site`` it is ``.site.generate`` in the same parent: beside, so that the
-output folder holds exactly what is published; in the same parent, so that a
-temporary file renamed from there into the output stays one atomic rename on
-one file system (an output folder that is a mount point is refused).
+The lock lives *beside* the output folder, in its parent: for ``site`` it is
+the file ``.site.generate/lock``, and the same folder holds the one temporary
+file each document is written to before its rename (``write.tmp``). Beside, so
+that the output folder holds exactly what is published; in the parent, so that
+the rename from there into the output stays one atomic rename on one file
+system (which is why an output folder that is a mount point is refused).
 
-The lock is the system's lock on the file ``lock`` there (``flock``; on
-Windows ``msvcrt.locking``), which the kernel releases when its holder dies,
-however it dies. A second build, or ``--check``, waits for it and says so once.
+The lock is the system's lock on that file (``flock``; on Windows
+``msvcrt.locking``), which the kernel releases when its holder dies, however it
+dies. A second build, or ``--check``, waits for it and says so once.
 """
 
 from __future__ import annotations
@@ -28,34 +30,35 @@ if sys.platform == "win32":
 else:
     import fcntl
 
-STATE_SUFFIX: Final = ".generate"
-LOCK_NAME: Final = "lock"
-TMP_NAME: Final = "write.tmp"  # each document's bytes, before the rename
+LOCK_FOLDER_SUFFIX: Final = ".generate"  # ".site.generate" for site
+BUILD_LOCK_FILE: Final = "lock"
+TEMP_FILE: Final = "write.tmp"  # each document's bytes, before the rename
 PID_BYTES: Final = 32  # the holder's process id; Windows locks the byte after it
-POLL: Final = 0.05  # seconds between two tries of a held lock
+BUILD_LOCK_RETRY: Final = 0.05  # seconds between two tries of a held lock
 
-Waiting = Callable[[int | None], None]  # told the other build's process id, if known
+OnBuildWait = Callable[[int | None], None]  # told the other build's process id, if known
 
 
-def state_path(output: str) -> str:
-    """The state folder of ``output``: ``.<name>.generate`` beside its real path."""
+def lock_folder(output: str) -> str:
+    """The folder of ``output``'s build lock: ``.<name>.generate`` beside its real path."""
     parent, name = os.path.split(os.path.realpath(output))
     if not name:
         raise InputError(f"{output}: the root of the file system cannot be the output folder")
-    return os.path.join(parent, f".{name}{STATE_SUFFIX}")
+    return os.path.join(parent, f".{name}{LOCK_FOLDER_SUFFIX}")
 
 
 @contextmanager
-def locked_state(output: str, *, write: bool, waiting: Waiting | None) -> Iterator[str | None]:
-    """The state folder's path, locked while inside; made if missing when ``write``.
+def build_lock(output: str, *, write: bool, waiting: OnBuildWait | None) -> Iterator[str | None]:
+    """The lock folder's path, its lock held while inside; made if missing when ``write``.
 
     None for a check (``write`` false) where no build ever ran: nothing to wait for.
     """
-    path = state_path(output)
+    path = lock_folder(output)
     if os.stat(os.path.dirname(path)).st_dev != os.stat(output).st_dev:
         raise InputError(
-            f"{output}: a mount point: the build keeps its state beside the output folder, "
-            f"in {path}, on the same file system; build into a folder inside the mount instead"
+            f"{output}: a mount point: the build keeps its lock and temporary file beside the "
+            f"output folder, in {path}, on the same file system; build into a folder inside the "
+            "mount instead"
         )
     fd = _open_lock(path, write) if real_folder(path, create=write) else None
     if fd is None:
@@ -66,20 +69,20 @@ def locked_state(output: str, *, write: bool, waiting: Waiting | None) -> Iterat
             if waiting is not None:
                 waiting(_holder(fd))
             while not _try_lock(fd):
-                time.sleep(POLL)
+                time.sleep(BUILD_LOCK_RETRY)
         if write:  # for the message of a build that has to wait
             pid = b"%d\n" % os.getpid()
             os.lseek(fd, 0, os.SEEK_SET)
             os.write(fd, pid)
             os.ftruncate(fd, len(pid))
-            remove_file(os.path.join(path, TMP_NAME))  # a killed build's
+            remove_file(os.path.join(path, TEMP_FILE))  # a killed build's
         yield path
     finally:
         os.close(fd)  # which releases the lock
 
 
 def _open_lock(path: str, write: bool) -> int | None:
-    lock = os.path.join(path, LOCK_NAME)
+    lock = os.path.join(path, BUILD_LOCK_FILE)
     try:
         if stat.S_ISLNK(os.lstat(lock).st_mode):
             raise symlink_error(lock)
