@@ -1,0 +1,131 @@
+"""The input rules, each stated once with its message: what an id, an integer, a rating and an
+article's totals may be, whatever the format they come in.
+
+The readers (loader.py's walker of YAML, csvinput.py) parse their texts with these
+functions and place a ``RuleError`` at the value it names; fastpath.py's columns are
+held to them by ``keeps_the_rules``, and a file they fail is left to the walker for
+the message. Every integer of a document lies within ±MAX, so that every JSON reader
+reads it exactly (RFC 7493, I-JSON, §2.2: JavaScript's ``Number.MAX_SAFE_INTEGER``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Final
+
+from ratings_api.contract import MAX_ID
+
+MAX: Final = MAX_ID  # 2**53 - 1, for every integer of a document, the id included
+DIGITS: Final = len(str(MAX))  # a longer text is past MAX, whatever its digits
+WHY: Final = "JSON readers round past it"
+ID_TEXT: Final = re.compile(r"[1-9][0-9]*")
+INT_TEXT: Final = re.compile(r"0|-?[1-9][0-9]*")
+TOTALS_FIELDS: Final = ("sum", "count")
+
+Scale = tuple[int, int] | None
+
+
+class RuleError(ValueError):
+    """A rule the input breaks: its message, and ``at``, which of the values checked
+    (0 or 1: the sum or the count of totals) the reader places it at."""
+
+    def __init__(self, message: str, at: int = 0) -> None:
+        super().__init__(message)
+        self.at = at
+
+
+def found(text: str) -> str:
+    """How a message names a plain text that is not what it should be."""
+    return f"'{text}'" if text else "nothing"
+
+
+def not_an_id(what_was_found: str) -> str:
+    return f"an article id must be a positive integer in plain decimal, found {what_was_found}"
+
+
+def not_an_integer(what_was_found: str) -> str:
+    return f"must be an integer, found {what_was_found}"
+
+
+def article_id(text: str) -> int:
+    """The article id ``text`` writes: a positive integer in plain decimal, at most MAX."""
+    if not ID_TEXT.fullmatch(text):
+        raise RuleError(not_an_id(found(text)))
+    if len(text) > DIGITS or int(text) > MAX:
+        raise RuleError(f"an article id must be at most {MAX} ({WHY}), found {text}")
+    return int(text)
+
+
+def integer(text: str, what: str) -> int:
+    """The integer ``text`` writes in plain decimal, within ±MAX; ``what`` names it."""
+    if not INT_TEXT.fullmatch(text):
+        raise RuleError(f"{what} {not_an_integer(found(text))}")
+    return within(int(text) if len(text) <= DIGITS + 1 else MAX + 1, what, text)
+
+
+def within(number: int, what: str, text: object = None) -> int:
+    """``number``, if it lies within ±MAX."""
+    if not -MAX <= number <= MAX:
+        shown = number if text is None else text
+        if len(str(shown)) > 2 * DIGITS:  # a mistake, not a number to print
+            shown = f"a number of {len(str(shown).lstrip('-'))} digits"
+        raise RuleError(f"{what} must be within ±{MAX} ({WHY}), found {shown}")
+    return number
+
+
+def listed_twice(article_id: int, first_line: int) -> RuleError:
+    return RuleError(f"article {article_id} is listed twice (first at line {first_line})")
+
+
+def rating(article_id: int, value: int, scale: Scale) -> int:
+    """``value``, a rating of the article, if it lies on ``scale``."""
+    if scale is not None and not scale[0] <= value <= scale[1]:
+        raise RuleError(
+            f"article {article_id}: rating {value} is outside the scale {scale[0]}..{scale[1]}"
+        )
+    return value
+
+
+def added(article_id: int, total: int, value: int) -> int:
+    """``total`` with one more rating, ``value``, if the sum stays within ±MAX."""
+    total += value
+    if not -MAX <= total <= MAX:
+        raise RuleError(f"article {article_id}: its ratings add up past ±{MAX} ({WHY})")
+    return total
+
+
+def totals(
+    article_id: int, total: int, count: int, scale: Scale, names: Sequence[str] = TOTALS_FIELDS
+) -> None:
+    """Whether an article's sum and count (named by ``names``) agree with each other and
+    ``scale``; a RuleError at the one at fault."""
+    prefix, (sum_name, count_name) = f"article {article_id}: ", names
+    within(total, prefix + sum_name)
+    if count < 0:
+        raise RuleError(f"{prefix}{count_name} must not be negative, found {count}", 1)
+    within(count, prefix + count_name)
+    if count == 0 and total != 0:
+        raise RuleError(f"{prefix}{sum_name} must be 0 when {count_name} is 0, found {total}")
+    if scale is not None and not scale[0] * count <= total <= scale[1] * count:
+        raise RuleError(
+            f"{prefix}{sum_name} {total} is outside {scale[0] * count}..{scale[1] * count}, "
+            f"the range of {count} ratings on the scale {scale[0]}..{scale[1]}"
+        )
+
+
+def keeps_the_rules(
+    ids: Sequence[int], sums: Sequence[int], counts: Sequence[int], ratings: set[int], scale: Scale
+) -> bool:
+    """Whether columns read without positions (fastpath.py's) keep every rule above: each id
+    once and at most MAX, every rating of ``ratings`` on ``scale``, each article's totals."""
+    try:
+        if ids:
+            article_id(str(max(ids)))
+        for value in ratings:
+            rating(0, within(value, "a rating"), scale)
+        for place, (total, count) in enumerate(zip(sums, counts, strict=True)):
+            totals(ids[place], total, count, scale)
+    except RuleError:
+        return False
+    return len(set(ids)) == len(ids)
