@@ -27,21 +27,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
-from ratings_api.rules import DIGITS, MAX
+from ratings_api.rules import MAX, SHORT_ID, SHORT_INT
 
 PLACEHOLDER: Final = MAX  # the id of the line that stands for the block
 PLACEHOLDER_TEXT: Final = str(PLACEHOLDER).encode()
-# Numbers of as many digits as rules.py's largest, and one more: rules.py says which is too large.
-_DIGITS: Final = b"[0-9]{0,%d}" % DIGITS
-_INT: Final = rb"(?:0|-?[1-9]" + _DIGITS + b")"
+_ID: Final = SHORT_ID.encode()
+_INT: Final = SHORT_INT.encode()
 ARTICLES_KEY: Final = re.compile(rb"^articles:(?: +#[^\n]*)?\n", re.MULTILINE)
 BLANK: Final = rb" *(?:#[^\n]*)?\n"  # libyaml refuses a tab there
 FIRST_INDENT: Final = re.compile(rb"(?: *(?:#[^\n]*)?\n)*( +)[1-9]")
 BLOCK_END: Final = re.compile(rb"^[^ #\n]", re.MULTILINE)  # a line at column 0, not a comment
 # An entry, after its indent: its id, then its ratings, or its sum and count.
 ENTRY: Final = (
-    rb"([1-9]" + _DIGITS + rb"): (?:\[((?:" + _INT + rb"(?:, " + _INT + rb")*)?)\]"
-    rb"|\{sum: (" + _INT + rb"), count: (0|[1-9]" + _DIGITS + rb")\})(?: +#[^\n]*)?\n"
+    rb"(" + _ID + rb"): (?:\[((?:" + _INT + rb"(?:, " + _INT + rb")*)?)\]"
+    rb"|\{sum: (" + _INT + rb"), count: (" + _INT + rb")\})(?: +#[^\n]*)?\n"
 )
 # Characters libyaml refuses, or reads as line breaks where a line-based reader
 # would not (CR, NEL, LS, PS), or a byte order mark: with any of them, the walker decides.

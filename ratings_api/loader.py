@@ -198,12 +198,13 @@ class Walker:
             return event.value
         return None
 
-    def integer(self, event: Event, what: str) -> int:
+    def integer(self, event: Event, name: str, article_id: int | None = None) -> int:
         text = self.plain(event)
         if text is None:
+            what = rules.named(name, article_id)
             self.fail(event, f"{what} {rules.not_an_integer(_describe(event))}")
         try:
-            return rules.integer(text, what)
+            return rules.integer(text, name, article_id)
         except RuleError as problem:
             self.fail(event, str(problem))
 
@@ -332,7 +333,7 @@ class Walker:
         scale = self.catalogue.scale
         total = count = 0
         while not isinstance(event := self.node(), SequenceEndEvent):
-            rating = self.integer(event, f"article {article_id}: a rating")
+            rating = self.integer(event, "a rating", article_id)
             try:
                 total = rules.added(article_id, total, rules.rating(article_id, rating, scale))
             except RuleError as problem:
@@ -349,7 +350,7 @@ class Walker:
             if key.value in found:
                 self.fail(key, f"{prefix}the field '{key.value}' appears twice")
             value = self.node()
-            found[key.value] = (self.integer(value, f"{prefix}{key.value}"), value)
+            found[key.value] = (self.integer(value, key.value, article_id), value)
         for name in rules.TOTALS_FIELDS:
             if name not in found:
                 self.fail(start, f"{prefix}'{name}' is missing (totals need sum and count)")

@@ -21,6 +21,10 @@ DIGITS: Final = len(str(MAX))  # a longer text is past MAX, whatever its digits
 WHY: Final = "JSON readers round past it"
 ID_TEXT: Final = re.compile(r"[1-9][0-9]*")
 INT_TEXT: Final = re.compile(r"0|-?[1-9][0-9]*")
+# The texts above, of at most one digit more than MAX: what a quick reader (fastpath.py,
+# csvinput.py's) may hand to int() before keeps_the_rules judges the numbers.
+SHORT_ID: Final = rf"[1-9][0-9]{{0,{DIGITS}}}"
+SHORT_INT: Final = rf"(?:0|-?{SHORT_ID})"
 TOTALS_FIELDS: Final = ("sum", "count")
 
 Scale = tuple[int, int] | None
@@ -57,21 +61,26 @@ def article_id(text: str) -> int:
     return int(text)
 
 
-def integer(text: str, what: str) -> int:
-    """The integer ``text`` writes in plain decimal, within ±MAX; ``what`` names it."""
+def integer(text: str, name: str, article_id: int | None = None) -> int:
+    """The integer ``text`` writes in plain decimal, within ±MAX: the article's ``name``."""
     if not INT_TEXT.fullmatch(text):
-        raise RuleError(f"{what} {not_an_integer(found(text))}")
-    return within(int(text) if len(text) <= DIGITS + 1 else MAX + 1, what, text)
+        raise RuleError(f"{named(name, article_id)} {not_an_integer(found(text))}")
+    return within(int(text) if len(text) <= DIGITS + 1 else MAX + 1, name, article_id, text)
 
 
-def within(number: int, what: str, text: object = None) -> int:
-    """``number``, if it lies within ±MAX."""
+def within(number: int, name: str, article_id: int | None = None, text: str = "") -> int:
+    """``number``, the article's ``name`` (written ``text``), if it lies within ±MAX."""
     if not -MAX <= number <= MAX:
-        shown = number if text is None else text
-        if len(str(shown)) > 2 * DIGITS:  # a mistake, not a number to print
-            shown = f"a number of {len(str(shown).lstrip('-'))} digits"
-        raise RuleError(f"{what} must be within ±{MAX} ({WHY}), found {shown}")
+        shown = text or str(number)
+        if len(shown) > 2 * DIGITS:  # a mistake, not a number to print
+            shown = f"a number of {len(shown.lstrip('-'))} digits"
+        raise RuleError(f"{named(name, article_id)} must be within ±{MAX} ({WHY}), found {shown}")
     return number
+
+
+def named(name: str, article_id: int | None) -> str:
+    """How a message names a value: ``name``, of the article ``article_id`` if any."""
+    return name if article_id is None else f"article {article_id}: {name}"
 
 
 def listed_twice(article_id: int, first_line: int) -> RuleError:
@@ -100,16 +109,21 @@ def totals(
 ) -> None:
     """Whether an article's sum and count (named by ``names``) agree with each other and
     ``scale``; a RuleError at the one at fault."""
-    prefix, (sum_name, count_name) = f"article {article_id}: ", names
-    within(total, prefix + sum_name)
+    sum_name, count_name = names
+    within(total, sum_name, article_id)
     if count < 0:
-        raise RuleError(f"{prefix}{count_name} must not be negative, found {count}", 1)
-    within(count, prefix + count_name)
+        raise RuleError(
+            f"article {article_id}: {count_name} must not be negative, found {count}", 1
+        )
+    within(count, count_name, article_id)
     if count == 0 and total != 0:
-        raise RuleError(f"{prefix}{sum_name} must be 0 when {count_name} is 0, found {total}")
+        raise RuleError(
+            f"article {article_id}: {sum_name} must be 0 when {count_name} is 0, found {total}"
+        )
     if scale is not None and not scale[0] * count <= total <= scale[1] * count:
         raise RuleError(
-            f"{prefix}{sum_name} {total} is outside {scale[0] * count}..{scale[1] * count}, "
+            f"article {article_id}: {sum_name} {total} is outside "
+            f"{scale[0] * count}..{scale[1] * count}, "
             f"the range of {count} ratings on the scale {scale[0]}..{scale[1]}"
         )
 
@@ -124,8 +138,8 @@ def keeps_the_rules(
             article_id(str(max(ids)))
         for value in ratings:
             rating(0, within(value, "a rating"), scale)
-        for place, (total, count) in enumerate(zip(sums, counts, strict=True)):
-            totals(ids[place], total, count, scale)
+        for article, total, count in zip(ids, sums, counts, strict=True):
+            totals(article, total, count, scale)
     except RuleError:
         return False
     return len(set(ids)) == len(ids)
