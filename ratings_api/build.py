@@ -34,8 +34,8 @@ class Result:
         changes = self.changes
         rate = f"{self.articles / seconds:,.0f}" if seconds > 0 else "-"
         return (
-            f"built {output}: {count_articles(self.articles)}; files: {changes.written} written, "
-            f"{changes.removed} removed, {changes.unchanged} unchanged "
+            f"built {output}: {count_articles(self.articles)}; files: {changes.written:,} written, "
+            f"{changes.removed:,} removed, {changes.unchanged:,} unchanged "
             f"in {seconds:.2f} s ({rate} articles/s)"
         )
 
