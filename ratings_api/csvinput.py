@@ -16,7 +16,6 @@ import io
 import re
 from collections.abc import Iterator
 from itertools import islice
-from operator import itemgetter
 from typing import Final, NoReturn
 
 from ratings_api import rules
@@ -47,11 +46,10 @@ def read(path: str, data: bytes, scale: Scale) -> Catalogue:
         raise InputError(f"the file is empty; expected the header {FORMS}", path, 1, 1)
     form = _form(rows, header)
     columns = [header.index(name) for name in form]  # where each of the form's is
-    read_rows = _totals if form == TOTALS else _ratings
-    quick = _quick(text, header, read_rows is _totals, columns)
+    quick = _quick(text, header, form == TOTALS, columns)
     if quick is not None and rules.keeps_the_rules(*quick, scale):
         return Catalogue(*quick[:3], scale=scale)
-    return Catalogue(*read_rows(rows, columns, scale), scale=scale)
+    _first_problem(rows, columns, form, scale)
 
 
 QUICK_FIELDS: Final = {"article_id": rules.SHORT_ID, "rating": f"{rules.SHORT_INT}?"}
@@ -160,54 +158,30 @@ def _form(rows: _Rows, names: list[str]) -> Form:
     return form
 
 
-Columns = tuple[list[int], list[int], list[int]]
-
-
-def _ratings(rows: _Rows, columns: list[int], scale: Scale) -> Columns:
-    """A row a rating (none: an article not rated yet), added up by article."""
-    totals: dict[int, list[int]] = {}
-    fields = itemgetter(*columns)
-    for row in rows:
+def _first_problem(rows: _Rows, columns: list[int], form: Form, scale: Scale) -> NoReturn:
+    """Raise the message of the first row that breaks a rule, placed at its field."""
+    seen: dict[int, list[int]] = {}  # each article's first line, and its sum so far
+    for row in map(rows.checked, rows):
         field = 0
         try:
-            id_text, text = fields(rows.checked(row))
-            article_id = rules.article_id(id_text)
-            entry = totals.setdefault(article_id, [0, 0])
-            if text:  # else listed, not rated yet
+            texts = [row[column] for column in columns]
+            article_id = rules.article_id(texts[0])
+            entry = seen.setdefault(article_id, [rows.first, 0])
+            if form == TOTALS:
+                if entry[0] != rows.first:
+                    raise rules.listed_twice(article_id, entry[0])
                 field = 1
-                rating = rules.integer(text, "a rating", article_id)
-                entry[0] = rules.added(
-                    article_id, entry[0], rules.rating(article_id, rating, scale)
+                total = rules.integer(texts[1], "rating_sum", article_id)
+                field = 2
+                count = rules.integer(texts[2], "rating_count", article_id)
+                field = 1
+                rules.totals(article_id, total, count, scale, TOTALS[1:])
+            elif texts[1]:  # else listed, not rated yet
+                field = 1
+                rating = rules.integer(texts[1], "a rating", article_id)
+                entry[1] = rules.added(
+                    article_id, entry[1], rules.rating(article_id, rating, scale)
                 )
-                entry[1] += 1
-        except RuleError as problem:
-            rows.fail(columns[field], str(problem))
-    return list(totals), [entry[0] for entry in totals.values()], [e[1] for e in totals.values()]
-
-
-def _totals(rows: _Rows, columns: list[int], scale: Scale) -> Columns:
-    """A row an article: its id, its sum and its count."""
-    ids: list[int] = []
-    sums: list[int] = []
-    counts: list[int] = []
-    lines: dict[int, int] = {}
-    fields, names = itemgetter(*columns), TOTALS[1:]
-    for row in rows:
-        field = 0
-        try:
-            id_text, sum_text, count_text = fields(rows.checked(row))
-            article_id = rules.article_id(id_text)
-            if lines.setdefault(article_id, rows.first) != rows.first:
-                raise rules.listed_twice(article_id, lines[article_id])
-            field = 1
-            total = rules.integer(sum_text, "rating_sum", article_id)
-            field = 2
-            count = rules.integer(count_text, "rating_count", article_id)
-            field = 1
-            rules.totals(article_id, total, count, scale, names)
         except RuleError as problem:
             rows.fail(columns[field + problem.at], str(problem))
-        ids.append(article_id)
-        sums.append(total)
-        counts.append(count)
-    return ids, sums, counts
+    raise AssertionError("the quick reading refused rows that keep every rule")

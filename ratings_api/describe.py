@@ -150,8 +150,7 @@ def openapi_document(catalogue: Catalogue, base_url: str, examples: Examples) ->
     numbers = (rating["properties"][name] for name in ("id", "rating_sum", "rating_count"))
     parameter = document["components"]["parameters"]["ArticleId"]["schema"]
     for schema in (*numbers, parameter):
-        for key, value in schema.items():
-            schema[key] = BOUNDS.get(value, value) if isinstance(value, str) else value
+        schema.update({key: BOUNDS[value] for key, value in schema.items() if value in BOUNDS})
     _add_examples(document, base_url, examples)
     return document
 

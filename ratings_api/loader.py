@@ -165,6 +165,13 @@ def _describe(event: Event) -> str:
     return "the end of the mapping"
 
 
+def _plain(event: Event) -> str | None:
+    """The text of a plain scalar that is not null, or None."""
+    if isinstance(event, ScalarEvent) and not event.style and event.value not in NULL_TEXTS:
+        return event.value
+    return None
+
+
 class Walker:
     """One pass over the event stream of one YAML document."""
 
@@ -192,19 +199,9 @@ class Walker:
                 self.fail(event, f"tags are not allowed ({tag})")
         return event
 
-    def plain(self, event: Event) -> str | None:
-        """The text of a plain scalar that is not null, or None."""
-        if isinstance(event, ScalarEvent) and not event.style and event.value not in NULL_TEXTS:
-            return event.value
-        return None
-
     def integer(self, event: Event, name: str, article_id: int | None = None) -> int:
-        text = self.plain(event)
-        if text is None:
-            what = rules.named(name, article_id)
-            self.fail(event, f"{what} {rules.not_an_integer(_describe(event))}")
         try:
-            return rules.integer(text, name, article_id)
+            return rules.integer(_plain(event), name, article_id, _describe(event))
         except RuleError as problem:
             self.fail(event, str(problem))
 
@@ -302,11 +299,8 @@ class Walker:
             self.article(article_id)
 
     def article_id(self, key: Event, lines: dict[int, int]) -> int:
-        text = self.plain(key)
-        if text is None:
-            self.fail(key, rules.not_an_id(_describe(key)))
         try:
-            article_id = rules.article_id(text)
+            article_id = rules.article_id(_plain(key), _describe(key))
             if article_id in lines:
                 raise rules.listed_twice(article_id, lines[article_id])
         except RuleError as problem:

@@ -44,27 +44,23 @@ def found(text: str) -> str:
     return f"'{text}'" if text else "nothing"
 
 
-def not_an_id(what_was_found: str) -> str:
-    return f"an article id must be a positive integer in plain decimal, found {what_was_found}"
-
-
-def not_an_integer(what_was_found: str) -> str:
-    return f"must be an integer, found {what_was_found}"
-
-
-def article_id(text: str) -> int:
-    """The article id ``text`` writes: a positive integer in plain decimal, at most MAX."""
-    if not ID_TEXT.fullmatch(text):
-        raise RuleError(not_an_id(found(text)))
+def article_id(text: str | None, shown: str = "") -> int:
+    """The article id ``text`` writes: a positive integer in plain decimal, at most MAX.
+    ``shown`` names a value that is not plain text (None), or names it otherwise."""
+    if text is None or not ID_TEXT.fullmatch(text):
+        seen = shown or found(text or "")
+        raise RuleError(f"an article id must be a positive integer in plain decimal, found {seen}")
     if len(text) > DIGITS or int(text) > MAX:
         raise RuleError(f"an article id must be at most {MAX} ({WHY}), found {text}")
     return int(text)
 
 
-def integer(text: str, name: str, article_id: int | None = None) -> int:
-    """The integer ``text`` writes in plain decimal, within ±MAX: the article's ``name``."""
-    if not INT_TEXT.fullmatch(text):
-        raise RuleError(f"{named(name, article_id)} {not_an_integer(found(text))}")
+def integer(text: str | None, name: str, article_id: int | None = None, shown: str = "") -> int:
+    """The integer ``text`` writes in plain decimal, within ±MAX: the article's ``name``.
+    ``shown`` as for ``article_id``."""
+    if text is None or not INT_TEXT.fullmatch(text):
+        seen = shown or found(text or "")
+        raise RuleError(f"{named(name, article_id)} must be an integer, found {seen}")
     return within(int(text) if len(text) <= DIGITS + 1 else MAX + 1, name, article_id, text)
 
 
