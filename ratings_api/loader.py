@@ -1,4 +1,5 @@
-"""Strict reading of ratings.yaml into a Catalogue: every input rule and every message.
+"""Strict reading of ratings.yaml into a Catalogue: every YAML rule, and each value held to
+rules.py at its line and column.
 
 The file is never turned into Python objects by PyYAML: its resolver guesses
 types (``010`` is 8, ``1:30`` is 90, ``yes`` is true) and a repeated key

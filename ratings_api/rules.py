@@ -64,13 +64,16 @@ def integer(text: str | None, name: str, article_id: int | None = None, shown: s
     return within(int(text) if len(text) <= DIGITS + 1 else MAX + 1, name, article_id, text)
 
 
-def within(number: int, name: str, article_id: int | None = None, text: str = "") -> int:
+def within(
+    number: int, name: str, article_id: int | None = None, text: str = "", at: int = 0
+) -> int:
     """``number``, the article's ``name`` (written ``text``), if it lies within ±MAX."""
     if not -MAX <= number <= MAX:
         shown = text or str(number)
         if len(shown) > 2 * DIGITS:  # a mistake, not a number to print
             shown = f"a number of {len(shown.lstrip('-'))} digits"
-        raise RuleError(f"{named(name, article_id)} must be within ±{MAX} ({WHY}), found {shown}")
+        message = f"{named(name, article_id)} must be within ±{MAX} ({WHY}), found {shown}"
+        raise RuleError(message, at)
     return number
 
 
@@ -103,15 +106,15 @@ def added(article_id: int, total: int, value: int) -> int:
 def totals(
     article_id: int, total: int, count: int, scale: Scale, names: Sequence[str] = TOTALS_FIELDS
 ) -> None:
-    """Whether an article's sum and count (named by ``names``) agree with each other and
-    ``scale``; a RuleError at the one at fault."""
+    """Check that an article's sum and count (named by ``names``) lie within ±MAX and agree
+    with each other and ``scale``; else a RuleError at the one at fault."""
     sum_name, count_name = names
     within(total, sum_name, article_id)
     if count < 0:
         raise RuleError(
             f"article {article_id}: {count_name} must not be negative, found {count}", 1
         )
-    within(count, count_name, article_id)
+    within(count, count_name, article_id, at=1)
     if count == 0 and total != 0:
         raise RuleError(
             f"article {article_id}: {sum_name} must be 0 when {count_name} is 0, found {total}"
@@ -127,8 +130,9 @@ def totals(
 def keeps_the_rules(
     ids: Sequence[int], sums: Sequence[int], counts: Sequence[int], ratings: set[int], scale: Scale
 ) -> bool:
-    """Whether columns read without positions (fastpath.py's) keep every rule above: each id
-    once and at most MAX, every rating of ``ratings`` on ``scale``, each article's totals."""
+    """Whether columns read without positions (fastpath.py's, csvinput.py's quick reading)
+    keep every rule above: each id once and at most MAX, every rating of ``ratings`` within
+    ±MAX and on ``scale``, each article's totals."""
     try:
         if ids:
             article_id(str(max(ids)))
