@@ -70,17 +70,23 @@ def _quick(
     ratings: set[int] = set()
     try:
         next(rows)  # the header
-        for row in rows:
-            if len(row) != width or not plain(",".join(row)):
-                return None
-            if totals:
-                ids.append(int(row[columns[0]]))
-                sums.append(int(row[columns[1]]))
-                counts.append(int(row[columns[2]]))
-            else:
-                entry = by_id.setdefault(int(row[columns[0]]), [0, 0])
-                if row[columns[1]]:
-                    rating = int(row[columns[1]])
+        if totals:
+            at, at_sum, at_count = columns
+            add_id, add_sum, add_count = ids.append, sums.append, counts.append
+            for row in rows:
+                if len(row) != width or not plain(",".join(row)):
+                    return None
+                add_id(int(row[at]))
+                add_sum(int(row[at_sum]))
+                add_count(int(row[at_count]))
+        else:
+            at, at_rating = columns
+            for row in rows:
+                if len(row) != width or not plain(",".join(row)):
+                    return None
+                entry = by_id.setdefault(int(row[at]), [0, 0])
+                if row[at_rating]:
+                    rating = int(row[at_rating])
                     ratings.add(rating)
                     entry[0] += rating
                     entry[1] += 1
