@@ -11,9 +11,7 @@ reads it exactly (RFC 7493, I-JSON, §2.2: JavaScript's ``Number.MAX_SAFE_INTEGE
 from __future__ import annotations
 
 import re
-from collections import deque
 from collections.abc import Sequence
-from itertools import repeat
 from typing import Final
 
 from ratings_api.contract import MAX_ID
@@ -140,9 +138,10 @@ def keeps_the_rules(
             article_id(str(max(ids)))
         for value in ratings:
             rating(0, within(value, "a rating"), scale)
-        # Each article's totals, the loop run by map (itertools' "consume" recipe): a third
-        # less time than a for statement over a million articles.
-        deque(map(totals, ids, sums, counts, repeat(scale)), maxlen=0)
+        # Articles of one sum and count share the verdict: a real catalogue of a
+        # million articles has a few thousand such pairs, each checked once.
+        for total, count in set(zip(sums, counts, strict=True)):
+            totals(0, total, count, scale)
     except RuleError:
         return False
     return len(set(ids)) == len(ids)
