@@ -130,13 +130,9 @@ def read_input(input_path: str, input_format: str, reading: Reading = BY_NAME) -
     data, name = loader.read_bytes(input_path), source_name(input_path)
     if input_format == "csv":
         return csvinput.read(name, data, reading.scale)
-    try:
-        return loader.load(name, data)
-    except InputError:
-        # Standard input has no name to tell CSV by: a CSV header is said as such.
-        if reading.input_format is None and csvinput.HEADER.match(data):
-            raise InputError("this looks like CSV: add --format csv", name, 1, 1) from None
-        raise
+    if reading.input_format is None and csvinput.HEADER.match(data):  # standard input, say
+        raise InputError("this looks like CSV: add --format csv", name, 1, 1)
+    return loader.load(name, data)
 
 
 def source_name(input_path: str) -> str:

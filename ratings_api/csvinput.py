@@ -63,38 +63,37 @@ def _quick(
     pattern = ",".join(QUICK_FIELDS.get(name, rules.SHORT_INT) for name in header)
     plain, width = re.compile(pattern).fullmatch, len(header)
     rows = filter(None, csv.reader(io.StringIO(text, newline=""), strict=True))
+    by_id: dict[int, list[int]] = {}  # a row a rating: each article's sum and count
     ids: list[int] = []
     sums: list[int] = []
     counts: list[int] = []
-    by_id: dict[int, list[int]] = {}
     ratings: set[int] = set()
+    at, at_value, *at_count = columns
     try:
         next(rows)  # the header
-        if totals:
-            at, at_sum, at_count = columns
-            add_id, add_sum, add_count = ids.append, sums.append, counts.append
-            for row in rows:
-                if len(row) != width or not plain(",".join(row)):
-                    return None
-                add_id(int(row[at]))
-                add_sum(int(row[at_sum]))
-                add_count(int(row[at_count]))
-        else:
-            at, at_rating = columns
-            for row in rows:
-                if len(row) != width or not plain(",".join(row)):
-                    return None
+        for row in rows:
+            if len(row) != width or not plain(",".join(row)):
+                return None
+            if totals:
+                ids.append(int(row[at]))
+                sums.append(int(row[at_value]))
+                counts.append(int(row[at_count[0]]))
+            else:
                 entry = by_id.setdefault(int(row[at]), [0, 0])
-                if row[at_rating]:
-                    rating = int(row[at_rating])
+                if row[at_value]:
+                    rating = int(row[at_value])
                     ratings.add(rating)
                     entry[0] += rating
                     entry[1] += 1
     except csv.Error:
         return None
-    if totals:
-        return ids, sums, counts, ratings
-    return list(by_id), [e[0] for e in by_id.values()], [e[1] for e in by_id.values()], ratings
+    if not totals:
+        ids, sums, counts = (
+            list(by_id),
+            [e[0] for e in by_id.values()],
+            [e[1] for e in by_id.values()],
+        )
+    return ids, sums, counts, ratings
 
 
 class _Rows:

@@ -147,9 +147,8 @@ def openapi_document(catalogue: Catalogue, base_url: str, examples: Examples) ->
     url["pattern"] = f"^{regex_literal(prefix)}[1-9][0-9]*/$"
     value["description"] = value["description"].format(scale=scale)
     # Every integer of a document lies within ±MAX_ID (rules.py).
-    numbers = (rating["properties"][name] for name in ("id", "rating_sum", "rating_count"))
-    parameter = document["components"]["parameters"]["ArticleId"]["schema"]
-    for schema in (*numbers, parameter):
+    numbers = [rating["properties"][name] for name in ("id", "rating_sum", "rating_count")]
+    for schema in (*numbers, document["components"]["parameters"]["ArticleId"]["schema"]):
         schema.update({key: BOUNDS[value] for key, value in schema.items() if value in BOUNDS})
     _add_examples(document, base_url, examples)
     return document

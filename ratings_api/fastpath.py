@@ -59,13 +59,8 @@ class Articles:
     sums: list[int] = field(default_factory=list)
     counts: list[int] = field(default_factory=list)
     digits: set[int] = field(default_factory=set)  # the bytes of one-digit ratings, and ", "
-    others: set[int] = field(default_factory=set)  # the ratings of more than one digit
+    ratings: set[int] = field(default_factory=set)  # every rating's value, once, in the end
     rest: bytes = b""  # the file with the block replaced, for the strict reader
-
-    @property
-    def ratings(self) -> set[int]:
-        """Every rating's value, once."""
-        return self.others | {digit - ZERO for digit in self.digits - set(b", ")}
 
 
 def load(data: bytes) -> Articles | None:
@@ -86,6 +81,7 @@ def load(data: bytes) -> Articles | None:
     # Every line of the block an entry, a blank line or a comment: no other layout.
     if _read(data, start, end, first[1], articles) != lines:
         return None
+    articles.ratings.update(digit - ZERO for digit in articles.digits - set(b", "))
     placeholder = first[1] + PLACEHOLDER_TEXT + b": []\n"
     articles.rest = data[:start] + placeholder + b"\n" * (lines - 1) + data[end:]
     return articles
@@ -134,5 +130,5 @@ def _read(data: bytes, start: int, end: int, indent: bytes, articles: Articles) 
             values = [int(rating) for rating in ratings.split(b", ")] if ratings else []
             add_sum(sum(values))
             add_count(len(values))
-            articles.others.update(values)
+            articles.ratings.update(values)
     return len(articles.ids) + blank

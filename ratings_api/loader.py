@@ -88,12 +88,12 @@ def load_fast(path: str, data: bytes) -> Catalogue | None:
         rest = load_strict(path, articles.rest)
     except InputError:  # the whole file's walk says where
         return None
-    columns = articles.ids, articles.sums, articles.counts
+    found = replace(rest, ids=articles.ids, sums=articles.sums, counts=articles.counts)
     if rest.ids != [fastpath.PLACEHOLDER] or not rules.keeps_the_rules(
-        *columns, articles.ratings, rest.scale
+        found.ids, found.sums, found.counts, articles.ratings, rest.scale
     ):
         return None
-    return replace(rest, ids=articles.ids, sums=articles.sums, counts=articles.counts)
+    return found
 
 
 def load_strict(path: str, data: bytes) -> Catalogue:
