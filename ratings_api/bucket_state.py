@@ -217,18 +217,11 @@ class Plan:
 def local_state(site: Site) -> tuple[BucketState, Digests]:
     """The state that records ``site``; and the files it records by MD5, with their places.
 
-    The documents are recorded by their numbers, unless a number needs more
-    than 64 bits: then all of them by MD5, rendered here.
+    The documents are recorded by their numbers, which fit 64 bits (rules.MAX).
     """
     files = {path: (_md5(body), -1) for path, body in sorted(site.others.items())}
     numbers = site.catalogue
-    try:
-        ids, sums, counts = (array("q", c) for c in (numbers.ids, numbers.sums, numbers.counts))
-    except OverflowError:
-        ids, sums, counts = array("q"), array("q"), array("q")
-        files.update(
-            (path, (_md5(site.body(path, place)), place)) for path, place in site.documents()
-        )
+    ids, sums, counts = (array("q", c) for c in (numbers.ids, numbers.sums, numbers.counts))
     digests = {path: digest for path, (digest, _) in files.items()}
     return BucketState(site.render.stamp, ids, sums, counts, digests), files
 
@@ -249,8 +242,9 @@ def plan(site: Site, published: BucketState) -> tuple[Plan, BucketState]:
         for path, (digest, place) in files.items()
         if published.files.get(path) != digest
     ]
-    # Documents recorded by MD5 before and by their numbers now are uploaded, not removed,
-    # whatever the published numbers say of them too.
+    # Documents recorded by MD5 (a repair's listing, or a state of a version that let
+    # numbers pass 64 bits) are uploaded if listed, and so recorded by their numbers
+    # from then on; removed if not. Whatever the published numbers say of them too.
     by_digest = [path for path in published.files if path not in files]
     listed = set(local.ids) if any(map(document_id, by_digest)) else set()
     again = listed.intersection(map(document_id, by_digest))

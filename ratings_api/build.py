@@ -34,8 +34,8 @@ class Result:
         changes = self.changes
         rate = f"{self.articles / seconds:,.0f}" if seconds > 0 else "-"
         return (
-            f"built {output}: {count_articles(self.articles)}; files: {changes.written} written, "
-            f"{changes.removed} removed, {changes.unchanged} unchanged "
+            f"built {output}: {count_articles(self.articles)}; files: {changes.written:,} written, "
+            f"{changes.removed:,} removed, {changes.unchanged:,} unchanged "
             f"in {seconds:.2f} s ({rate} articles/s)"
         )
 
@@ -112,7 +112,7 @@ def render_site(
     rendered from the catalogue when uploaded, the other files are bytes here.
     """
     form = reading.input_format or ("csv" if input_path.lower().endswith(".csv") else "yaml")
-    catalogue = read_input(input_path, form, reading.scale)
+    catalogue = read_input(input_path, form, reading)
     settings = source_name(input_path) if form == "yaml" else None  # CSV holds no base_url
     url = resolve_base_url(settings, base_url, environ, catalogue, fallback)
     extras = {
@@ -123,12 +123,16 @@ def render_site(
     return Result(len(catalogue.ids), Changes(), catalogue, Renderer(url), extras)
 
 
-def read_input(input_path: str, input_format: str, scale: tuple[int, int] | None) -> Catalogue:
+def read_input(input_path: str, input_format: str, reading: Reading = BY_NAME) -> Catalogue:
     """The catalogue of ``input_path`` (``-``: standard input), ``yaml`` or ``csv``."""
-    if scale is not None and input_format != "csv":
+    if reading.scale is not None and input_format != "csv":
         raise InputError("--scale goes only with a CSV input: a YAML input sets scale in the file")
     data, name = loader.read_bytes(input_path), source_name(input_path)
-    return csvinput.read(name, data, scale) if input_format == "csv" else loader.load(name, data)
+    if input_format == "csv":
+        return csvinput.read(name, data, reading.scale)
+    if reading.input_format is None and csvinput.HEADER.match(data):  # standard input, say
+        raise InputError("this looks like CSV: add --format csv", name, 1, 1)
+    return loader.load(name, data)
 
 
 def source_name(input_path: str) -> str:

@@ -12,7 +12,7 @@ import json
 from typing import Final
 
 ARTICLES_PATH: Final = "away/api/articles"
-MAX_ID: Final = 2**63 - 1  # the largest id a database's bigint column holds
+MAX_ID: Final = 2**53 - 1  # the largest integer every JSON reader reads exactly (RFC 7493, §2.2)
 # An article id as a URL names it: no sign, no leading zero, no more digits than MAX_ID.
 ARTICLE_ID: Final = rf"[1-9][0-9]{{0,{len(str(MAX_ID)) - 1}}}"
 

@@ -146,6 +146,10 @@ def openapi_document(catalogue: Catalogue, base_url: str, examples: Examples) ->
     url["format"] = "uri" if prefix.isascii() else "iri"
     url["pattern"] = f"^{regex_literal(prefix)}[1-9][0-9]*/$"
     value["description"] = value["description"].format(scale=scale)
+    # Every integer of a document lies within ±MAX_ID (rules.py).
+    numbers = [rating["properties"][name] for name in ("id", "rating_sum", "rating_count")]
+    for schema in (*numbers, document["components"]["parameters"]["ArticleId"]["schema"]):
+        schema.update({key: BOUNDS[value] for key, value in schema.items() if value in BOUNDS})
     _add_examples(document, base_url, examples)
     return document
 
@@ -168,6 +172,7 @@ def _add_examples(document: dict[str, Any], base_url: str, examples: Examples) -
     }
 
 
+BOUNDS: Final = {"{min}": -MAX_ID, "{max}": MAX_ID}
 SUMMARIES: Final = {"rated": "the best rated", "unrated": "listed but not rated yet"}
 ID_SUMMARIES: Final = {
     "rated": "The best-rated article: 200",

@@ -8,15 +8,16 @@ A program writes the catalogue so::
 
 Walking a million articles' events is too slow for a publish (bench/README.md), so
 this module reads the block of such lines under ``articles:`` with regular
-expressions. It never reports an error: on anything unusual (another layout, a
-character it does not expect, an id twice, a rating out of scale) ``load`` gets None
-and the strict reader (loader.py) reads the whole file, with its exact messages.
+expressions, and checks no rule: on anything unusual (another layout, a character
+it does not expect) ``load`` gives None, and loader.load_fast holds the numbers it
+read to rules.py; either way the strict reader (loader.py) reads a file they fail,
+with its exact messages.
 
-What it takes, the strict reader agrees with: it reads the rest of the file (keys,
-comments, markers) with the block replaced by one line of its own, ``ID: []`` with
-an id the file does not hold, and blank lines. Only if that line comes back as the
-one article were the lines what this module read: the entries of the block mapping
-under the top-level key ``articles``, not lines inside a string or a flow mapping.
+The strict reader reads the rest of the file (keys, comments, markers) with the
+block replaced by one line of this module's, ``ID: []`` with an id the file does not
+hold, and blank lines. Only if that line comes back as the one article were the
+lines what this module read: the entries of the block mapping under the top-level
+key ``articles``, not lines inside a string or a flow mapping.
 """
 
 from __future__ import annotations
@@ -26,19 +27,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
-from ratings_api.contract import MAX_ID
+from ratings_api.rules import MAX, SHORT_ID, SHORT_INT
 
-PLACEHOLDER: Final = MAX_ID  # the id of the line that stands for the block
+PLACEHOLDER: Final = MAX  # the id of the line that stands for the block
 PLACEHOLDER_TEXT: Final = str(PLACEHOLDER).encode()
-_INT: Final = rb"(?:0|-?[1-9][0-9]{0,99})"  # as loader.INT_TEXT, with its digit limit
+_ID: Final = SHORT_ID.encode()
+_INT: Final = SHORT_INT.encode()
 ARTICLES_KEY: Final = re.compile(rb"^articles:(?: +#[^\n]*)?\n", re.MULTILINE)
 BLANK: Final = rb" *(?:#[^\n]*)?\n"  # libyaml refuses a tab there
 FIRST_INDENT: Final = re.compile(rb"(?: *(?:#[^\n]*)?\n)*( +)[1-9]")
 BLOCK_END: Final = re.compile(rb"^[^ #\n]", re.MULTILINE)  # a line at column 0, not a comment
 # An entry, after its indent: its id, then its ratings, or its sum and count.
 ENTRY: Final = (
-    rb"([1-9][0-9]{0,18}): (?:\[((?:" + _INT + rb"(?:, " + _INT + rb")*)?)\]"
-    rb"|\{sum: (" + _INT + rb"), count: (0|[1-9][0-9]{0,99})\})(?: +#[^\n]*)?\n"
+    rb"(" + _ID + rb"): (?:\[((?:" + _INT + rb"(?:, " + _INT + rb")*)?)\]"
+    rb"|\{sum: (" + _INT + rb"), count: (" + _INT + rb")\})(?: +#[^\n]*)?\n"
 )
 # Characters libyaml refuses, or reads as line breaks where a line-based reader
 # would not (CR, NEL, LS, PS), or a byte order mark: with any of them, the walker decides.
@@ -51,39 +53,14 @@ CHUNK: Final = 1 << 20  # bytes of entries matched at once: the matches' memory 
 
 @dataclass
 class Articles:
-    """The block's articles as three columns, and what their check against the scale needs."""
+    """The block's articles as three columns, and every rating they were added up from."""
 
     ids: list[int] = field(default_factory=list)
     sums: list[int] = field(default_factory=list)
     counts: list[int] = field(default_factory=list)
     digits: set[int] = field(default_factory=set)  # the bytes of one-digit ratings, and ", "
-    ratings: list[int] = field(default_factory=list)  # the others
+    ratings: set[int] = field(default_factory=set)  # every rating's value, once, in the end
     rest: bytes = b""  # the file with the block replaced, for the strict reader
-
-    def within(self, scale: tuple[int, int] | None) -> bool:
-        """Whether every rating, and every sum given, fits ``scale``."""
-        if scale is None:
-            return True
-        low, high = scale
-        values = [*self.ratings, *(digit - ZERO for digit in self.digits - set(b", "))]
-        # Ratings within the scale give sums within it: this checks sums given as such.
-        return (not values or low <= min(values) <= max(values) <= high) and all(
-            low * count <= total <= high * count
-            for total, count in zip(self.sums, self.counts, strict=True)
-        )
-
-    def valid(self) -> bool:
-        """No id twice or past MAX_ID, no sum without a count: else the walker says which."""
-        ids = self.ids
-        return (
-            len(set(ids)) == len(ids)
-            and max(ids) <= MAX_ID
-            and all(count or not total for total, count in zip(self.sums, self.counts, strict=True))
-        )
-
-    def agree(self, ids: list[int], scale: tuple[int, int] | None) -> bool:
-        """Whether the strict reading of ``rest`` found the placeholder alone, as it must."""
-        return ids == [PLACEHOLDER] and self.within(scale)
 
 
 def load(data: bytes) -> Articles | None:
@@ -102,8 +79,9 @@ def load(data: bytes) -> Articles | None:
     articles = Articles()
     lines = data.count(b"\n", start, end)
     # Every line of the block an entry, a blank line or a comment: no other layout.
-    if _read(data, start, end, first[1], articles) != lines or not articles.valid():
+    if _read(data, start, end, first[1], articles) != lines:
         return None
+    articles.ratings.update(digit - ZERO for digit in articles.digits - set(b", "))
     placeholder = first[1] + PLACEHOLDER_TEXT + b": []\n"
     articles.rest = data[:start] + placeholder + b"\n" * (lines - 1) + data[end:]
     return articles
@@ -152,5 +130,5 @@ def _read(data: bytes, start: int, end: int, indent: bytes, articles: Articles) 
             values = [int(rating) for rating in ratings.split(b", ")] if ratings else []
             add_sum(sum(values))
             add_count(len(values))
-            articles.ratings += values
+            articles.ratings.update(values)
     return len(articles.ids) + blank

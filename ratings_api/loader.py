@@ -1,4 +1,5 @@
-"""Strict reading of ratings.yaml into a Catalogue: every input rule and every message.
+"""Strict reading of ratings.yaml into a Catalogue: every YAML rule, and each value held to
+rules.py at its line and column.
 
 The file is never turned into Python objects by PyYAML: its resolver guesses
 types (``010`` is 8, ``1:30`` is 90, ``yes`` is true) and a repeated key
@@ -10,7 +11,6 @@ lets fastpath.py read the usual layout's articles first, and walks the rest.
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -30,19 +30,15 @@ from yaml.events import (
     StreamEndEvent,
 )
 
-from ratings_api import fastpath
-from ratings_api.contract import MAX_ID as MAX_ID  # re-exported: the id's bound, an input rule
+from ratings_api import fastpath, rules
 from ratings_api.errors import InputError
+from ratings_api.rules import INT_TEXT as INT_TEXT  # re-exported: options.py reads --scale by it
+from ratings_api.rules import RuleError
 
 if TYPE_CHECKING:
     from yaml._yaml import Mark as CMark  # libyaml's marks: the same fields, another class
 
 TOP_KEYS: Final = ("articles", "scale", "base_url")
-TOTALS_FIELDS: Final = ("sum", "count")
-MAX_DIGITS: Final = 100  # far beyond any real total, far below int()'s own limit
-
-ID_TEXT: Final = re.compile(r"[1-9][0-9]*")
-INT_TEXT: Final = re.compile(r"0|-?[1-9][0-9]*")
 NULL_TEXTS: Final = frozenset(("", "~", "null", "Null", "NULL"))
 STANDARD_TAG: Final = "tag:yaml.org,2002:"
 
@@ -78,7 +74,13 @@ def load(path: str, data: bytes) -> Catalogue:
 
 
 def load_fast(path: str, data: bytes) -> Catalogue | None:
-    """The catalogue as fastpath.py reads it, where it can and the walk of the rest agrees."""
+    """The catalogue as fastpath.py reads it, or None where the walker must read the file.
+
+    The seam: fastpath.py reads the block of articles, with no rule checked, and gives
+    the rest of the file with that block as one placeholder entry; the walker reads that
+    rest (scale, base_url and every key and syntax rule), the placeholder must come back
+    as its one article, and the block's columns must keep rules.py's rules on that scale.
+    """
     articles = fastpath.load(data)
     if articles is None:
         return None
@@ -86,9 +88,12 @@ def load_fast(path: str, data: bytes) -> Catalogue | None:
         rest = load_strict(path, articles.rest)
     except InputError:  # the whole file's walk says where
         return None
-    if not articles.agree(rest.ids, rest.scale):
+    found = replace(rest, ids=articles.ids, sums=articles.sums, counts=articles.counts)
+    if rest.ids != [fastpath.PLACEHOLDER] or not rules.keeps_the_rules(
+        found.ids, found.sums, found.counts, articles.ratings, rest.scale
+    ):
         return None
-    return replace(rest, ids=articles.ids, sums=articles.sums, counts=articles.counts)
+    return found
 
 
 def load_strict(path: str, data: bytes) -> Catalogue:
@@ -106,35 +111,6 @@ def load_strict(path: str, data: bytes) -> Catalogue:
     except yaml.reader.ReaderError as error:
         raise _unreadable(path, data, error) from None
     return catalogue
-
-
-def rating_problem(article_id: int, rating: int, scale: tuple[int, int] | None) -> str | None:
-    """What is wrong with one rating on ``scale``: every reader's words for it."""
-    if scale is None or scale[0] <= rating <= scale[1]:
-        return None
-    return f"article {article_id}: rating {rating} is outside the scale {scale[0]}..{scale[1]}"
-
-
-def totals_problem(
-    article_id: int,
-    total: int,
-    count: int,
-    scale: tuple[int, int] | None,
-    names: tuple[str, str] = TOTALS_FIELDS,
-) -> tuple[int, str] | None:
-    """What is wrong with an article's totals: the field at fault (0: the sum, 1: the
-    count, named by ``names``) and the message; every reader's words for it."""
-    prefix, (sum_name, count_name) = f"article {article_id}: ", names
-    if count < 0:
-        return 1, f"{prefix}{count_name} must not be negative, found {count}"
-    if count == 0 and total != 0:
-        return 0, f"{prefix}{sum_name} must be 0 when {count_name} is 0, found {total}"
-    if scale is not None and not scale[0] * count <= total <= scale[1] * count:
-        return 0, (
-            f"{prefix}{sum_name} {total} is outside {scale[0] * count}..{scale[1] * count}, "
-            f"the range of {count} ratings on the scale {scale[0]}..{scale[1]}"
-        )
-    return None
 
 
 def _unreadable(path: str, data: bytes, error: yaml.reader.ReaderError) -> InputError:
@@ -190,6 +166,13 @@ def _describe(event: Event) -> str:
     return "the end of the mapping"
 
 
+def _plain(event: Event) -> str | None:
+    """The text of a plain scalar that is not null, or None."""
+    if isinstance(event, ScalarEvent) and not event.style and event.value not in NULL_TEXTS:
+        return event.value
+    return None
+
+
 class Walker:
     """One pass over the event stream of one YAML document."""
 
@@ -217,14 +200,11 @@ class Walker:
                 self.fail(event, f"tags are not allowed ({tag})")
         return event
 
-    def integer(self, event: Event, what: str) -> int:
-        if not (
-            isinstance(event, ScalarEvent) and not event.style and INT_TEXT.fullmatch(event.value)
-        ):
-            self.fail(event, f"{what} must be an integer, found {_describe(event)}")
-        if len(event.value.lstrip("-")) > MAX_DIGITS:
-            self.fail(event, f"{what} has more than {MAX_DIGITS} digits")
-        return int(event.value)
+    def integer(self, event: Event, name: str, article_id: int | None = None) -> int:
+        try:
+            return rules.integer(_plain(event), name, article_id, _describe(event))
+        except RuleError as problem:
+            self.fail(event, str(problem))
 
     def document(self) -> Catalogue:
         """Read the whole stream into the catalogue."""
@@ -320,18 +300,12 @@ class Walker:
             self.article(article_id)
 
     def article_id(self, key: Event, lines: dict[int, int]) -> int:
-        if not (isinstance(key, ScalarEvent) and not key.style and ID_TEXT.fullmatch(key.value)):
-            self.fail(
-                key,
-                "an article id must be a positive integer in plain decimal, "
-                f"found {_describe(key)}",
-            )
-        article_id = int(key.value) if len(key.value) <= 19 else MAX_ID + 1
-        if article_id > MAX_ID:
-            self.fail(key, f"an article id must be at most {MAX_ID}, found {key.value}")
-        if article_id in lines:
-            first = lines[article_id]
-            self.fail(key, f"article {article_id} is listed twice (first at line {first})")
+        try:
+            article_id = rules.article_id(_plain(key), _describe(key))
+            if article_id in lines:
+                raise rules.listed_twice(article_id, lines[article_id])
+        except RuleError as problem:
+            self.fail(key, str(problem))
         return article_id
 
     def article(self, article_id: int) -> None:
@@ -354,10 +328,11 @@ class Walker:
         scale = self.catalogue.scale
         total = count = 0
         while not isinstance(event := self.node(), SequenceEndEvent):
-            rating = self.integer(event, f"article {article_id}: a rating")
-            if (problem := rating_problem(article_id, rating, scale)) is not None:
-                self.fail(event, problem)
-            total += rating
+            rating = self.integer(event, "a rating", article_id)
+            try:
+                total = rules.added(article_id, total, rules.rating(article_id, rating, scale))
+            except RuleError as problem:
+                self.fail(event, str(problem))
             count += 1
         return total, count
 
@@ -365,17 +340,18 @@ class Walker:
         prefix = f"article {article_id}: "
         found: dict[str, tuple[int, Event]] = {}
         while not isinstance(key := self.node(), MappingEndEvent):
-            if not (isinstance(key, ScalarEvent) and key.value in TOTALS_FIELDS):
+            if not (isinstance(key, ScalarEvent) and key.value in rules.TOTALS_FIELDS):
                 self.fail(key, f"{prefix}unknown field {_describe(key)} (expected sum and count)")
             if key.value in found:
                 self.fail(key, f"{prefix}the field '{key.value}' appears twice")
             value = self.node()
-            found[key.value] = (self.integer(value, f"{prefix}{key.value}"), value)
-        for name in TOTALS_FIELDS:
+            found[key.value] = (self.integer(value, key.value, article_id), value)
+        for name in rules.TOTALS_FIELDS:
             if name not in found:
                 self.fail(start, f"{prefix}'{name}' is missing (totals need sum and count)")
         (total, total_event), (count, count_event) = found["sum"], found["count"]
-        problem = totals_problem(article_id, total, count, self.catalogue.scale)
-        if problem is not None:
-            self.fail((total_event, count_event)[problem[0]], problem[1])
+        try:
+            rules.totals(article_id, total, count, self.catalogue.scale)
+        except RuleError as problem:
+            self.fail((total_event, count_event)[problem.at], str(problem))
         return total, count

@@ -52,6 +52,9 @@ FIX_BY_KIND: Final = {
     "value-": _VALUE,
 }
 _SUM = "Correct the sum: it must lie within the scale times the count."
+# Browsers and most JSON readers read an integer as a double: past 2^53 - 1, inexactly.
+_NULL_SUM = "SQL's `sum` of no ratings is `NULL`: select `coalesce(sum(rating), 0)`."
+_EXACT = "Correct it; ratings adding up past it: give totals."
 INPUT_FIXES: Final[dict[str, str]] = {
     "alias": _PLAIN,
     "anchor": _PLAIN,
@@ -62,23 +65,27 @@ INPUT_FIXES: Final[dict[str, str]] = {
     "csv-bad-utf8": "Save the file as UTF-8.",
     "csv-empty": "Check the export: its first line is the header, then a row an article or rating.",
     "csv-header-semicolon": "Export with commas between the values, not semicolons.",
-    "csv-id-too-large": "Ids stop at the largest `bigint` of a database: use the real id.",
     "csv-id-twice": "Give each article one row, or use the form of a row a rating.",
     "csv-quote": "Close the quotes, or leave the numbers unquoted: `7,5`.",
     "csv-rating-above": "Correct the rating, or `--scale` if the scale really changed.",
-    "csv-rating-huge": "A rating has at most 100 digits: correct it.",
+    "csv-rating-decimal-comma": "A spreadsheet's decimal comma: give integers.",
+    "csv-ratings-add-past": _EXACT,
+    "csv-stdin-no-format": "Add `--format csv`.",
+    "csv-totals-mysql-null": _NULL_SUM,
+    "csv-totals-past": _EXACT,
     "csv-totals-above": "Correct the sum: it must lie within the scale times the count.",
     "csv-totals-negative": "Correct the count: it is a number of ratings, 0 or more.",
-    "csv-totals-null": "Write 0 for an article nobody rated: `coalesce(sum(rating), 0)` in SQL.",
+    "csv-totals-null": _NULL_SUM,
     "csv-totals-zero": "With `rating_count` 0, write `rating_sum` 0.",
     "control-char": "Remove the control character (often pasted from a terminal).",
     "deep-nesting": _RATING,
     "deep-top": _TOP,
-    "id-too-large": "Ids stop at the largest `bigint` of a database: use the real id.",
+    "id-too-large": _EXACT,
     "id-twice": "Merge the two entries into one.",
     "rating-above": _OUTSIDE,
     "rating-below": _OUTSIDE,
-    "rating-huge": "A rating has at most 100 digits: correct it.",
+    "rating-huge": _EXACT,
+    "ratings-add-past": _EXACT,
     "scale-late": _OUTSIDE,
     "syntax-colon": "Add the `:` after the id: `8: [3]`, on that line or the one above it.",
     "top-twice": "Keep one of the two keys.",

@@ -4,6 +4,8 @@ line on stderr (``error``) it gives.
 
 from __future__ import annotations
 
+import io
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,6 +60,10 @@ def test_error_case_says_where_and_changes_nothing(
     before = snapshot(output)
     capsys.readouterr()
     monkeypatch.chdir(case)
+    if (case / "stdin").exists():  # the input of `--input -`
+        monkeypatch.setattr(
+            sys, "stdin", io.TextIOWrapper(io.BytesIO((case / "stdin").read_bytes()))
+        )
 
     assert main(["--output", str(output), *case_args(case)]) == 2
 

@@ -291,7 +291,7 @@ def test_progress_shows_on_a_terminal(tmp_path: Path) -> None:
 
     assert code == 0
     assert stdout.startswith(
-        f"built {tmp_path / 's'}: 1,000 articles; files: 1009 written".encode()
+        f"built {tmp_path / 's'}: 1,000 articles; files: 1,009 written".encode()
     )
     assert terminal.endswith(b"\rwriting: 1,000 of 1,000 articles (100%)\r\x1b[K"), terminal
     reports = terminal.removesuffix(b"\r\x1b[K").split(b"\r")[1:]
@@ -313,7 +313,7 @@ def test_the_summary_line_belongs_to_the_build_result() -> None:
     result = Result(1_000_000, Changes(written=3, removed=1, unchanged=999_998))
 
     assert result.summary("site", 2.0) == (
-        "built site: 1,000,000 articles; files: 3 written, 1 removed, 999998 unchanged "
+        "built site: 1,000,000 articles; files: 3 written, 1 removed, 999,998 unchanged "
         "in 2.00 s (500,000 articles/s)"
     )
     assert Result(1, Changes()).summary("public", 0.0) == (

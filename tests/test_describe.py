@@ -103,6 +103,17 @@ def test_every_document_of_the_site_matches_the_rating_schema(tmp_path: Path) ->
         validator.validate(json.loads(path.read_bytes()))
 
 
+def test_the_schema_takes_the_input_s_bounds_and_no_more(tmp_path: Path) -> None:
+    ratings = f"articles:\n  {MAX_ID}: {{sum: {MAX_ID}, count: {MAX_ID}}}\n  1: {{sum: -{MAX_ID}, count: 1}}\n"
+    site = build_site(tmp_path, ratings)
+    validator = OAS31Validator(openapi(site)["components"]["schemas"]["Rating"])
+    largest, smallest = (json.loads(rating_document(site, i)) for i in (MAX_ID, 1))
+    assert validator.is_valid(largest)
+    assert validator.is_valid(smallest)
+    for past in ({"id": MAX_ID + 1}, {"rating_count": MAX_ID + 1}, {"rating_sum": -MAX_ID - 1}):
+        assert not validator.is_valid(largest | past), past
+
+
 def test_a_hostile_base_url_is_data_in_the_document(tmp_path: Path) -> None:
     site = build_site(tmp_path, SAMPLE, HOSTILE_URL)
     document = openapi(site)

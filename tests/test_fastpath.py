@@ -7,6 +7,7 @@ from typing import Final
 
 import pytest
 
+from ratings_api import csvinput
 from ratings_api.errors import InputError
 from ratings_api.loader import Catalogue, load, load_fast, load_strict
 
@@ -59,8 +60,11 @@ def test_the_usual_layout_is_read_fast() -> None:
         pytest.param(b"articles:\n  7: [5]\nscale: [1, 4]\n", id="out-of-late-scale"),
         pytest.param(b"scale: [1, 5]\narticles:\n  7: {sum: 6, count: 1}\n", id="sum-over"),
         pytest.param(b"articles:\n  7: {sum: 3, count: 0}\n", id="sum-without-count"),
-        pytest.param(b"articles:\n  9999999999999999999: [5]\n", id="id-too-large"),
-        pytest.param(b"articles:\n  9223372036854775807: [5]\n", id="the-placeholder-s-id"),
+        pytest.param(b"articles:\n  9007199254740992: [5]\n", id="id-too-large"),
+        pytest.param(b"articles:\n  9007199254740991: [5]\n", id="the-placeholder-s-id"),
+        pytest.param(b"articles:\n  7: [9007199254740991, 1]\n", id="ratings-add-up-past"),
+        pytest.param(b"articles:\n  7: [-9007199254740992]\n", id="rating-past"),
+        pytest.param(b"articles:\n  7: {sum: 1, count: 9007199254740992}\n", id="count-past"),
         pytest.param(b"articles:\r\n  7: [5]\r\n", id="crlf"),
         pytest.param("articles:\n  7: [5] # \u2028  8: [1]\n".encode(), id="line-separator"),
         pytest.param(b"articles:\n  7: [5] # caf\xe9\n", id="not-utf8"),
@@ -161,3 +165,32 @@ def test_fast_and_walker_agree_on_random_documents() -> None:
     taken = sum(taken_alike(data) for data in documents)
     assert 2_000 < taken < 8_000, taken  # both readings were exercised
     assert {data[:1] for data in documents} >= {b"{", b"a", b"-", b"\xef", b"%"}
+
+
+# CSV: the quick reading takes every file that keeps the rules; the rest get one line.
+TOTALS_ORDER: Final = ["rating_count", "article_id", "rating_sum"]
+CSV_FIELDS: Final = (
+    "7", "12", "5", "0", "-3", "", "4.5", " 5", '"5"', "9007199254740991", "9" * 17,
+)  # fmt: skip
+
+
+def csv_document(rng: random.Random) -> bytes:
+    header = rng.choice([["article_id", "rating"], ["rating", "article_id"], TOTALS_ORDER])
+    rows = [",".join(header)] + [
+        ",".join(rng.choice(CSV_FIELDS[:4] * 6 + CSV_FIELDS[4:]) for _ in header)
+        for _ in range(rng.randint(0, 6))
+    ]
+    return ("\n".join(rows) + rng.choice(["\n", "\r\n", ""])).encode()
+
+
+def test_csv_reading_is_a_catalogue_or_one_line() -> None:
+    """Never the bug of a quick reading that refuses rows which keep every rule."""
+    rng, verdicts = random.Random(7), set()
+    for _ in range(3_000):
+        try:
+            verdicts.add(
+                type(csvinput.read("r.csv", csv_document(rng), rng.choice([None, (1, 5)])))
+            )
+        except InputError:
+            verdicts.add(InputError)
+    assert verdicts == {Catalogue, InputError}
