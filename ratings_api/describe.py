@@ -24,7 +24,7 @@ from typing import Any, Final
 
 import jinja2
 
-from ratings_api.contract import ARTICLES_PATH, FRONT_PAGE, FRONT_PAGE_CSP, MAX_ID
+from ratings_api.contract import ARTICLE_ID, ARTICLES_PATH, FRONT_PAGE, FRONT_PAGE_CSP, MAX_ID
 from ratings_api.loader import Catalogue
 from ratings_api.rating import Renderer, article_url, rating_value
 
@@ -228,6 +228,7 @@ def front_page(
         meta_csp=META_CSP,
         base_url=base_url,
         articles_path=ARTICLES_PATH,
+        article_id=ARTICLE_ID,
         openapi_path=OPENAPI_PATH,
         assets=ASSETS,
         curl=f"curl {shlex.quote(sample_url)}",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Final
 
+from ratings_api.contract import ARTICLE_ID
 from ratings_api.describe import TEMPLATES, render, stars_for
 from ratings_api.loader import Catalogue
 
@@ -30,6 +31,7 @@ def embed_script(scale: tuple[int, int] | None) -> bytes:
     top = None if scale is None else scale[1]
     return render(
         "embed.js.j2",
+        article_id=ARTICLE_ID,
         stars=json.dumps(stars_for(scale)),
         top=json.dumps(top),
         texts=json.dumps(built_in_texts(top), ensure_ascii=False, separators=(",", ":")),

@@ -13,7 +13,7 @@
 const FRONT_PAGE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 const NOT_FOUND = '{"detail": "Not found."}\n';
 const MAX_KEY_BYTES = 1024; // R2's limit on an object's key
-// A canonical decimal id, at most 19 digits (the generator's limit).
+// A canonical decimal id, no longer than the generator's largest (contract.MAX_ID).
 const RATING = /^\/away\/api\/articles\/([1-9][0-9]{0,15})\/rating(\/?)$/;
 
 export default {

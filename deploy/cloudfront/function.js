@@ -16,7 +16,7 @@
 
 var FRONT_PAGE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 var NOT_FOUND = '{"detail": "Not found."}\n';
-// A canonical decimal id, at most 19 digits (the generator's limit).
+// A canonical decimal id, no longer than the generator's largest (contract.MAX_ID).
 var RATING = /^\/away\/api\/articles\/([1-9][0-9]{0,15})\/rating(\/?)$/;
 // S3's limit on a key, less room for the bucket's prefix.
 var MAX_PATH_BYTES = 900;

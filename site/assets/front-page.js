@@ -3,8 +3,6 @@
 // needs no 'unsafe-inline'. Text goes in with textContent only, never as HTML.
 "use strict";
 
-// A canonical id, as the API's paths have them: no sign, no leading zero, at most 19 digits.
-const ARTICLE_ID = /^[1-9][0-9]{0,18}$/;
 
 function drawStars(widget, value) {
   const max = Number(widget.dataset.max);
@@ -56,7 +54,8 @@ async function lookUp(form, parts, isLatest) {
   parts.rating.hidden = true;
   parts.json.textContent = "";
   parts.status.textContent = "";
-  if (!ARTICLE_ID.test(id)) {
+  // A canonical id, as the API's paths have them (the page names the pattern).
+  if (!new RegExp(`^(?:${form.dataset.id})$`).test(id)) {
     parts.url.textContent = "";
     parts.url.removeAttribute("href");
     parts.message.textContent = "An article id is a whole number from 1 up, such as 7.";
