@@ -136,189 +136,43 @@ _DENIED = (
     "bucket too ([the policy](deploy-object-storage.md#setting-up))."
 )
 
-# Errors met while building or serving: an example of the line, its fix,
-# and the test file that asserts the line's text (the fragment must appear there).
-OTHER_ERRORS: Final[list[tuple[str, str, str, str]]] = [
-    (
-        (
-            "/srv/data: a mount point: the build keeps its lock and temporary file beside "
-            "the output folder, in /srv/.data.generate, on the same file system; build into "
-            "a folder inside the mount instead"
-        ),
-        "Build into a folder inside the mount: `--output /srv/data/site`.",
-        "test_writers.py",
-        "a mount point: the build keeps its lock and temporary file beside the",
-    ),
-    (
-        (
-            "site/away/api/articles/2: is a symbolic link: the build follows none where it "
-            "writes; remove it"
-        ),
-        "Remove the link: the build writes only real folders and files in `site/`.",
-        "test_writers.py",
-        "is a symbolic link: the build follows none where it writes; remove it",
-    ),
-    (
-        "cannot serve at 127.0.0.1:8000: Address already in use",
-        "Stop what serves at that port, or give another: `--port 8001` (`0`: any free one).",
-        "test_http_contract.py",
-        ": Address already in use",
-    ),
-    (
-        "site: no such folder: build the site first (python generate.py)",
-        "Build first, or give the server the folder the build wrote.",
-        "test_http_contract.py",
-        "no such folder: build the site first (python generate.py)",
-    ),
-]
+
+def _errors(table: str) -> list[tuple[str, str, str, str]]:
+    """Errors as lines ``fragment | message | fix | test file``: the message, its fix, and the
+    test file that asserts its text (the fragment, which may end in a space, must appear there)."""
+    rows = [line.split(" | ") for line in table.removeprefix("\n").removesuffix("\n").split("\n")]
+    assert all(len(row) == 4 for row in rows), rows
+    return [(message, fix, test_file, fragment) for fragment, message, fix, test_file in rows]
+
+
+# Errors met while building or serving, the paths examples.
+OTHER_ERRORS: Final = _errors("""
+a mount point: the build keeps its lock and temporary file beside the | /srv/data: a mount point: the build keeps its lock and temporary file beside the output folder, in /srv/.data.generate, on the same file system; build into a folder inside the mount instead | Build into a folder inside the mount: `--output /srv/data/site`. | test_writers.py
+is a symbolic link: the build follows none where it writes; remove it | site/away/api/articles/2: is a symbolic link: the build follows none where it writes; remove it | Remove the link: the build writes only real folders and files in `site/`. | test_writers.py
+: Address already in use | cannot serve at 127.0.0.1:8000: Address already in use | Stop what serves at that port, or give another: `--port 8001` (`0`: any free one). | test_http_contract.py
+no such folder: build the site first (python generate.py) | site: no such folder: build the site first (python generate.py) | Build first, or give the server the folder the build wrote. | test_http_contract.py
+""")
 
 # Errors met while publishing, alike, besides those publish_errors() reads from the tests.
-PUBLISH_ERRORS: Final[list[tuple[str, str, str, str]]] = [
-    (
-        (
-            "--publish needs boto3 and obstore: pip install 'ratings-api[publish]' "
-            "(in a checkout: -r requirements-publish.txt)"
-        ),
-        "Installed: `pip install 'ratings-api[publish]'`; in a checkout: `pip install -r requirements-publish.txt`.",
-        "test_publish.py",
-        "(in a checkout: -r requirements-publish.txt)",
-    ),
-    (
-        (
-            "s3://ratings: this publish would remove 300 files, more than --max-removals "
-            "256; nothing was changed. If that is meant, run again with --max-removals 300"
-        ),
-        "Check the input lost no articles; if the removals are meant, run again as told.",
-        "test_publish.py",
-        "; nothing was changed. If that is meant, run again with ",
-    ),
-    (
-        (
-            "s3://ratings: this publish would remove 300 files, more than --max-removals 256, "
-            "after another publish; uploads were made. If that is meant, run again "
-            "with --max-removals 300"
-        ),
-        "Check the input lost no articles; if the removals are meant, run again as told.",
-        "test_state_chain.py",
-        "after another publish; uploads were made. If that is meant, run again ",
-    ),
-    (
-        "s3://ratings/v1: no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE",
-        "Set the two variables (in CI: the repository's secrets), or a profile.",
-        "test_publish.py",
-        ": no credentials: set AWS_ACCESS_KEY_ID and ",
-    ),
-    (
-        "s3://ratings/v1: the credentials are incomplete: AWS_SECRET_ACCESS_KEY is missing",
-        "Set the two variables (in CI: the repository's secrets), or a profile.",
-        "test_publish.py",
-        ": the credentials are incomplete: AWS_SECRET_ACCESS_KEY is missing",
-    ),
-    (
-        "s3://ratings/v1: AWS_PROFILE: no profile 'nope' in the AWS config or credentials files",
-        "Correct the profile's name, or unset `AWS_PROFILE`.",
-        "test_publish.py",
-        ": AWS_PROFILE: no profile 'nope' in the AWS config or ",
-    ),
-    (
-        (
-            "s3://ratings/v1: the profile's settings give no credentials (InvalidConfigError): "
-            "correct the profile"
-        ),
-        "Correct the profile's `role_arn`, `source_profile`, `credential_source` or `sso_` lines.",
-        "test_publish.py",
-        ": the profile's settings give no credentials (InvalidConfigError): correct ",
-    ),
-    (
-        "s3://ratings/v1: /Users/me/.aws/config: not a valid AWS config or credentials file",
-        "Correct the file: `[section]` lines, then `key = value` lines.",
-        "test_publish.py",
-        ": not a valid AWS config or credentials file",
-    ),
-    (
-        (
-            "s3://ratings/v1: the endpoint (AWS_ENDPOINT_URL, or endpoint_url in the AWS "
-            "config) is not a URL such as https://HOST[:PORT]"
-        ),
-        "Give a URL; keys go in `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`, never in it.",
-        "test_publish.py",
-        "config) is not a URL such as https://HOST[:PORT]",
-    ),
-    (
-        (
-            "s3://ratings/v1: the region (AWS_REGION, or region in the AWS config) must be a "
-            "name such as us-east-1, found 'us east'"
-        ),
-        "Correct the region, or unset it: the bucket is asked.",
-        "test_publish.py",
-        "the region (AWS_REGION, or region in the AWS config) must be a name such ",
-    ),
-    (
-        (
-            "s3://ratings/v1: the profile's sign-in has expired or was never made: run aws "
-            "sso login, then publish again"
-        ),
-        "Run `aws sso login --profile NAME`, then publish again.",
-        "test_publish.py",
-        ": the profile's sign-in has expired or was never made: ",
-    ),
-    (
-        "s3://ratings/v1: the profile's credential_process failed: run it by hand to see why",
-        "Run the profile's `credential_process` command yourself.",
-        "test_publish.py",
-        ": the profile's credential_process failed: run it by hand to see why",
-    ),
-    (
-        "check-only: expected true or false, found 'yes'",
-        "Give the GitHub Action's `check-only` input `true` or `false`.",
-        "test_ci_recipe.py",
-        "check-only: expected true or false, found 'yes'",
-    ),
-    (
-        "s3://ratings/v1: the state keeps changing: is another publish running?",
-        "Run one publish per target at a time (a CI concurrency group), then again.",
-        "test_state_chain.py",
-        ": the state keeps changing: is another publish running?",
-    ),
-    (
-        (
-            "s3://ratings/v1: another publish holds the lock (ci@runner-7 (process 4242), "
-            "since 24 Nov 2026 09:00:00 UTC); waited 600 s (--lock-timeout); nothing was changed"
-        ),
-        (
-            "Another publish of the target is running: wait, or raise `--lock-timeout`. If that "
-            "publish died, run again with `--force-unlock`."
-        ),
-        "test_publish_lock.py",
-        "(--lock-timeout); nothing was changed",
-    ),
-    (
-        (
-            "s3://ratings/v1: https://store.example:9000 ignores conditional writes "
-            "(If-None-Match), so two publishes at once could lose files; nothing was changed. "
-            "If only one publish ever runs at a time, run again with --single-publisher"
-        ),
-        (
-            "Publish to a store that honours conditional writes ([which do]"
-            "(deploy-object-storage.md#what-each-store-guarantees)); or, if one publish ever runs "
-            "at a time (a CI concurrency group), add `--single-publisher`."
-        ),
-        "test_publish_lock.py",
-        "so two publishes at once could lose files; nothing was changed. If only one ",
-    ),
-    (
-        (
-            "s3://ratings/v1: another publish took over this one's lock, which was not renewed "
-            "within 60 s; stopped: publish again to finish"
-        ),
-        (
-            "The publish was paused longer than the lock's lease (a suspended runner): publish "
-            "again."
-        ),
-        "test_publish_lock.py",
-        "; stopped: publish again to finish",
-    ),
-]
+PUBLISH_ERRORS: Final = _errors("""
+(in a checkout: -r requirements-publish.txt) | --publish needs boto3 and obstore: pip install 'ratings-api[publish]' (in a checkout: -r requirements-publish.txt) | Installed: `pip install 'ratings-api[publish]'`; in a checkout: `pip install -r requirements-publish.txt`. | test_publish.py
+; nothing was changed. If that is meant, run again with  | s3://ratings: this publish would remove 300 files, more than --max-removals 256; nothing was changed. If that is meant, run again with --max-removals 300 | Check the input lost no articles; if the removals are meant, run again as told. | test_publish.py
+after another publish; uploads were made. If that is meant, run again  | s3://ratings: this publish would remove 300 files, more than --max-removals 256, after another publish; uploads were made. If that is meant, run again with --max-removals 300 | Check the input lost no articles; if the removals are meant, run again as told. | test_state_chain.py
+: no credentials: set AWS_ACCESS_KEY_ID and  | s3://ratings/v1: no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE | Set the two variables (in CI: the repository's secrets), or a profile. | test_publish.py
+: the credentials are incomplete: AWS_SECRET_ACCESS_KEY is missing | s3://ratings/v1: the credentials are incomplete: AWS_SECRET_ACCESS_KEY is missing | Set the two variables (in CI: the repository's secrets), or a profile. | test_publish.py
+: AWS_PROFILE: no profile 'nope' in the AWS config or  | s3://ratings/v1: AWS_PROFILE: no profile 'nope' in the AWS config or credentials files | Correct the profile's name, or unset `AWS_PROFILE`. | test_publish.py
+: the profile's settings give no credentials (InvalidConfigError): correct  | s3://ratings/v1: the profile's settings give no credentials (InvalidConfigError): correct the profile | Correct the profile's `role_arn`, `source_profile`, `credential_source` or `sso_` lines. | test_publish.py
+: not a valid AWS config or credentials file | s3://ratings/v1: /Users/me/.aws/config: not a valid AWS config or credentials file | Correct the file: `[section]` lines, then `key = value` lines. | test_publish.py
+config) is not a URL such as https://HOST[:PORT] | s3://ratings/v1: the endpoint (AWS_ENDPOINT_URL, or endpoint_url in the AWS config) is not a URL such as https://HOST[:PORT] | Give a URL; keys go in `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`, never in it. | test_publish.py
+the region (AWS_REGION, or region in the AWS config) must be a name such  | s3://ratings/v1: the region (AWS_REGION, or region in the AWS config) must be a name such as us-east-1, found 'us east' | Correct the region, or unset it: the bucket is asked. | test_publish.py
+: the profile's sign-in has expired or was never made:  | s3://ratings/v1: the profile's sign-in has expired or was never made: run aws sso login, then publish again | Run `aws sso login --profile NAME`, then publish again. | test_publish.py
+: the profile's credential_process failed: run it by hand to see why | s3://ratings/v1: the profile's credential_process failed: run it by hand to see why | Run the profile's `credential_process` command yourself. | test_publish.py
+check-only: expected true or false, found 'yes' | check-only: expected true or false, found 'yes' | Give the GitHub Action's `check-only` input `true` or `false`. | test_ci_recipe.py
+: the state keeps changing: is another publish running? | s3://ratings/v1: the state keeps changing: is another publish running? | Run one publish per target at a time (a CI concurrency group), then again. | test_state_chain.py
+(--lock-timeout); nothing was changed | s3://ratings/v1: another publish holds the lock (ci@runner-7 (process 4242), since 24 Nov 2026 09:00:00 UTC); waited 600 s (--lock-timeout); nothing was changed | Another publish of the target is running: wait, or raise `--lock-timeout`. If that publish died, run again with `--force-unlock`. | test_publish_lock.py
+so two publishes at once could lose files; nothing was changed. If only one  | s3://ratings/v1: https://store.example:9000 ignores conditional writes (If-None-Match), so two publishes at once could lose files; nothing was changed. If only one publish ever runs at a time, run again with --single-publisher | Publish to a store that honours conditional writes ([which do](deploy-object-storage.md#what-each-store-guarantees)); or, if one publish ever runs at a time (a CI concurrency group), add `--single-publisher`. | test_publish_lock.py
+; stopped: publish again to finish | s3://ratings/v1: another publish took over this one's lock, which was not renewed within 60 s; stopped: publish again to finish | The publish was paused longer than the lock's lease (a suspended runner): publish again. | test_publish_lock.py
+""")
 
 # The fix for each error of publishing that a test holds as data, by its case: the
 # options of test_publishing_options_without_publish_are_refused, the targets of

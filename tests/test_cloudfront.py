@@ -1,8 +1,8 @@
 """The CloudFront Function of deploy/cloudfront, run in node on CloudFront-shaped events.
 
 The contract suite (tests/test_http_contract.py) holds its answers to the app's, on each point
-it decides alone and on generated requests; here is what only the function does: the key of
-each object it sends a request on to, the words of its one difference, the front page's policy.
+it decides alone; here is what only the function does: the key of each object it sends a
+request on to, the words of its one difference, the front page's policy.
 """
 
 from __future__ import annotations

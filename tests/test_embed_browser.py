@@ -3,7 +3,8 @@
 A page of another origin, under a strict Content-Security-Policy, holds the two documented lines;
 a script error or a refusal by the policy fails. The languages, the texts a page gives and the
 failures are shown from the page's own server. That the hosts serve embed.js as the app does is
-the contract suite's job (tests/test_http_contract.py, tests/test_hosts_agree.py).
+the contract suite's job (tests/test_http_contract.py). The module's own bytes, and Netlify's
+types for it, are checked in the quick tier.
 """
 
 from __future__ import annotations
@@ -29,8 +30,6 @@ from ratings_api.embed import EMBED_PATH, MAX_GZIPPED, TYPES_PATH, embed_script
 from tests.browser import chromium, console, install_test_tools, not_found
 from tests.contract import Host, request
 from tests.hosts import start_serve
-
-pytestmark = pytest.mark.real_world
 
 REPO: Final = Path(__file__).resolve().parent.parent
 WIDTH: Final = 560
@@ -514,6 +513,7 @@ def test_netlify_types_the_module_and_its_types(path: str, kind: str) -> None:
     assert types == ["application/json", kind]
 
 
+@pytest.mark.real_world
 def test_the_element_from_the_app(driver: Chrome, app: Host, pages: PageServer) -> None:
     host = app
     reply = request(host.port, "GET", f"/{EMBED_PATH}")
@@ -559,6 +559,7 @@ def test_the_element_from_the_app(driver: Chrome, app: Host, pages: PageServer) 
     assert console(driver) == [not_found(f"{api}/{UNKNOWN}/rating/")]
 
 
+@pytest.mark.real_world
 @pytest.mark.parametrize(
     ("kind", "error", "reason"),
     [
@@ -603,6 +604,7 @@ def test_an_api_that_fails_shows_nothing_and_throws_nothing(
     assert sorted(message for _, _, message in console(driver)) == sorted(expected)
 
 
+@pytest.mark.real_world
 def test_each_language_from_the_element_a_parent_or_the_page(
     pages: PageServer, driver: Chrome
 ) -> None:
@@ -644,6 +646,7 @@ settled();
 """
 
 
+@pytest.mark.real_world
 def test_an_article_id_set_back_at_once_loads_once(pages: PageServer, driver: Chrome) -> None:
     driver.get(f"{pages.origin}/languages")
     driver.set_script_timeout(WAIT_SECONDS)
