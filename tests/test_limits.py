@@ -10,7 +10,6 @@ from typing import Final
 
 import pytest
 
-from ratings_api.build import build
 from ratings_api.errors import InputError
 from ratings_api.limits import NETLIFY_PER_DIRECTORY, OBJECT_STORAGE, PAGES_FREE, PAGES_PAID, check
 from tests.contract import REPO, hermetic_environ
@@ -81,22 +80,6 @@ def test_pages_over_its_paid_limit_stops_the_build() -> None:
         "100,001 files (and any of yours) are over Cloudflare Pages' limit of 100,000 files "
         f"a deployment by 1: the deploy would fail; {OBJECT_STORAGE}"
     )
-
-
-def test_the_build_stops_before_writing(tmp_path: Path) -> None:
-    source = tmp_path / "ratings.yaml"
-    source.write_text(ratings(100_000), encoding="utf-8")
-    said: list[str] = []
-    with pytest.raises(InputError):
-        build(
-            str(source),
-            str(tmp_path / "site"),
-            base_url="https://ratings.example.com",
-            environ={"CF_PAGES": "1"},
-            host_notice=said.append,
-        )
-    assert not (tmp_path / "site").exists()
-    assert said == []
 
 
 def generate(folder: Path, environ: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
