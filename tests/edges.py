@@ -157,13 +157,9 @@ def start_edge_nginx(folder: Path, store_port: int) -> tuple[subprocess.Popen[by
     return run_nginx(folder, port, nginx_edge_conf(port, store_port, folder))
 
 
-def start_nginx_edge(folder: Path, ratings: str = RATINGS) -> Host:
-    """Debian's nginx with deploy/nginx-object-storage.conf in front of SeaweedFS."""
-    return nginx_edge(folder, ratings)[0]
-
-
 def nginx_edge(folder: Path, ratings: str = RATINGS) -> tuple[Host, Store]:
-    """The nginx edge, and the store behind it (stopped with it)."""
+    """Debian's nginx with deploy/nginx-object-storage.conf in front of SeaweedFS, and the
+    store (stopped with it)."""
     from tests.hosts import build_project, host, install_host_tools
 
     install_host_tools()
@@ -202,7 +198,7 @@ def store_reads(store: Store, bucket: str = BUCKET) -> int:
 
 
 EDGES: Final[dict[str, Callable[..., Host]]] = {
-    "nginx → S3": start_nginx_edge,
+    "nginx → S3": lambda folder, ratings=RATINGS: nginx_edge(folder, ratings)[0],
     "Worker → R2": start_worker,
 }
 

@@ -232,5 +232,4 @@ def test_the_base_url_and_the_options_reach_the_command(runner: Runner) -> None:
 
 def test_the_docs_page_shows_the_workflow_as_it_is() -> None:
     page = PAGE.read_text()
-    assert f"```yaml\n{WORKFLOW.read_text()}```" in page
-    assert len(page) <= 16_000
+    assert f"```yaml\n{WORKFLOW.read_text()}```" in page  # its length: test_docs.py

@@ -20,7 +20,6 @@ import yaml
 
 from deploy.render import COMMAND, FILES, REPO, rendered
 from ratings_api.contract import COMMON_HEADERS, ERROR_TYPE, NOT_FOUND
-from ratings_api.hosting import hosting_files
 from ratings_api.publish import content_type
 from tests.contract import hermetic_environ, make_project
 from tests.hosts import (
@@ -28,18 +27,7 @@ from tests.hosts import (
     CLOUDFLARE_HEADERS,
     NETLIFY_TOML,
     build_project,
-    nginx_site_conf,
 )
-
-
-def test_hosting_files_are_the_rules_and_the_json_404() -> None:
-    """The same for any site (a million articles need two rules): bytes in tests/cases/valid/front-page."""
-    golden = Path(__file__).parent / "cases/valid/front-page/expected"
-    assert hosting_files() == {
-        "_redirects": (golden / "_redirects").read_bytes(),
-        "404.html": NOT_FOUND,
-    }
-
 
 # The rendered files
 
@@ -93,50 +81,39 @@ def run_cloudflare_build(folder: Path, **environ: str) -> subprocess.CompletedPr
     )
 
 
-def article_url(site: Path) -> str:
-    document = json.loads((site / "away/api/articles/7/rating/index.json").read_bytes())
-    return str(document["article_url"])
+PAGES_URL: Final = "https://abc123.ratings.pages.dev"
 
 
-def test_cloudflare_build_uses_the_deployment_s_address(tmp_path: Path) -> None:
-    done = run_cloudflare_build(tmp_path, CF_PAGES_URL="https://abc123.ratings.pages.dev")
-    assert done.returncode == 0, done.stderr
+# The deployment's variables, and the article URL the build gives, or its error.
+@pytest.mark.parametrize(
+    ("environ", "url", "error"),
+    [
+        ({"CF_PAGES_URL": PAGES_URL}, PAGES_URL, ""),
+        (  # the project's own base URL wins over the deployment's address
+            {"CF_PAGES_URL": PAGES_URL, "BASE_URL": "https://ratings.example.com"},
+            "https://ratings.example.com",
+            "",
+        ),
+        ({}, None, "--base-url: the base URL must start with http:// or https://, found ''\n"),
+    ],
+    ids=["deployment", "base-url", "no-address"],
+)
+def test_the_cloudflare_build(
+    tmp_path: Path, environ: dict[str, str], url: str | None, error: str
+) -> None:
+    done = run_cloudflare_build(tmp_path, **environ)
+    assert (done.returncode, done.stderr) == ((2, error) if url is None else (0, ""))
     site = tmp_path / "site"
-    assert article_url(site) == "https://abc123.ratings.pages.dev/away/api/articles/7/"
+    if url is None:  # nothing written
+        assert not (site / "away").exists()
+        assert not (site / "_headers").exists()
+        return
+    document = json.loads((site / "away/api/articles/7/rating/index.json").read_bytes())
+    assert document["article_url"] == f"{url}/away/api/articles/7/"
     assert (site / "_headers").read_bytes() == CLOUDFLARE_HEADERS.read_bytes()
     assert (tmp_path / ".site.generate" / "lock").is_file()  # beside site/: not published
     assert not (site / ".generate-state").exists()
     assert (site / ".hidden").exists()  # a dotfile of the user's is theirs
-
-
-def test_cloudflare_build_prefers_the_project_s_base_url(tmp_path: Path) -> None:
-    done = run_cloudflare_build(
-        tmp_path,
-        CF_PAGES_URL="https://abc123.ratings.pages.dev",
-        BASE_URL="https://ratings.example.com",
-    )
-    assert done.returncode == 0, done.stderr
-    assert article_url(tmp_path / "site") == "https://ratings.example.com/away/api/articles/7/"
-
-
-def test_cloudflare_build_without_an_address_fails_and_writes_nothing(tmp_path: Path) -> None:
-    done = run_cloudflare_build(tmp_path)
-    assert done.returncode == 2
-    assert done.stderr == (
-        "--base-url: the base URL must start with http:// or https://, found ''\n"
-    )
-    assert not (tmp_path / "site" / "away").exists()
-    assert not (tmp_path / "site" / "_headers").exists()
-
-
-# deploy/nginx.conf
-
-
-def test_nginx_conf_has_the_two_documented_edits(tmp_path: Path) -> None:
-    text = nginx_site_conf(8080, tmp_path)
-    assert "    listen 127.0.0.1:8080;\n" in text
-    assert f"    root {tmp_path};\n" in text
-    assert "# EDIT" not in text
 
 
 # deploy/cloudfront/template.yaml

@@ -10,7 +10,6 @@ from typing import Final
 
 import pytest
 
-from ratings_api.build import build
 from ratings_api.errors import InputError
 from ratings_api.limits import NETLIFY_PER_DIRECTORY, OBJECT_STORAGE, PAGES_FREE, PAGES_PAID, check
 from tests.contract import REPO, hermetic_environ
@@ -83,22 +82,6 @@ def test_pages_over_its_paid_limit_stops_the_build() -> None:
     )
 
 
-def test_the_build_stops_before_writing(tmp_path: Path) -> None:
-    source = tmp_path / "ratings.yaml"
-    source.write_text(ratings(100_000), encoding="utf-8")
-    said: list[str] = []
-    with pytest.raises(InputError):
-        build(
-            str(source),
-            str(tmp_path / "site"),
-            base_url="https://ratings.example.com",
-            environ={"CF_PAGES": "1"},
-            host_notice=said.append,
-        )
-    assert not (tmp_path / "site").exists()
-    assert said == []
-
-
 def generate(folder: Path, environ: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(REPO / "generate.py"), *args],
@@ -153,18 +136,12 @@ def test_a_publishing_build_checks_no_static_host(tmp_path: Path) -> None:
     assert "Cloudflare" not in done.stderr
 
 
-def test_the_hosts_page_gives_each_host_s_limit_with_its_source_and_these_numbers() -> None:
+def test_the_hosts_page_gives_the_limits_the_build_checks() -> None:
     page = (REPO / "docs" / "hosts.md").read_text(encoding="utf-8")
-    head = "| host | limit | what counts | source | what the build does |\n|---|---|---|---|---|\n"
-    rows = page.split(head, 1)[1].split("\n\n", 1)[0].splitlines()
-    table = {cells[0]: cells[1:] for cells in (row.strip("| ").split(" | ") for row in rows)}
-    hosts = ["Cloudflare Pages", "Netlify", "Azure Static Web Apps", "Vercel", "GitHub Pages"]
-    assert list(table)[:5] == hosts
-    assert list(table)[5].startswith("Object storage")
-    assert all(len(cells) == 4 and all(cells) for cells in table.values()), table
-    # What the build does on the two hosts it checks: the numbers of limits.py.
-    pages, netlify = table["Cloudflare Pages"], table["Netlify"]
-    assert f"{PAGES_FREE:,} files a deployment on the Free plan, {PAGES_PAID:,}" in pages[0]
-    assert f"over {PAGES_PAID:,} files, exit 2; over {PAGES_FREE:,}, a notice" in pages[3]
-    assert f"{NETLIFY_PER_DIRECTORY:,} files a directory" in netlify[0]
-    assert f"over {NETLIFY_PER_DIRECTORY:,} articles, a notice" in netlify[3]
+    said = [
+        f"{PAGES_FREE:,} files a deployment on the Free plan, {PAGES_PAID:,}",
+        f"over {PAGES_PAID:,} files, exit 2; over {PAGES_FREE:,}, a notice",
+        f"{NETLIFY_PER_DIRECTORY:,} files a directory",
+        f"over {NETLIFY_PER_DIRECTORY:,} articles, a notice",
+    ]
+    assert [text for text in said if text not in page] == []

@@ -228,12 +228,6 @@ def edited_stale_and_old(tmp_path: Path) -> Path:
     return ratings_file(tmp_path, "  1: [5]\n  2: [4]\n")
 
 
-def articles_folder_deleted(tmp_path: Path) -> Path:
-    ratings = site_of_three(tmp_path)
-    shutil.rmtree(tmp_path / "site" / "away")
-    return ratings
-
-
 # How the site came to be, what --check then exits with and prints.
 CHECKS: dict[str, tuple[Callable[[Path], Path], int, str]] = {
     "missing-site": (
@@ -253,15 +247,6 @@ CHECKS: dict[str, tuple[Callable[[Path], Path], int, str]] = {
             "{site} is out of date: 3 to write, 2 to remove:\n  {site}/{doc2}\n"
             "  {site}/away/api/openapi.json\n  {site}/index.html\n  {site}/{doc3}\n"
             "  {site}/.generate-1.tmp\n"
-        ),
-    ),
-    "articles-folder-deleted": (
-        articles_folder_deleted,
-        1,
-        (
-            "{site} is out of date: 6 to write, 0 to remove:\n  {site}/{doc1}\n  {site}/{doc2}\n"
-            "  {site}/{doc3}\n  {site}/away/api/embed.d.ts\n  {site}/away/api/embed.js\n"
-            "  and 1 more\n"
         ),
     ),
     "up-to-date": (site_of_three, 0, "{site} is up to date: 3 articles\n"),
@@ -326,23 +311,11 @@ def test_a_write_cut_short_leaves_whole_documents(tmp_path: Path) -> None:
     )
 
 
-def file_where_the_output_goes(tmp_path: Path) -> Path:
-    (tmp_path / "file").write_text("not a folder\n")
-    return tmp_path / "file" / "site"
-
-
 def folder_where_a_document_goes(tmp_path: Path) -> Path:
     site = tmp_path / "site"
     assert build(ratings_file(tmp_path, "  1: [4]\n  2: [4]\n"), site, "--quiet") == 0
     (site / document(2)).unlink()
     (site / document(2)).mkdir()
-    return site
-
-
-def file_where_a_folder_goes(tmp_path: Path) -> Path:
-    site = folder_where_a_document_goes(tmp_path)
-    shutil.rmtree(site / "away")
-    (site / "away").write_text("not a folder\n")
     return site
 
 
@@ -357,12 +330,10 @@ def folder_where_a_file_goes(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     ("prepare", "message"),
     [
-        (file_where_the_output_goes, "{site}: cannot write: Not a directory\n"),
         (folder_where_a_document_goes, "{site}/{doc2}: cannot write: Is a directory\n"),
-        (file_where_a_folder_goes, "{site}: cannot write: Not a directory\n"),
         (folder_where_a_file_goes, "{site}/index.html: cannot write: Is a directory\n"),
     ],
-    ids=["output-below-a-file", "document-a-folder", "away-a-file", "front-page-a-folder"],
+    ids=["document-a-folder", "front-page-a-folder"],
 )
 def test_an_output_that_cannot_be_written_is_one_line(
     tmp_path: Path,
