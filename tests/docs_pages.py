@@ -272,8 +272,8 @@ PUBLISH_ERRORS: Final[list[tuple[str, str, str, str]]] = [
             "since 24 Nov 2026 09:00:00 UTC); waited 600 s (--lock-timeout); nothing was changed"
         ),
         (
-            "Another publish of the target is running: wait, or raise `--lock-timeout`. If that "
-            "publish died, run again with `--force-unlock`."
+            "Another publish of the target is running: wait, or raise `--lock-timeout`. A lock "
+            "whose publish died is taken over once its lease (60 s) has passed unrenewed."
         ),
         "test_publish_lock.py",
         "(--lock-timeout); nothing was changed",
@@ -294,15 +294,27 @@ PUBLISH_ERRORS: Final[list[tuple[str, str, str, str]]] = [
     ),
     (
         (
-            "s3://ratings/v1: another publish took over this one's lock, which was not renewed "
-            "within 60 s; stopped: publish again to finish"
+            "s3://ratings/v1: another publish took over this one's lock; stopped: publish "
+            "again to finish"
         ),
         (
             "The publish was paused longer than the lock's lease (a suspended runner): publish "
             "again."
         ),
-        "test_publish_lock.py",
-        "; stopped: publish again to finish",
+        "test_lease.py",
+        "another publish took over this one's lock; stopped",
+    ),
+    (
+        (
+            "s3://ratings/v1: this publish's lock was not renewed within 30 s, so another "
+            "publish may hold it now; stopped: publish again to finish"
+        ),
+        (
+            "The publish was paused, or the store answered its renewals too slowly: it wrote "
+            "nothing more. Publish again."
+        ),
+        "test_lease.py",
+        "so another publish may hold it now; stopped",
     ),
 ]
 
@@ -319,7 +331,6 @@ PUBLISH_FIXES: Final[dict[str, str]] = {
     "--publish-workers": _ALONE,
     "--check": _ALONE,
     "--lock-timeout": _ALONE,
-    "--force-unlock": _ALONE,
     "--single-publisher": _ALONE,
     "https://bucket/p": _TARGET,
     "s3:///p": _TARGET,
