@@ -19,8 +19,6 @@ from dataclasses import replace
 from typing import Any, Final, TypeVar
 
 import pytest
-from hypothesis import given, note, settings
-from hypothesis import strategies as st
 from obstore.exceptions import GenericError
 
 from ratings_api.bucket_state import (
@@ -539,64 +537,3 @@ def test_a_first_publish_plans_every_file_without_a_path_each() -> None:
     ]
     # Columns of numbers: a list of (path, place) would take about 15 MB.
     assert peak < 4_000_000
-
-
-# The invariant, over random publishes, kills and publishes that meet
-
-Spec = tuple[dict[int, tuple[int, int]], bytes, bool]  # a site's numbers, index.html, x.css
-SITES: Final = st.tuples(
-    st.dictionaries(
-        st.integers(1, 6), st.tuples(st.sampled_from([1, 2, LARGE]), st.integers(1, 2)), max_size=4
-    ),
-    st.sampled_from([b"<p>a</p>\n", b"<p>b</p>\n"]),
-    st.booleans(),
-)
-# A publish: its site, the request before which it is killed (0: none), whether it repairs,
-# and its --max-removals (small enough, at times, to stop it).
-PUBLISHES: Final = st.tuples(
-    SITES, st.just(0) | st.integers(1, 12), st.booleans(), st.sampled_from([1, 99])
-)
-# A step: one publish; or two, the second run whole before the first's n-th request lands
-# (the first is not killed then: docs/deploy-object-storage.md says why).
-STEPS: Final = st.one_of(st.tuples(PUBLISHES), st.tuples(PUBLISHES, PUBLISHES, st.integers(1, 12)))
-
-
-def site_of(spec: Spec) -> Site:
-    numbers, front, extra = spec
-    return site_of_numbers(
-        numbers, others={"index.html": front, **({"x.css": b"a {}\n"} if extra else {})}
-    )
-
-
-async def attempt(memory: Memory, publish: tuple[Spec, int, bool, int], *theirs: Any) -> None:
-    """Run one publish to its end: done, stopped with its one line, or killed."""
-    spec, killed, repair, removals = publish
-
-    async def before(number: int, method: str, path: str) -> None:
-        if theirs and number == theirs[1]:  # theirs, whole, before this request lands
-            await attempt(memory, theirs[0])
-            assert lies(await contents(memory)) == []
-        elif number == killed and not theirs:
-            raise Killed
-
-    mine = publication(Seen(memory, before), site_of(spec), repair=repair, removals=removals)
-    try:
-        await mine.carry_out()
-    except (Killed, InputError):
-        pass
-
-
-@settings(max_examples=150, derandomize=True, database=None, deadline=None)
-@given(st.lists(STEPS, min_size=1, max_size=5), SITES)
-def test_a_known_file_holds_what_the_state_says_whatever_happens(
-    steps: list[tuple[Any, ...]], last: Spec
-) -> None:
-    """And a publish nothing stops makes the store exactly its site, which --check finds."""
-    memory = Memory()
-    note(repr((steps, last)))
-    for step in steps:
-        run(attempt(memory, *step))
-        assert lies(run(contents(memory))) == []
-    run(publish(memory, site_of(last), removals=99))
-    assert_holds(run(contents(memory)), site_of(last))
-    assert run(publication(Seen(memory), site_of(last)).plan_only()).plan.changes == 0
