@@ -92,7 +92,8 @@ def me() -> dict[str, Any]:
     user = os.environ.get("USER") or os.environ.get("USERNAME") or "someone"  # or Windows'
     since = datetime.now(UTC).strftime("%d %b %Y %H:%M:%S UTC")  # for people only
     who = f"{user}@{socket.gethostname()} (process {os.getpid()})"
-    return {"format": FORMAT, "token": secrets.token_hex(16), "who": who, "since": since}
+    token = secrets.token_hex(16)
+    return {"format": FORMAT, "token": token, "who": who, "since": since, "lease": LEASE}
 
 
 def read_body(data: bytes) -> Body:

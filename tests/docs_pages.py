@@ -272,11 +272,17 @@ PUBLISH_ERRORS: Final[list[tuple[str, str, str, str]]] = [
             "since 24 Nov 2026 09:00:00 UTC); waited 600 s (--lock-timeout); nothing was changed"
         ),
         (
-            "Another publish of the target is running: wait, or raise `--lock-timeout`. A lock "
-            "whose publish died is taken over once its lease (60 s) has passed unrenewed."
+            "Another publish of the target is running: wait, or raise `--lock-timeout` (a dead "
+            "one's lock expires after 60 s)."
         ),
         "test_publish_lock.py",
         "(--lock-timeout); nothing was changed",
+    ),
+    (
+        "--lock-timeout must be at least the lock's lease, 60 s",
+        "Give 60 or more (a dead publish's lock expires after 60 s), or leave it out.",
+        "test_lease.py",
+        "--lock-timeout must be at least the lock's lease, 60 s",
     ),
     (
         (
@@ -309,12 +315,9 @@ PUBLISH_ERRORS: Final[list[tuple[str, str, str, str]]] = [
             "s3://ratings/v1: this publish's lock was not renewed within 30 s, so another "
             "publish may hold it now; stopped: publish again to finish"
         ),
-        (
-            "The publish was paused, or the store answered its renewals too slowly: it wrote "
-            "nothing more. Publish again."
-        ),
+        "It was paused, or its renewals were too slow: it wrote nothing more. Publish again.",
         "test_lease.py",
-        "so another publish may hold it now; stopped",
+        "publish may hold it now; stopped: publish again to finish",
     ),
 ]
 

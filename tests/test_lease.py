@@ -27,6 +27,7 @@ from obstore.exceptions import GenericError
 
 from ratings_api import lock as lease
 from ratings_api.bucket_state import STATE_NAME, Site
+from ratings_api.cli import main
 from ratings_api.errors import InputError
 from ratings_api.lock import LOCK_NAME, Fenced, Lock, Waiting, locked
 from ratings_api.publish import Publication
@@ -276,3 +277,17 @@ def test_a_waiter_takes_a_dead_holders_lock_after_its_lease_on_its_own_clock() -
     assert run_together(memory, [killed, theirs], time) == ["killed", "published"]
     assert 1.0 + lease.LEASE < time.now <= 1.0 + lease.LEASE + lease.POLL  # from first sight
     assert_holds(bucket(memory), TWO)
+
+
+@pytest.mark.parametrize("timeout", ["0", "59"])
+def test_a_lock_timeout_shorter_than_the_lease_is_refused(
+    timeout: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It could never see a dead holder's lock go stale."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["--publish", "s3://b/p", "--lock-timeout", timeout])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.endswith(
+        "generate.py: error: --lock-timeout must be at least the lock's lease, 60 s\n"
+    )

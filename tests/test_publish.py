@@ -431,7 +431,6 @@ def test_publish_alone_reports_input_errors_in_one_line(project: Project) -> Non
         (["--publish-workers", "4"], "--publish-workers goes only with --publish"),
         (["--check", "--repair"], "--repair goes only with --publish"),
         (["--lock-timeout", "5"], "--lock-timeout goes only with --publish"),
-        (["--force-unlock"], "--force-unlock goes only with --publish"),
         (["--single-publisher"], "--single-publisher goes only with --publish"),
     ],
 )
