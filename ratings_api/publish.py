@@ -282,7 +282,7 @@ class Publication:
         unless = known.version if known is not None else None
         answer = await self.store.get(STATE_NAME, unless=unless)
         if answer is None:
-            if not await self.store.bucket_exists():  # asked on this path only
+            if known is None and not await self.store.bucket_exists():  # once, on this path only
                 raise FileNotFoundError(STATE_NAME)  # s3.explain: "no such bucket"
             return Read(BucketState(), None)
         if answer.same and known is not None:
