@@ -124,6 +124,7 @@ class Lock:
     clock: Callable[[], float] = clock
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     version: str = ""  # our lock's ETag, once taken
+    data: bytes = b""  # its body, as last written
     renewed: float = -float("inf")  # when the last renewal that landed was sent
 
     @property
@@ -172,7 +173,7 @@ class Lock:
         self.body = {**self.body, "renewals": self.body.get("renewals", -1) + 1}
         if released:
             self.body["released"] = True
-        data = json.dumps(self.body, sort_keys=True).encode() + b"\n"
+        data = self.data = json.dumps(self.body, sort_keys=True).encode() + b"\n"
         try:
             self.version = await self.store.put(
                 LOCK_NAME, data, ATTRIBUTES, if_match=if_match, create=create
@@ -186,12 +187,16 @@ class Lock:
         return None
 
     async def check(self) -> None:
-        """Refuse a store that ignores If-None-Match or If-Match: two requests, both refused."""
+        """Refuse a store that ignores If-None-Match or If-Match: two requests, both refused.
+
+        Each writes our body again: where the store ignores the condition, the lock is
+        still ours, its ETag (an MD5) the same, and it is released as it should be.
+        """
         for create, condition in ((True, "If-None-Match"), (False, "If-Match")):
             try:
                 await self.store.put(
                     LOCK_NAME,
-                    b"{}\n",
+                    self.data,
                     ATTRIBUTES,
                     create=create,
                     if_match=None if create else NO_SUCH_TAG,
