@@ -7,8 +7,11 @@ conditional writes, stalls or fills up: each seen from outside the publish.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -20,7 +23,7 @@ from ratings_api.build import render_site
 from ratings_api.publish import site_of
 from tests import test_publish
 from tests.objectstore import start_counting_proxy
-from tests.test_publish import Project, many
+from tests.test_publish import SHORT, Project, many
 
 pytestmark = pytest.mark.real_world
 
@@ -195,6 +198,114 @@ def test_a_publish_that_lost_its_lock_stops(
     assert json.loads(seen[1])["renewals"] > json.loads(seen[0])["renewals"]
     assert json.loads(project.objects()[LOCK_KEY])["who"] == OTHER["who"]
     assert False in project.state().values()  # its marks, not its final state
+
+
+# The issue's reproductions: a holder paused past its lease, a waiter's clock ahead,
+# a lost reply. Each failed before the lease fenced the holder's writes.
+
+
+def shorten(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in SHORT.items():
+        monkeypatch.setattr(lock, name, value)
+
+
+def stopped_when(project: Project, process: list[subprocess.Popen[str]]) -> Callable[[], None]:
+    """An act of the proxy: SIGSTOP the publish of ``process`` once (before its request)."""
+
+    def stop() -> None:
+        if process and not STOPPED.get(process[0].pid):
+            STOPPED[process[0].pid] = True
+            process[0].send_signal(signal.SIGSTOP)
+
+    return stop
+
+
+STOPPED: dict[int, bool] = {}
+FENCED: Final = (
+    ": this publish's lock was not renewed within 2 s, so another publish may hold it "
+    "now; stopped: publish again to finish\n"
+)
+
+
+@pytest.mark.parametrize("when", ["uploading", "before-its-removals"])
+def test_a_holder_stopped_past_its_lease_writes_nothing_once_resumed(
+    project: Project, monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """A is stopped (SIGSTOP) while it uploads, or just before it removes 90 files; B
+    takes the stale lock and publishes; A resumes, and stops before its next write."""
+    shorten(monkeypatch)
+    b = catalogue(project, "b", many(100))
+    a = catalogue(project, "a", many(300 if when == "uploading" else 10))
+    if when != "uploading":
+        project.use(b)
+        assert project.publish().code == 0
+    started: list[subprocess.Popen[str]] = []
+    key = "p/index.html" if when != "uploading" else "p/" + test_publish.document(40)
+    project.proxy.before_each("PUT", key, stopped_when(project, started))
+    project.use(a)
+    started.append(
+        project.start("--quiet", "--publish-workers", "1", "--max-removals", "999", short=True)
+    )
+    try:
+        while not STOPPED.get(started[0].pid) and started[0].poll() is None:
+            time.sleep(0.01)
+        project.use(b)
+        done = project.publish("--max-removals", "999")
+        assert (done.code, done.err) == (0, "")
+    finally:
+        started[0].send_signal(signal.SIGCONT)
+    _, err = started[0].communicate(timeout=60)
+    assert (started[0].returncode, err) == (2, project.target + FENCED)
+    project.assert_published()
+    assert project.publish("--check").code == 0
+
+
+def test_a_waiter_whose_clock_is_ahead_takes_no_live_lock(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another publish renews its lock (of a 40 s lease) all along; B's wall clock is 50 s
+    ahead (libfaketime): B waits out its --lock-timeout and changes nothing."""
+    renewing = threading.Event()
+
+    def renew() -> None:
+        while not renewing.wait(0.3):
+            plant(project, 40.0)
+
+    plant(project, 40.0)
+    renewer = threading.Thread(target=renew)
+    renewer.start()
+    try:
+        # Every clock of the process 50 s ahead: a constant offset changes no duration
+        # (libfaketime's FAKETIME_DONT_FAKE_MONOTONIC breaks Python's time.sleep).
+        ahead = ["faketime", "-f", "+50s"]
+        process = project.start("--lock-timeout", "5", short=True, clock=ahead)
+        _, err = process.communicate(timeout=60)
+    finally:
+        renewing.set()
+        renewer.join()
+    assert process.returncode == 2, err
+    assert err.endswith(
+        f"{project.target}: another publish holds the lock ({HOLDER}); waited 5 s "
+        "(--lock-timeout); nothing was changed\n"
+    )
+    assert set(project.objects()) == {LOCK_KEY}
+
+
+@pytest.mark.parametrize("dropped", [0, 3], ids=["create", "renewal"])
+def test_a_lost_reply_to_its_own_lock_write_is_known_as_its_own(
+    project: Project, monkeypatch: pytest.MonkeyPatch, dropped: int
+) -> None:
+    """The store applies the write and the answer is lost: the client's retry is refused,
+    and the lock read back holds its own token."""
+    shorten(monkeypatch)
+    project.proxy.drop_reply("PUT", LOCK_KEY, after=dropped)  # after the create and checks
+    held = project.proxy.hold_reply("PUT", "index.html")
+    timer = threading.Timer(1.2, held.release.set)  # long enough for two renewals
+    timer.start()
+    done = project.publish()
+    timer.join()
+    assert (done.code, done.err) == (0, "")
+    project.assert_published()
 
 
 # Stores that ignore conditions, stall or fill up
