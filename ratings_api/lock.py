@@ -258,19 +258,8 @@ class Fenced:
     store: Store
     lock: Lock
 
-    @property
-    def requests(self) -> int:
-        return self.store.requests
-
-    @requests.setter
-    def requests(self, value: int) -> None:
-        self.store.requests = value
-
-    async def get(self, path: str, *, unless: str | None = None) -> Got | None:
-        return await self.store.get(path, unless=unless)
-
-    async def head(self, path: str) -> Mapping[str, str] | None:
-        return await self.store.head(path)
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)  # the reads, and the count of requests
 
     async def put(
         self,
@@ -287,12 +276,6 @@ class Fenced:
     async def delete(self, paths: list[str]) -> None:
         self.lock.fence()
         await self.store.delete(paths)
-
-    async def listing(self) -> dict[str, str]:
-        return await self.store.listing()
-
-    async def bucket_exists(self) -> bool:
-        return await self.store.bucket_exists()
 
 
 async def locked(lock: Lock, waiting: Waiting, work: Callable[[], Awaitable[T]]) -> T:
