@@ -127,10 +127,6 @@ class Lock:
     data: bytes = b""  # its body, as last written
     renewed: float = -float("inf")  # when the last renewal that landed was sent
 
-    @property
-    def token(self) -> str:
-        return str(self.body["token"])
-
     async def take(self, waiting: Waiting) -> None:
         """Take the lock: at once if free, released or stale, else wait for it."""
         started = self.clock()
@@ -168,7 +164,10 @@ class Lock:
         self, *, create: bool = False, if_match: str | None = None, released: bool = False
     ) -> Got | None:
         """Write our body as asked: None once it is ours (landed, or its lost reply
-        retried); else the lock as read back (another's, or none: ``Got(b"", "")``)."""
+        retried); else the lock as read back (another's, or none: ``Got(b"", "")``).
+
+        Refused, the lock read back is ours only if it holds the very bytes sent: our
+        token (no other body has it) and this write's count of renewals."""
         sent = self.clock()
         self.body = {**self.body, "renewals": self.body.get("renewals", -1) + 1}
         if released:
