@@ -537,3 +537,17 @@ def test_a_first_publish_plans_every_file_without_a_path_each() -> None:
     ]
     # Columns of numbers: a list of (path, place) would take about 15 MB.
     assert peak < 4_000_000
+
+
+def test_workers_never_outnumber_the_requests() -> None:
+    """--publish-workers 3000000 on a site of 4 files: 4 workers, not 3 million coroutines."""
+    memory, site = Memory(), site_of_numbers(BEFORE)
+    tracemalloc.start()
+    try:
+        outcome = run(publication(Seen(memory), site, workers=3_000_000).carry_out())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert outcome.uploaded == 4
+    assert_holds(run(contents(memory)), site)
+    assert peak < 1_000_000  # a coroutine each would take about 3 GB
