@@ -119,7 +119,7 @@ def publication(
     store: Seen, site: Site, *, repair: bool = False, removals: int = 256, workers: int = 1
 ) -> Publication:
     """A publish of ``site`` to ``store``, by default one request at a time: always the same."""
-    return Publication(store, TARGET, site, repair, removals, workers, None)  # type: ignore[arg-type]
+    return Publication(store, TARGET, site, repair, removals, workers, None)
 
 
 def run(work: Coroutine[Any, Any, T]) -> T:
