@@ -1,11 +1,30 @@
-"""The lock a publish holds in the bucket: one publish per target at a time.
+"""The lock a publish holds in the bucket: a lease that fences, one publish per target.
 
-``PREFIX/.ratings-api/lock`` is created with If-None-Match: *, as Terraform's S3
-backend does, and says who holds it and its lease. The holder renews it; one
-whose store Last-Modified is older than its lease is taken over by a write
-conditional on its ETag. Taking it, a publish checks that the store refuses a
-second create and a wrong If-Match. The lock is for liveness and cost;
-correctness rests on the state's version chain (ratings_api/publish.py).
+``PREFIX/.ratings-api/lock`` holds a JSON body: its ``format``, the holder's
+random ``token``, who it is and its lease. It is taken by a create (If-None-Match:
+*), or by a write conditional on the ETag of a stale or released body; renewed
+each RENEW s by a write conditional on our own ETag; released by writing a
+"released" body conditional on it, which the next publish takes over (the
+library's delete takes no condition, so a delete could remove another's lock).
+A refused write (412, 409 or 404: stores differ) is decided by reading the lock
+back: our token (our write landed and its lost reply was retried), another's, or
+none. No two machines' clocks are compared, and each process counts on a clock
+that keeps counting through a suspend:
+
+- A waiter calls a lock stale only when it has seen the same body and ETag for
+  more than the lease on its own clock. It first saw them after the store
+  applied them, so after the holder sent that renewal: the takeover comes more
+  than LEASE after the renewal was sent.
+- The holder sends no write (upload, removal, state) unless its last renewal,
+  counted from when it was sent, is younger than SAFE; it looks before each
+  request. A request takes at most REQUEST_MAX, the library's retries included
+  (s3.py bounds them), so every write lands or fails within SAFE + REQUEST_MAX
+  of that renewal, before LEASE: before any takeover. A paused holder that
+  resumes stops; it does not write.
+
+Left open: a request the store applies later than the client gave up on it
+(docs/deploy-object-storage.md). Taking the lock, a publish checks that the
+store refuses a second create and a wrong If-Match.
 """
 
 from __future__ import annotations
@@ -17,135 +36,171 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final, TypeVar
 
 from ratings_api.errors import InputError
-from ratings_api.s3 import Destination
-
-if TYPE_CHECKING:
-    from obstore import PutMode
-    from obstore.store import S3Store
+from ratings_api.s3 import REQUEST_MAX, Destination
+from ratings_api.store import Got, Refused, Store
 
 T = TypeVar("T")
 Say = Callable[[str], None]
 
 LOCK_NAME: Final = ".ratings-api/lock"
-LEASE: Final = 60  # seconds a lock lives unless its holder renews it
+FORMAT: Final = 1  # of the lock's body
+LEASE: Final = 60.0  # seconds a lock lives unless its holder renews it
+RENEW: Final = 10.0  # seconds between two renewals
+SAFE: Final = 30.0  # seconds after a renewal was sent in which its holder may still write
+assert SAFE + REQUEST_MAX < LEASE and RENEW < SAFE  # the argument above
+MAX_LEASE: Final = 600.0  # the longest lease of a body of another format that is waited out
 DEFAULT_TIMEOUT: Final = 600  # seconds a publish waits for another's lock
 POLL: Final = 0.5  # seconds between two looks at a held lock
 SAY_EVERY: Final = 10  # seconds between two lines while waiting
 RELEASE_WAIT: Final = 0.5  # seconds a stopped publish gives its release
 NO_SUCH_TAG: Final = '"00000000000000000000000000000000"'  # an ETag no object has
+ATTRIBUTES: Final = {"Content-Type": "application/json", "Cache-Control": "no-store"}
+UNKNOWN_HOLDER: Final = "an unknown holder, since an unknown time"
+
+
+def clock() -> float:
+    """Seconds on a clock that counts through a suspend (Linux), else the monotonic one."""
+    boottime = getattr(time, "CLOCK_BOOTTIME", None)
+    return time.clock_gettime(boottime) if boottime is not None else time.monotonic()
 
 
 @dataclass(frozen=True)
 class Waiting:
-    """How a publish takes the lock: how long it waits, and whether it takes it over at once."""
+    """How long a publish waits for another's lock."""
 
     timeout: float = DEFAULT_TIMEOUT
-    force: bool = False
 
 
 @dataclass(frozen=True)
-class Holder:
-    """What a lock's body says: who holds it, since when, for how long, and its own token."""
+class Body:
+    """A lock's body as read: its token, its lease, whether released, and who it names."""
 
-    who: str
-    since: str
+    token: str
     lease: float
-    token: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.who}, since {self.since}"
+    released: bool
+    holder: str
 
 
-def me() -> Holder:
+def me() -> dict[str, Any]:
+    """The body of a new lock of this process, unrenewed."""
     user = os.environ.get("USER") or os.environ.get("USERNAME") or "someone"  # or Windows'
+    since = datetime.now(UTC).strftime("%d %b %Y %H:%M:%S UTC")  # for people only
     who = f"{user}@{socket.gethostname()} (process {os.getpid()})"
-    since = now().strftime("%d %b %Y %H:%M:%S UTC")
-    return Holder(who, since, LEASE, secrets.token_hex(8))
+    token = secrets.token_hex(16)
+    return {"format": FORMAT, "token": token, "who": who, "since": since, "lease": LEASE}
 
 
-def now() -> datetime:
-    return datetime.now(UTC)  # compared with the store's Last-Modified: keep the clock right
-
-
-def read_holder(data: bytes) -> Holder:
-    """The holder a body names; a body not ours counts as an unknown holder of a full lease."""
+def read_body(data: bytes) -> Body:
+    """What a lock's body says. One of another format: the lease it states, at most
+    MAX_LEASE; one that cannot be read: LEASE, held by an unknown holder."""
     try:
         body = json.loads(data)
-        lease = float(body["lease"])
-        if 0 <= lease <= LEASE:  # not NaN, nor a lease no publish of ours writes
-            return Holder(str(body["who"]), str(body["since"]), lease)
-    except (ValueError, TypeError, KeyError, RecursionError):
-        pass
-    return Holder("an unknown holder", "an unknown time", LEASE)
+        holder = f"{body['who']}, since {body['since']}"
+        lease = float(body.get("lease", LEASE))
+        if not 0 <= lease <= MAX_LEASE:  # NaN included
+            raise ValueError(lease)
+        if body.get("format") == FORMAT:
+            return Body(str(body["token"]), LEASE, bool(body.get("released")), holder)
+        return Body("", lease, False, holder)
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        return Body("", LEASE, False, UNKNOWN_HOLDER)
 
 
 @dataclass
 class Lock:
     """The lock of one publish: taken, checked, renewed while held, then released."""
 
-    store: S3Store
+    store: Store
     destination: Destination
     endpoint: str
     say: Say
-    holder: Holder
+    body: dict[str, Any] = field(default_factory=me)
+    clock: Callable[[], float] = clock
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     version: str = ""  # our lock's ETag, once taken
-    renewals: int = 0
-    requests: int = 0
+    data: bytes = b""  # its body, as last written
+    renewed: float = -float("inf")  # when the last renewal that landed was sent
 
     async def take(self, waiting: Waiting) -> None:
-        """Take the lock: at once if free or stale (or with ``force``), else wait for it."""
-        import obstore
-        from obstore.exceptions import AlreadyExistsError, PreconditionError
-
-        started, said = time.monotonic(), -float(SAY_EVERY)
+        """Take the lock: at once if free, released or stale, else wait for it."""
+        started = self.clock()
+        said, seen, since = -float(SAY_EVERY), Got(b"", ""), started
         while True:
-            with contextlib.suppress(AlreadyExistsError):
-                self.version = await self._put("create")
+            got = await self._write(create=True)
+            if got is None:
                 return
-            self.requests += 1
-            try:
-                answer = await obstore.get_async(self.store, LOCK_NAME)
-                other, meta = read_holder(bytes(await answer.bytes_async())), answer.meta
-            except FileNotFoundError:
-                continue  # released meanwhile
-            if waiting.force or meta["last_modified"] + timedelta(seconds=other.lease) < now():
-                with contextlib.suppress(PreconditionError):  # else another took it first
-                    self.version = await self._put({"e_tag": meta["e_tag"]})
-                    self.say(f"{self.destination}: took over the lock of {other}")
+            if not got.version:
+                continue  # released and removed meanwhile
+            if got != seen:
+                seen, since = got, self.clock()  # a new body or ETag: its lease starts now
+            other = read_body(got.data)
+            if other.released or self.clock() - since > other.lease:
+                if await self._write(if_match=got.version) is None:
+                    if not other.released:
+                        self.say(f"{self.destination}: took over the lock of {other.holder}")
                     return
                 continue
-            waited = time.monotonic() - started
+            waited = self.clock() - started
             if waited >= waiting.timeout:
                 raise InputError(
-                    f"{self.destination}: another publish holds the lock ({other}); waited "
-                    f"{waiting.timeout:g} s (--lock-timeout); nothing was changed"
+                    f"{self.destination}: another publish holds the lock ({other.holder}); "
+                    f"waited {waiting.timeout:g} s (--lock-timeout); nothing was changed"
                 )
             if waited - said >= SAY_EVERY:
                 said = waited
                 self.say(
-                    f"{self.destination}: waiting for the lock held by {other} "
+                    f"{self.destination}: waiting for the lock held by {other.holder} "
                     f"({waited:.0f} of {waiting.timeout:g} s)"
                 )
-            await asyncio.sleep(POLL)
+            await self.sleep(POLL)
+
+    async def _write(
+        self, *, create: bool = False, if_match: str | None = None, released: bool = False
+    ) -> Got | None:
+        """Write our body as asked: None once it is ours (landed, or its lost reply
+        retried); else the lock as read back (another's, or none: ``Got(b"", "")``).
+
+        Refused, the lock read back is ours only if it holds the very bytes sent: our
+        token (no other body has it) and this write's count of renewals."""
+        sent = self.clock()
+        self.body = {**self.body, "renewals": self.body.get("renewals", -1) + 1}
+        if released:
+            self.body["released"] = True
+        data = self.data = json.dumps(self.body, sort_keys=True).encode() + b"\n"
+        try:
+            self.version = await self.store.put(
+                LOCK_NAME, data, ATTRIBUTES, if_match=if_match, create=create
+            )
+        except Refused:
+            got = await self.store.get(LOCK_NAME)
+            if got is None or got.data != data:
+                return got or Got(b"", "")
+            self.version = got.version  # ours: the reply was lost, the retry refused
+        self.renewed = sent
+        return None
 
     async def check(self) -> None:
-        """Refuse a store that ignores If-None-Match or If-Match: two requests, both refused."""
-        from obstore.exceptions import AlreadyExistsError, PreconditionError
+        """Refuse a store that ignores If-None-Match or If-Match: two requests, both refused.
 
-        checks: list[tuple[PutMode, str, type[Exception]]] = [
-            ("create", "If-None-Match", AlreadyExistsError),
-            ({"e_tag": NO_SUCH_TAG}, "If-Match", PreconditionError),
-        ]
-        for mode, condition, refusal in checks:
+        Each writes our body again: where the store ignores the condition, the lock is
+        still ours, its ETag (an MD5) the same, and it is released as it should be.
+        """
+        for create, condition in ((True, "If-None-Match"), (False, "If-Match")):
             try:
-                await self._put(mode)
-            except refusal:
+                await self.store.put(
+                    LOCK_NAME,
+                    self.data,
+                    ATTRIBUTES,
+                    create=create,
+                    if_match=None if create else NO_SUCH_TAG,
+                )
+            except Refused:
                 continue
             raise InputError(
                 f"{self.destination}: {self.endpoint} ignores conditional writes ({condition}), "
@@ -153,8 +208,16 @@ class Lock:
                 "publish ever runs at a time, run again with --single-publisher"
             )
 
+    def fence(self) -> None:
+        """Refuse to send a write when the last renewal was sent SAFE s ago or more."""
+        if self.clock() - self.renewed >= SAFE:
+            raise InputError(
+                f"{self.destination}: this publish's lock was not renewed within {SAFE:g} s, "
+                "so another publish may hold it now; stopped: publish again to finish"
+            )
+
     async def holding(self, work: Awaitable[T]) -> T:
-        """Await ``work`` while renewing the lock; if another takes it, stop ``work`` at once."""
+        """Await ``work`` while renewing the lock; if it is lost, stop ``work`` at once."""
         task = asyncio.ensure_future(work)
         renewing = asyncio.ensure_future(self._renew(task))
         try:
@@ -168,68 +231,65 @@ class Lock:
             renewing.cancel()
 
     async def _renew(self, task: asyncio.Future[Any]) -> None:
-        from obstore.exceptions import PreconditionError
-
-        while True:
-            await asyncio.sleep(LEASE / 3)
+        while True:  # each RENEW s after the last renewal was sent, however long it took
+            await self.sleep(max(0.0, self.renewed + RENEW - self.clock()))
             try:
-                self.renewals += 1  # new bytes: a new ETag and Last-Modified on any store
-                self.version = await self._put({"e_tag": self.version})
-            except PreconditionError:
-                task.cancel()
-                raise InputError(
-                    f"{self.destination}: another publish took over this one's lock, which "
-                    f"was not renewed within {LEASE} s; stopped: publish again to finish"
-                ) from None
+                got = await self._write(if_match=self.version)
             except BaseException:
                 task.cancel()  # the store failed: it is told once, by this renewal
                 raise
+            if got is not None:
+                task.cancel()
+                raise InputError(
+                    f"{self.destination}: another publish took over this one's lock; "
+                    "stopped: publish again to finish"
+                )
 
     async def release(self) -> None:
-        """Remove the lock if it is still ours."""
-        import obstore
+        """Write a released body over ours, if it is still ours; another's stays."""
+        await self._write(if_match=self.version, released=True)
 
-        self.requests += 1
-        try:
-            meta = await obstore.head_async(self.store, LOCK_NAME)
-        except FileNotFoundError:
-            return
-        if meta["e_tag"] == self.version:
-            self.requests += 1
-            await obstore.delete_async(self.store, LOCK_NAME)
 
-    async def _put(self, mode: PutMode) -> str:
-        import obstore
+@dataclass
+class Fenced:
+    """``store`` as the lock's holder writes to it: each write sent only inside the lease."""
 
-        self.requests += 1
-        body = {**asdict(self.holder), "renewals": self.renewals}
-        data = json.dumps(body, sort_keys=True).encode() + b"\n"
-        answer = await obstore.put_async(
-            self.store,
-            LOCK_NAME,
-            data,
-            attributes={"Content-Type": "application/json", "Cache-Control": "no-store"},
-            mode=mode,
-            use_multipart=False,
-        )
-        return str(answer["e_tag"])
+    store: Store
+    lock: Lock
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)  # the reads, and the count of requests
+
+    async def put(
+        self,
+        path: str,
+        body: bytes,
+        attributes: Mapping[str, str],
+        *,
+        if_match: str | None = None,
+        create: bool = False,
+    ) -> str:
+        self.lock.fence()
+        return await self.store.put(path, body, attributes, if_match=if_match, create=create)
+
+    async def delete(self, paths: list[str]) -> None:
+        self.lock.fence()
+        await self.store.delete(paths)
 
 
 async def locked(lock: Lock, waiting: Waiting, work: Callable[[], Awaitable[T]]) -> T:
     """Take ``lock``, check the store, run ``work`` holding it, release it."""
-    from obstore.exceptions import BaseError
-
     await lock.take(waiting)
     try:
         await lock.check()
         result = await lock.holding(work())
     except asyncio.CancelledError:
         # Stopped: at once, even if the store stalls; a lock left behind expires by itself.
-        with contextlib.suppress(BaseError, TimeoutError):
+        with contextlib.suppress(Exception):
             await asyncio.wait_for(lock.release(), RELEASE_WAIT)
         raise
     except BaseException:
-        with contextlib.suppress(BaseError):  # the error that stopped it is the one to tell
+        with contextlib.suppress(Exception):  # the error that stopped it is the one to tell
             await lock.release()
         raise
     await lock.release()

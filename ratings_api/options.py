@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from ratings_api import loader
+from ratings_api import loader, lock
 from ratings_api.build import Reading
 from ratings_api.lock import DEFAULT_TIMEOUT, Waiting
 from ratings_api.publish import DEFAULT_MAX_REMOVALS, DEFAULT_WORKERS
@@ -32,7 +32,6 @@ PUBLISHING_ONLY: Final = (
     "max_removals",
     "publish_workers",
     "lock_timeout",
-    "force_unlock",
     "single_publisher",
 )
 
@@ -162,13 +161,11 @@ def _add_publishing(command: argparse.ArgumentParser) -> None:
 
 def _add_locking(command: argparse.ArgumentParser) -> None:
     add = command.add_argument_group("one publish at a time").add_argument
-    timeout = f"wait up to SECONDS for another publish's lock (default: {DEFAULT_TIMEOUT})"
-    add("--lock-timeout", type=_count, metavar="SECONDS", help=timeout)
-    add(
-        "--force-unlock",
-        action="store_true",
-        help="take over a held lock at once, instead of waiting",
+    timeout = (
+        f"wait up to SECONDS for another publish's lock, at least its lease ({lock.LEASE:g}; "
+        f"default: {DEFAULT_TIMEOUT})"
     )
+    add("--lock-timeout", type=_count, metavar="SECONDS", help=timeout)
     add(
         "--single-publisher",
         action="store_true",
@@ -226,4 +223,6 @@ def settle(command: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         args.publish_workers = DEFAULT_WORKERS
     # How to take the lock; None: take none.
     timeout = DEFAULT_TIMEOUT if args.lock_timeout is None else args.lock_timeout
-    args.waiting = None if args.single_publisher else Waiting(timeout, args.force_unlock)
+    if timeout < lock.LEASE:  # a dead holder's lock goes stale only after its lease
+        command.error(f"--lock-timeout must be at least the lock's lease, {lock.LEASE:g} s")
+    args.waiting = None if args.single_publisher else Waiting(timeout)

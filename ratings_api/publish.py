@@ -6,11 +6,11 @@ It reads the state, writes it with every file the plan touches marked unknown
 still M*: the versions form one chain, and *a file the state records as known
 holds what it says*. A write that meets another's version reads and plans again;
 a publish that stops after uploading writes the newest state again with what it
-touched unknown, as that may have landed after the other's. A lock object
-(ratings_api/lock.py) keeps a second publish waiting, for liveness and cost;
-correctness rests on the chain, and what the chain cannot rule out (a killed
-publish's request landing after another's) the lock does until it expires: no
-window is left open that a user can reach in a single CI setup.
+touched unknown, as that may have landed after the other's. What the chain
+cannot rule out, a publish's upload or removal landing after another's final
+state, the lock rules out (ratings_api/lock.py): its holder writes only inside
+its lease, and another takes the lock only after it. Every request goes through
+one ``Store`` (ratings_api/store.py).
 """
 
 from __future__ import annotations
@@ -40,13 +40,12 @@ from ratings_api.bucket_state import (
 from ratings_api.contract import CACHE_CONTROL, CONTENT_TYPES, ERROR_TYPE
 from ratings_api.errors import InputError
 from ratings_api.hosting import NOT_FOUND_PAGE, REDIRECTS
-from ratings_api.lock import Lock, Say, Waiting, locked, me
+from ratings_api.lock import Fenced, Lock, Say, Waiting, locked
 from ratings_api.running import run_stoppable, stalls
 from ratings_api.s3 import Destination, explain, open_store, require_client
+from ratings_api.store import ObjectStoreAdapter, Refused, Store
 
 if TYPE_CHECKING:
-    from obstore.store import ObjectStore
-
     from ratings_api.build import Result
 
 T = TypeVar("T")
@@ -58,7 +57,7 @@ DEFAULT_WORKERS: Final = 64  # uploads in flight: bench/README.md says why
 ATTEMPTS: Final = 10  # plans in a row whose state write met another publish's
 CHECK_LISTS: Final = 10  # the files --check names
 PROGRESS_EVERY: Final = 100  # uploads between two progress reports
-PAGE: Final = 1000  # objects a listing or a removal request takes at most
+STATE_ATTRIBUTES: Final = {"Content-Type": "application/gzip", "Cache-Control": "no-store"}
 
 
 @dataclass(frozen=True)
@@ -110,14 +109,14 @@ def publish(
     endpoint = ""
     say = say or (lambda line: None)
     try:
-        store, endpoint, asked = open_store(destination)
+        client, endpoint, asked = open_store(destination)
+        store = ObjectStoreAdapter(client, asked)
         run = Publication(store, destination, site, repair, max_removals, workers, progress)
-        run.requests = asked
-        lock = Lock(store, destination, endpoint, say, me())
+        lock = Lock(store, destination, endpoint, say)
         line = f"{destination}: waiting for {endpoint}: no request answered for {{}} s"
-        watch = stalls(lambda: run.requests + lock.requests, line, say)
+        watch = stalls(lambda: store.requests, line, say)
         outcome = run_stoppable(publishing(run, lock, waiting, check), watch)
-        return replace(outcome, requests=outcome.requests + lock.requests)
+        return replace(outcome, requests=store.requests)
     except (BotoCoreError, BaseError, FileNotFoundError) as error:
         # The libraries' own messages may quote a request or a key: ours name no secret.
         raise InputError(explain(destination, error, endpoint)) from None
@@ -125,16 +124,17 @@ def publish(
 
 async def publishing(run: Publication, lock: Lock, waiting: Waiting | None, check: bool) -> Outcome:
     """``run``, holding ``lock`` unless ``waiting`` is None; a publish that finds nothing to
-    do takes none: one request."""
-    if check:
-        return await run.plan_only()
-    if waiting is None:
-        return await run.carry_out()
-    if not run.repair:
-        found = await run.plan_only()
-        if not found.plan.changes:
+    do takes none: one request. The state read first is read again, inside the lock,
+    only if it changed (If-None-Match)."""
+    read = await run.read_state(repair=run.repair)
+    if check or not run.repair:
+        found = await run.plan_only(read)
+        if check or not found.plan.changes:
             return found
-    return await locked(lock, waiting, run.carry_out)
+    if waiting is None:
+        return await run.carry_out(read)
+    run.store = Fenced(run.store, lock)
+    return await locked(lock, waiting, lambda: run.carry_out(read, again=True))
 
 
 @dataclass(frozen=True)
@@ -148,41 +148,41 @@ class Read:
 
 @dataclass
 class Publication:
-    """One publish: the requests it makes to the store, each counted (not their retries).
+    """One publish: the requests it makes through ``store``."""
 
-    It calls the store's own methods only: the tests hand it an in-memory store.
-    """
-
-    store: ObjectStore
+    store: Store
     destination: Destination
     site: Site
     repair: bool
     max_removals: int
     workers: int
     progress: Progress | None
-    requests: int = 0
     touched: list[Plan] = field(default_factory=list)  # the plans whose changes began
     marks: str | None = None  # the version of its last marks
 
-    async def plan_only(self) -> Outcome:
-        todo = (await self.plan(await self.read_state(repair=self.repair)))[0]
-        return Outcome(todo, self.requests, 1, todo.upload_count, len(todo.removals))
+    async def plan_only(self, read: Read | None = None) -> Outcome:
+        todo = (await self.plan(read or await self.read_state(repair=self.repair)))[0]
+        return Outcome(todo, self.store.requests, 1, todo.upload_count, len(todo.removals))
 
     async def plan(self, read: Read) -> tuple[Plan, BucketState]:
         """The plan from ``read``; with --repair, from a listing and each file's headers."""
         if not self.repair:
             return plan(self.site, read.state)
         recorded = {path for path, _ in read.state.entries()}
-        listed = await self.listing()
+        listed = await self.store.listing()
         site = {path for path, _ in self.site.documents()}.union(self.site.others)
         listed.update(dict.fromkeys(await self.wrong_headers(site.intersection(listed)), UNKNOWN))
         return plan(self.site, listed_state(self.site, listed, recorded))
 
-    async def carry_out(self) -> Outcome:
-        """Read, plan, mark, upload, remove, write; read and plan again after a conflict."""
+    async def carry_out(self, read: Read | None = None, *, again: bool = False) -> Outcome:
+        """Read, plan, mark, upload, remove, write; read and plan again after a conflict.
+
+        ``read``: the state read already; ``again``: read it again if it changed since.
+        """
         from obstore.exceptions import BaseError
 
-        read = await self.read_state(repair=self.repair)
+        if read is None or again:
+            read = await self.read_state(repair=self.repair, known=read)
         for attempt in range(1, ATTEMPTS + 1):
             todo, final = await self.plan(read)
             if len(todo.removals) > self.max_removals:
@@ -198,7 +198,7 @@ class Publication:
             if newer is None:
                 uploaded = sum(done.upload_count for done in self.touched)
                 removed = sum(len(done.removals) for done in self.touched)
-                return Outcome(todo, self.requests, attempt, uploaded, removed)
+                return Outcome(todo, self.store.requests, attempt, uploaded, removed)
             read = newer  # another publish wrote the state since it was read
         await self.stop(
             read, f"{self.destination}: the state keeps changing: is another publish running?"
@@ -241,11 +241,7 @@ class Publication:
         wrong = []
 
         async def check(path: str) -> None:
-            self.requests += 1
-            try:
-                headers = (await self.store.get_async(path, options={"head": True})).attributes
-            except FileNotFoundError:  # removed since the listing: uploaded as well
-                headers = {}
+            headers = await self.store.head(path) or {}  # none: removed since the listing
             want = (content_type(path), CACHE_CONTROL)
             if (headers.get("Content-Type"), headers.get("Cache-Control")) != want:
                 wrong.append(path)
@@ -273,19 +269,25 @@ class Publication:
                 if self.progress is not None and (done % PROGRESS_EVERY == 0 or done == total):
                     self.progress(stage, done, total)
 
-        workers = (worker() for _ in range(self.workers))
+        workers = (worker() for _ in range(min(self.workers, total)))  # none idle
         for result in await asyncio.gather(*workers, return_exceptions=True):
             if isinstance(result, BaseException):
                 raise result
 
-    async def read_state(self, *, repair: bool = False) -> Read:
-        """The state in the bucket; with ``repair``, one that cannot be read counts as none."""
-        self.requests += 1
-        try:
-            answer = await self.store.get_async(STATE_NAME)
-        except FileNotFoundError:  # no state (or no bucket: the first write will say)
+    async def read_state(self, *, repair: bool = False, known: Read | None = None) -> Read:
+        """The state in the bucket; with ``repair``, one that cannot be read counts as none.
+
+        ``known``: a read of it, returned if the state is still its version.
+        """
+        unless = known.version if known is not None else None
+        answer = await self.store.get(STATE_NAME, unless=unless)
+        if answer is None:
+            if known is None and not await self.store.bucket_exists():  # once, on this path only
+                raise FileNotFoundError(STATE_NAME)  # s3.explain: "no such bucket"
             return Read(BucketState(), None)
-        data, version = bytes(await answer.bytes_async()), answer.meta["e_tag"]
+        if answer.same and known is not None:
+            return known
+        data, version = answer.data, answer.version
         try:
             return Read(decode(data), version, data)
         except InputError as error:
@@ -300,22 +302,14 @@ class Publication:
         state read in its place. The token of each write tells our own write,
         whose reply was lost and whose retry met its condition, from another's.
         """
-        from obstore.exceptions import AlreadyExistsError, PreconditionError
-
         body = encode(replace(state, token=secrets.token_hex(16)))
-        self.requests += 1
         try:
-            answer = await self.store.put_async(
-                STATE_NAME,
-                body,
-                attributes={"Content-Type": "application/gzip", "Cache-Control": "no-store"},
-                mode={"e_tag": version} if version is not None else "create",
-                use_multipart=False,
+            return await self.store.put(
+                STATE_NAME, body, STATE_ATTRIBUTES, if_match=version, create=version is None
             )
-        except (AlreadyExistsError, PreconditionError):
+        except Refused:
             stored = await self.read_state(repair=True)
             return stored.version if stored.data == body and stored.version else stored
-        return str(answer["e_tag"])
 
     async def upload(self, item: tuple[str, int]) -> None:
         """Put one file, whole, its body rendered now (memory stays flat for a million).
@@ -323,23 +317,12 @@ class Publication:
         Its payload's SHA-256 is signed, and checked by the store.
         """
         path, place = item
-        self.requests += 1
         attributes = {"Content-Type": content_type(path), "Cache-Control": CACHE_CONTROL}
-        body = self.site.body(path, place)
-        await self.store.put_async(path, body, attributes=attributes, use_multipart=False)
+        await self.store.put(path, self.site.body(path, place), attributes)
 
     async def remove(self, paths: list[str]) -> None:
         if paths:
-            self.requests += -(-len(paths) // PAGE)
-            await self.store.delete_async(paths)
-
-    async def listing(self) -> dict[str, str]:
-        """Every object under the prefix: its path below the prefix and its ETag's MD5."""
-        found: dict[str, str] = {}
-        async for chunk in self.store.list(chunk_size=PAGE):
-            found.update((item["path"], (item["e_tag"] or "").strip('"')) for item in chunk)
-        self.requests += max(1, -(-len(found) // PAGE))
-        return found
+            await self.store.delete(paths)
 
 
 def too_many_removals(

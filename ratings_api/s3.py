@@ -30,11 +30,20 @@ if TYPE_CHECKING:
 REQUIREMENTS: Final = "requirements-publish.txt"
 DEFAULT_REGION: Final = "us-east-1"  # S3's, where neither the user nor the bucket says
 # The one retry policy: a 5xx, a connection refused or dropped are tried again for
-# about a second and a half, then reported.
+# about a second and a half, then reported. No retry starts RETRY_FOR s after the
+# first try, nor lasts more than TIMEOUT: a request takes at most REQUEST_MAX, which
+# the lock's lease counts on (ratings_api/lock.py).
+TIMEOUT: Final = 10.0
+RETRY_FOR: Final = 5.0
+BACKOFF_MAX: Final = 2.0
+REQUEST_MAX: Final = RETRY_FOR + BACKOFF_MAX + TIMEOUT
 RETRY: Final[RetryConfig] = {
     "max_retries": 4,
-    "retry_timeout": timedelta(seconds=60),
-    "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=5)},
+    "retry_timeout": timedelta(seconds=RETRY_FOR),
+    "backoff": {
+        "init_backoff": timedelta(milliseconds=100),
+        "max_backoff": timedelta(seconds=BACKOFF_MAX),
+    },
 }
 ACCESS_DENIED: Final = (
     "access denied (403): check the credentials "
@@ -151,7 +160,7 @@ def open_store(destination: Destination) -> tuple[S3Store, str, int]:
         client_options={
             "allow_http": str(endpoint).startswith("http:"),
             "connect_timeout": timedelta(seconds=5),
-            "timeout": timedelta(seconds=30),
+            "timeout": timedelta(seconds=TIMEOUT),
         },
         retry_config=RETRY,
     )

@@ -169,9 +169,11 @@ the region (AWS_REGION, or region in the AWS config) must be a name such  | s3:/
 : the profile's credential_process failed: run it by hand to see why | s3://ratings/v1: the profile's credential_process failed: run it by hand to see why | Run the profile's `credential_process` command yourself. | test_publish.py
 check-only: expected true or false, found 'yes' | check-only: expected true or false, found 'yes' | Give the GitHub Action's `check-only` input `true` or `false`. | test_ci_recipe.py
 : the state keeps changing: is another publish running? | s3://ratings/v1: the state keeps changing: is another publish running? | Run one publish per target at a time (a CI concurrency group), then again. | test_state_chain.py
-(--lock-timeout); nothing was changed | s3://ratings/v1: another publish holds the lock (ci@runner-7 (process 4242), since 24 Nov 2026 09:00:00 UTC); waited 600 s (--lock-timeout); nothing was changed | Another publish of the target is running: wait, or raise `--lock-timeout`. If that publish died, run again with `--force-unlock`. | test_publish_lock.py
+(--lock-timeout); nothing was changed | s3://ratings/v1: another publish holds the lock (ci@runner-7 (process 4242), since 24 Nov 2026 09:00:00 UTC); waited 600 s (--lock-timeout); nothing was changed | Another publish of the target is running: wait, or raise `--lock-timeout` (a dead one's lock expires after 60 s). | test_publish_lock.py
 so two publishes at once could lose files; nothing was changed. If only one  | s3://ratings/v1: https://store.example:9000 ignores conditional writes (If-None-Match), so two publishes at once could lose files; nothing was changed. If only one publish ever runs at a time, run again with --single-publisher | Publish to a store that honours conditional writes ([which do](deploy-object-storage.md#what-each-store-guarantees)); or, if one publish ever runs at a time (a CI concurrency group), add `--single-publisher`. | test_publish_lock.py
-; stopped: publish again to finish | s3://ratings/v1: another publish took over this one's lock, which was not renewed within 60 s; stopped: publish again to finish | The publish was paused longer than the lock's lease (a suspended runner): publish again. | test_publish_lock.py
+another publish took over this one's lock; stopped | s3://ratings/v1: another publish took over this one's lock; stopped: publish again to finish | The publish was paused longer than the lock's lease (a suspended runner): publish again. | test_lease.py
+publish may hold it now; stopped: publish again to finish | s3://ratings/v1: this publish's lock was not renewed within 30 s, so another publish may hold it now; stopped: publish again to finish | It was paused, or its renewals were too slow: it wrote nothing more. Publish again. | test_lease.py
+--lock-timeout must be at least the lock's lease, 60 s | --lock-timeout must be at least the lock's lease, 60 s | Give 60 or more (a dead publish's lock expires after 60 s), or leave it out. | test_lease.py
 """)
 
 # The fix for each error of publishing that a test holds as data, by its case: the
@@ -198,7 +200,6 @@ PUBLISH_FIXES: Final[dict[str, str]] = {
     "--publish-workers": _ALONE,
     "--check": _ALONE,
     "--lock-timeout": _ALONE,
-    "--force-unlock": _ALONE,
     "--single-publisher": _ALONE,
     "https://bucket/p": _TARGET,
     "s3:///p": _TARGET,

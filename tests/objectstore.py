@@ -319,9 +319,10 @@ class CountingProxy:
         """
         return self._add(Rule(method, key, "hold", after=after))
 
-    def drop_reply(self, method: str, key: str) -> Rule:
-        """Forward the next such request, then close the connection instead of answering."""
-        return self._add(Rule(method, key, "drop"))
+    def drop_reply(self, method: str, key: str, after: int = 0) -> Rule:
+        """Forward the next such request (after letting ``after`` through), then close the
+        connection instead of answering: the store applied it, the client never hears."""
+        return self._add(Rule(method, key, "drop", after=after))
 
     def before_each(self, method: str, key: str, act: Callable[[], None]) -> Rule:
         """Call ``act`` before forwarding each such request (another client's write, say)."""

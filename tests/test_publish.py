@@ -12,13 +12,14 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 import pytest
 
+from ratings_api import lock
 from ratings_api.bucket_state import (
     BucketState,
     decode,
@@ -28,6 +29,7 @@ from ratings_api.bucket_state import (
 )
 from ratings_api.build import render_site
 from ratings_api.cli import main
+from ratings_api.lock import read_body
 from ratings_api.publish import publish, site_of
 from ratings_api.s3 import Destination, explain
 from tests.objectstore import RATINGS as CATALOGUE
@@ -62,8 +64,19 @@ BUCKET_NAME: Final = (
     "AWS_ENDPOINT_URL"
 )
 # The lock's requests around a publish that changes something: it is created, the
-# store refuses a second create and a wrong If-Match, and it is removed (HEAD, DELETE).
-LOCKING: Final = 5
+# store refuses a second create and a wrong If-Match, and it is released (a PUT).
+LOCKING: Final = 4
+# The same where a publish released it before: the create is refused, the lock read
+# back, and taken over with If-Match.
+TAKING: Final = LOCKING + 2
+LOCK_KEY: Final = ".ratings-api/lock"
+# The lease's figures shortened, so that a test waits seconds, not minutes; in a
+# process of its own (SHORT_MAIN) or in this one (monkeypatch).
+SHORT: Final = {"LEASE": 4.0, "RENEW": 0.5, "SAFE": 2.0}
+SHORT_MAIN: Final = (
+    "import sys; from ratings_api import lock; from ratings_api.cli import main; "
+    "[setattr(lock, name, value) for name, value in {}.items()]; sys.exit(main(sys.argv[1:]))"
+)
 
 
 def many(count: int, first: int = 1) -> str:
@@ -129,12 +142,18 @@ class Project:
     def publish(self, *options: str, **environ: str) -> Done:
         return self.main("--quiet", "--publish", self.target, *options, **environ)
 
-    def start(self, *options: str, **environ: str) -> subprocess.Popen[str]:
-        """``generate.py --publish`` with ``options``, started in a process of its own."""
+    def start(
+        self, *options: str, short: bool = False, clock: Sequence[str] = (), **environ: str
+    ) -> subprocess.Popen[str]:
+        """``generate.py --publish`` with ``options``, started in a process of its own;
+        ``short``: with the lease's figures SHORT; ``clock``: the command that runs it."""
         variables = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         generate = [sys.executable, "-W", "error", str(REPO / "generate.py")]
+        if short:
+            generate[-1:] = ["-c", SHORT_MAIN.format(SHORT)]
+            variables["PYTHONPATH"] = str(REPO)
         return subprocess.Popen(
-            [*generate, *self.arguments("--publish", self.target, *options)],
+            [*clock, *generate, *self.arguments("--publish", self.target, *options)],
             env={**variables, **self.environ(**environ)},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -170,6 +189,9 @@ class Project:
         """The bucket under ``prefix`` holds exactly the site, its state (all known), and theirs."""
         stored, theirs = self.objects(prefix), theirs or {}
         state = dict(decode(stored.pop(prefix + STATE_KEY)).entries())
+        if prefix + LOCK_KEY not in theirs:  # the lock, released, if a publish took it
+            released = stored.pop(prefix + LOCK_KEY, None)
+            assert released is None or read_body(released).released
         assert stored == self.site(prefix) | theirs
         assert state == {key[len(prefix) :]: True for key in stored.keys() - theirs.keys()}
 
@@ -238,9 +260,10 @@ def test_first_publish_stores_each_file_with_its_bytes_and_headers(
     project.target = f"s3://{project.bucket}/{prefix}".rstrip("/")
     done = project.main("--publish", project.target)
     assert done.code == 0, done.err
-    # state read (before the lock, and in it), state marked, 12 files, state written
-    assert done.out.splitlines()[1].startswith(summary(project, 12, 0, 0, 16 + LOCKING))
-    assert project.proxy.count() == 16 + LOCKING
+    # state read (before the lock, and in it), the bucket looked for, state marked,
+    # 12 files, state written
+    assert done.out.splitlines()[1].startswith(summary(project, 12, 0, 0, 17 + LOCKING))
+    assert project.proxy.count() == 17 + LOCKING
     key = f"{prefix}/" if prefix else ""
     project.assert_published(key)
     expected = {document(n): "application/json" for n in (1, 2, 7, 31)} | TYPES
@@ -267,7 +290,7 @@ def test_a_publish_uploads_only_what_changed(project: Project, rating: str) -> N
     puts = [("PUT", f"/{project.bucket}/{key}") for key in changed]
     marks = [("PUT", state[1])] * 2 if changed else []  # the marks, then the final state
     lock = f"/{project.bucket}/p/.ratings-api/lock"
-    locking = [("PUT", lock)] * 3 + [("HEAD", lock), ("POST", f"/{project.bucket}?delete")]
+    locking = [("PUT", lock)] * 5 + [("GET", lock)]  # taken over from the last, released
     again = [state, *locking] if changed else []  # a publish with nothing to do takes no lock
     assert sorted(project.proxy.requests) == sorted([state, *again, *marks, *puts])
     assert done.out.splitlines()[1].startswith(
@@ -307,7 +330,7 @@ def test_removed_articles_go_and_the_users_objects_stay(project: Project) -> Non
     project.ratings.write_text(RATINGS.replace("  2: [2, 3, 2]\n", "").replace("  31: []\n", ""))
     done = project.main("--publish", project.target)
     assert done.code == 0, done.err
-    assert done.out.splitlines()[1].startswith(summary(project, 2, 2, 8, 7 + LOCKING))
+    assert done.out.splitlines()[1].startswith(summary(project, 2, 2, 8, 7 + TAKING))
     assert project.objects("elsewhere/") == elsewhere
     project.assert_published(theirs=theirs)
 
@@ -334,8 +357,8 @@ def test_the_removal_guard_stops_before_changing_anything(
         f"--max-removals {limit}; nothing was changed. If that is meant, run again with "
         f"--max-removals {removals}\n"
     )
-    assert project.proxy.count() == 2 + LOCKING  # the state read twice, the lock taken and removed
-    assert project.objects() == before
+    assert project.proxy.count() == 2 + LOCKING  # the state read twice, the lock taken and released
+    assert project.objects() == before | {"p/" + LOCK_KEY: project.objects()["p/" + LOCK_KEY]}
     assert project.publish("--max-removals", str(removals)).code == 0
     project.assert_published()
 
@@ -347,8 +370,8 @@ def test_check_changes_nothing_and_says_what_differs(project: Project) -> None:
     assert (done.code, done.out) == (1, "")
     lines = done.err.splitlines()
     assert lines[0].startswith(
-        f"checked {project.target}: 12 to upload, 0 to remove, 0 unchanged; 1 request in "
-    )
+        f"checked {project.target}: 12 to upload, 0 to remove, 0 unchanged; 2 requests in "
+    )  # no state: a listing of one object tells a bucket from none
     assert lines[1:] == [
         *(f"  upload {document(n)}" for n in (1, 2, 7, 31)),
         "  upload 404.html",
@@ -385,7 +408,7 @@ def test_publish_alone_writes_no_folder_and_uploads_what_a_build_writes(project:
     """In a fresh checkout, as CI runs it: nothing but ratings.yaml in the folder."""
     project.ratings.write_text(CATALOGUE)
     done = project.run(["--publish", project.target])
-    assert done.out.startswith(summary(project, 11, 0, 0, 15 + LOCKING)), done.err
+    assert done.out.startswith(summary(project, 11, 0, 0, 16 + LOCKING)), done.err
     assert (done.code, done.err, names(project.folder)) == (0, "", ["ratings.yaml"])
     checked = project.run(["--check", "--publish", project.target])
     assert checked.code == 0, checked.err
@@ -431,7 +454,6 @@ def test_publish_alone_reports_input_errors_in_one_line(project: Project) -> Non
         (["--publish-workers", "4"], "--publish-workers goes only with --publish"),
         (["--check", "--repair"], "--repair goes only with --publish"),
         (["--lock-timeout", "5"], "--lock-timeout goes only with --publish"),
-        (["--force-unlock"], "--force-unlock goes only with --publish"),
         (["--single-publisher"], "--single-publisher goes only with --publish"),
     ],
 )
@@ -479,10 +501,11 @@ def test_repair_lists_the_bucket_and_puts_back_what_was_changed_by_hand(project:
     project.proxy.clear()
     done = project.main("--publish", project.target, "--repair")
     assert done.code == 0, done.err
-    # get, list, a HEAD of each of the 11 files of the site listed, mark, 3 puts, delete, state
-    assert done.out.splitlines()[1].startswith(summary(project, 3, 1, 9, 19 + LOCKING))
-    assert project.proxy.count("HEAD") == 11 + 1  # and the lock's, before its removal
-    assert project.proxy.count() == 19 + LOCKING
+    # get (and again, If-None-Match), list, a HEAD of each of the 11 files of the site
+    # listed, mark, 3 puts, delete, state
+    assert done.out.splitlines()[1].startswith(summary(project, 3, 1, 9, 20 + TAKING))
+    assert project.proxy.count("HEAD") == 11
+    assert project.proxy.count() == 20 + TAKING
     project.assert_published(theirs={"p/away/mine.json": b"{}\n"})
     head = client.head_object(Bucket=project.bucket, Key="p/assets/star.svg")
     assert (head["ContentType"], head["CacheControl"]) == ("image/svg+xml", CACHE_CONTROL)
@@ -509,8 +532,8 @@ def test_a_state_it_cannot_read_stops_it_and_repair_replaces_it(
     )
     done = project.main("--publish", project.target, "--repair")
     assert (done.code, done.err) == (0, "")
-    # get, list, a HEAD of each file, state: every object was right
-    assert done.out.splitlines()[1].startswith(summary(project, 0, 0, 12, 15 + LOCKING))
+    # get (twice), list, a HEAD of each file, state: every object was right
+    assert done.out.splitlines()[1].startswith(summary(project, 0, 0, 12, 16 + TAKING))
     project.assert_published()
 
 
@@ -598,6 +621,17 @@ CONFIGS: Final = {
 }
 # The cases that reach the store; the others are refused before it.
 AT_THE_STORE: Final = {"no-bucket": (), "wrong-secret": SIGNATURES, "unknown-key": SIGNATURES}
+
+
+@pytest.mark.parametrize("options", [["--check"], ["--repair"]], ids=["check", "repair"])
+def test_a_missing_bucket_is_said_when_checking_and_repairing_too(
+    project: Project, options: list[str]
+) -> None:
+    """Not "no state", nor "12 to upload": the state's 404 is followed by a listing."""
+    project.target = "s3://no-such-bucket/p"
+    assert project.main("--quiet").code == 0  # built: --check compares the folder first
+    done = project.main("--quiet", *options, "--publish", project.target)
+    assert (done.code, done.out, done.err) == (2, "", f"{project.target}: no such bucket\n")
 
 
 @pytest.mark.parametrize(
@@ -700,7 +734,7 @@ def wait_for_puts(proxy: CountingProxy, count: int) -> None:
     ],
 )
 def test_a_publish_stopped_midway_converges(
-    project: Project, stop: signal.Signals, code: int
+    project: Project, stop: signal.Signals, code: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Stopped while the store stalls: at once, the marks written; the next publish finishes."""
     project.ratings.write_text(many(200))
@@ -728,15 +762,19 @@ def test_a_publish_stopped_midway_converges(
     assert project.proxy.peak == 2 + (stop != signal.SIGKILL)
     assert list(project.state().values()).count(False) == 200 + 8  # every file marked
     # The next publish, even of another catalogue, ends with exactly its site; the lock
-    # the stopped one could not remove (the store stalled, or it was killed) is taken over.
+    # the stopped one could not release (the store stalled, or it was killed) is taken
+    # over once seen unchanged for its lease (shortened here).
+    monkeypatch.setattr(lock, "LEASE", 1.0)
     project.ratings.write_text(many(150, first=100))
-    done = project.publish("--max-removals", "99", "--force-unlock")
+    done = project.publish("--max-removals", "99")
     assert (done.code, done.err) == (0, "")
     project.assert_published()
 
 
 @pytest.mark.stores("SeaweedFS", why="the proxy makes the failure: the store plays no part")
-def test_a_store_going_away_midway_exits_2_and_the_next_publish_converges(project: Project) -> None:
+def test_a_store_going_away_midway_exits_2_and_the_next_publish_converges(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Every connection to the store closes without an answer, as when it dies."""
     project.ratings.write_text(many(300))
     process = project.start("--quiet", "--publish-workers", "2")
@@ -750,7 +788,8 @@ def test_a_store_going_away_midway_exits_2_and_the_next_publish_converges(projec
         2,
         f"{project.target}: cannot reach {project.proxy.endpoint} (AWS_ENDPOINT_URL)\n",
     )
-    done = project.publish("--force-unlock")  # its lock, which it could not remove
+    monkeypatch.setattr(lock, "LEASE", 1.0)  # its lock, which it could not release, expires
+    done = project.publish()
     assert (done.code, done.err) == (0, "")
     project.assert_published()
 
@@ -843,7 +882,6 @@ def test_without_a_region_the_requests_are_signed_for_the_buckets_own(project: P
         ("HEAD", "bucket", ""),  # asked once, unsigned
         ("GET", "state", "eu-west-3"),
         ("PUT", "state", "eu-west-3"),
-        ("PUT", "file", "eu-west-3"),
-        ("HEAD", "file", "eu-west-3"),  # the lock, still its own, removed
-        ("POST", "bucket", "eu-west-3"),
+        ("PUT", "file", "eu-west-3"),  # the files, and the lock
+        ("GET", "bucket", "eu-west-3"),  # a listing: no state, is there a bucket?
     }

@@ -1,7 +1,7 @@
 """The state's chain: the plan, the marks, and publishes that meet, against an in-memory store.
 
-A publication is handed obstore's MemoryStore seen through ``Seen``, which counts
-its requests and lets a test act before any of them: run another publish whole
+A publication is handed the in-memory store seen through ``Seen``
+(tests/memorystore.py), which counts its requests and lets a test act before any of them: run another publish whole
 there, fail it, or end the publish as a kill would. Everything here holds to
 one invariant, checked by ``lies``: a file the state records as known holds what
 the state says. What only a real store shows is in tests/test_publish.py.
@@ -14,15 +14,12 @@ import gzip
 import hashlib
 import json
 import tracemalloc
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from typing import Any, Final, TypeVar
 
 import pytest
-from hypothesis import given, note, settings
-from hypothesis import strategies as st
 from obstore.exceptions import GenericError
-from obstore.store import MemoryStore
 
 from ratings_api.bucket_state import (
     STATE_NAME,
@@ -43,6 +40,7 @@ from ratings_api.loader import Catalogue
 from ratings_api.publish import Outcome, Publication, summary
 from ratings_api.rating import Renderer
 from ratings_api.s3 import Destination
+from tests.memorystore import Memory, Seen
 from tests.trees import document
 
 T = TypeVar("T")
@@ -88,57 +86,16 @@ def site_of_numbers(
     return Site(catalogue, Renderer(base_url), others or {"index.html": b"<!doctype html>\n"})
 
 
-# The in-memory store, and what a publish sees of it
+# The in-memory store (tests/memorystore.py), and what a publish sees of it
 
 
 class Killed(BaseException):
     """The publish's process is gone: none of its requests lands any more."""
 
 
-Before = Callable[[int, str, str], Awaitable[None]]  # request number, method, path
-
-
-class Seen:
-    """A MemoryStore as one publish sees it: its requests counted, ``before`` awaited before each.
-
-    The methods ratings_api/publish.py calls on a store; a listing gives each
-    object's MD5 as its ETag, as S3 does for a plain upload.
-    """
-
-    def __init__(self, memory: MemoryStore, before: Before | None = None) -> None:
-        self.memory, self.before = memory, before
-        self.log: list[tuple[str, str]] = []  # each request's method and path
-
-    async def _request(self, method: str, path: str) -> None:
-        self.log.append((method, path))
-        if self.before is not None:
-            await self.before(len(self.log), method, path)
-
-    async def get_async(self, path: str, **options: Any) -> Any:
-        await self._request("HEAD" if options.get("options", {}).get("head") else "GET", path)
-        return await self.memory.get_async(path, **options)
-
-    async def put_async(self, path: str, body: bytes, **options: Any) -> Any:
-        await self._request("PUT", path)
-        return await self.memory.put_async(path, body, **options)
-
-    async def delete_async(self, paths: list[str]) -> None:
-        await self._request("DELETE", paths[0])
-        await self.memory.delete_async(paths)
-
-    async def list(self, chunk_size: int) -> AsyncIterator[list[dict[str, str]]]:
-        await self._request("LIST", "")
-        objects = await contents(self.memory)
-        yield [{"path": path, "e_tag": f'"{md5(body)}"'} for path, body in objects.items()]
-
-
-async def contents(memory: MemoryStore) -> dict[str, bytes]:
+async def contents(memory: Memory) -> dict[str, bytes]:
     """Every object in the store and its bytes."""
-    found = {}
-    async for chunk in memory.list():
-        for item in chunk:
-            found[item["path"]] = bytes(await (await memory.get_async(item["path"])).bytes_async())
-    return found
+    return memory.contents()
 
 
 def lies(objects: dict[str, bytes]) -> list[str]:
@@ -162,22 +119,22 @@ def publication(
     store: Seen, site: Site, *, repair: bool = False, removals: int = 256, workers: int = 1
 ) -> Publication:
     """A publish of ``site`` to ``store``, by default one request at a time: always the same."""
-    return Publication(store, TARGET, site, repair, removals, workers, None)  # type: ignore[arg-type]
+    return Publication(store, TARGET, site, repair, removals, workers, None)
 
 
 def run(work: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(work)
 
 
-async def publish(memory: MemoryStore, site: Site, **options: Any) -> Outcome:
+async def publish(memory: Memory, site: Site, **options: Any) -> Outcome:
     """One whole publish of ``site``, nothing in its way."""
     return await publication(Seen(memory), site, **options).carry_out()
 
 
-async def another_write(memory: MemoryStore) -> None:
+async def another_write(memory: Memory) -> None:
     """What another publish's write of the state does: the same records, a new version."""
     state = decode((await contents(memory)).get(STATE_NAME) or encode(BucketState()))
-    await memory.put_async(STATE_NAME, encode(replace(state, token="f00d" + state.token)))
+    memory.put(STATE_NAME, encode(replace(state, token="f00d" + state.token)))
 
 
 def files_of(site: Site) -> dict[str, bytes]:
@@ -217,7 +174,7 @@ def test_a_publish_that_stops_after_another_leaves_none_of_its_files_known(stop:
     failing its next upload: the state must not say article 1 holds the other's
     bytes, nor that nothing was changed.
     """
-    memory, theirs, others = MemoryStore(), list[Outcome](), list[None]()
+    memory, theirs, others = Memory(), list[Outcome](), list[None]()
 
     async def before(number: int, method: str, path: str) -> None:
         keeps_changing = stop == "state-keeps-changing" and theirs and len(others) < 11
@@ -254,7 +211,7 @@ def test_a_store_failure_with_no_other_publish_leaves_its_marks(
     failing: int, asked: list[str]
 ) -> None:
     """Failing its marks, it asks nothing more; failing an upload, it finds its marks newest."""
-    memory, puts = MemoryStore(), []
+    memory, puts = Memory(), []
 
     async def before(number: int, method: str, path: str) -> None:
         puts.extend([method] if method == "PUT" else [])
@@ -275,7 +232,7 @@ def test_a_store_failure_with_no_other_publish_leaves_its_marks(
 
 def test_a_state_that_keeps_changing_stops_it_after_ten_plans() -> None:
     """Another publish writes the state before each of its writes: it never uploads."""
-    memory = MemoryStore()
+    memory = Memory()
 
     async def before(number: int, method: str, path: str) -> None:
         if (method, path) == ("PUT", STATE_NAME):
@@ -292,23 +249,23 @@ def test_a_state_that_keeps_changing_stops_it_after_ten_plans() -> None:
 
 def test_after_another_publish_the_summary_counts_every_plan() -> None:
     """Held before its final write, while another publishes the same site whole."""
-    memory, site = MemoryStore(), site_of_numbers(BEFORE)
+    memory, site = Memory(), site_of_numbers(BEFORE)
 
     async def before(number: int, method: str, path: str) -> None:
-        if number == 7:  # read, marks, 4 uploads: the final write
+        if number == 8:  # read, bucket looked for, marks, 4 uploads: the final write
             await publish(memory, site)
 
     outcome = run(publication(Seen(memory, before), site).carry_out())
 
     assert summary(TARGET, outcome, 0.5, check=False) == (
-        "published s3://b/p: 4 uploaded, 0 removed, 4 unchanged; 8 requests in 0.50 s; "
+        "published s3://b/p: 4 uploaded, 0 removed, 4 unchanged; 9 requests in 0.50 s; "
         "planned 2 times, as another publish wrote the state meanwhile"
     )
 
 
 def test_a_repair_that_meets_another_publish_lists_again() -> None:
     """star.svg is changed by hand; another publish, which trusts the state, overtakes the repair."""
-    memory = MemoryStore()
+    memory = Memory()
     mine = site_of_numbers(BEFORE, others={"star.svg": b"<svg/>\n"})
     theirs = site_of_numbers({**BEFORE, 2: (1, 1)}, others={"star.svg": b"<svg/>\n"})
     overtaken: list[Outcome] = []
@@ -318,7 +275,7 @@ def test_a_repair_that_meets_another_publish_lists_again() -> None:
             overtaken.append(await publish(memory, theirs))
 
     run(publish(memory, mine))
-    run(memory.put_async("star.svg", b"defaced\n"))
+    memory.put("star.svg", b"defaced\n")
     outcome = run(publication(Seen(memory, before), mine, repair=True).carry_out())
 
     assert outcome.plans == 2
@@ -334,17 +291,16 @@ def test_repair_puts_back_the_headers_of_an_object_whose_bytes_are_right(
     attributes: dict[str, str],
 ) -> None:
     """As a plain ``aws s3 cp`` of the right file leaves it."""
-    memory, site = MemoryStore(), site_of_numbers(BEFORE)
+    memory, site = Memory(), site_of_numbers(BEFORE)
     run(publish(memory, site))
-    run(memory.put_async("index.html", files_of(site)["index.html"], attributes=attributes))
+    memory.put("index.html", files_of(site)["index.html"], attributes)
     store = Seen(memory)
 
     outcome = run(publication(store, site, repair=True).carry_out())
 
     assert (outcome.uploaded, outcome.plan.unchanged) == (1, 3)
     assert ("PUT", "index.html") in store.log
-    head = run(memory.get_async("index.html", options={"head": True}))
-    assert head.attributes == {
+    assert memory.objects["index.html"][2] == {
         "Content-Type": "text/html; charset=utf-8",
         "Cache-Control": CACHE_CONTROL,
     }
@@ -364,9 +320,9 @@ DEEP: Final = gzip.compress(b"[" * 200_000 + b"\n")
 )
 def test_a_state_it_cannot_read_is_one_line_naming_the_target(data: bytes, line: str) -> None:
     """Checking and publishing stop with it; a repair lists the bucket and replaces it."""
-    memory, site = MemoryStore(), site_of_numbers(BEFORE)
+    memory, site = Memory(), site_of_numbers(BEFORE)
     run(publish(memory, site))
-    run(memory.put_async(STATE_NAME, data))
+    memory.put(STATE_NAME, data)
     for work in (
         publication(Seen(memory), site).plan_only,
         publication(Seen(memory), site).carry_out,
@@ -576,62 +532,15 @@ def test_a_first_publish_plans_every_file_without_a_path_each() -> None:
     assert peak < 4_000_000
 
 
-# The invariant, over random publishes, kills and publishes that meet
-
-Spec = tuple[dict[int, tuple[int, int]], bytes, bool]  # a site's numbers, index.html, x.css
-SITES: Final = st.tuples(
-    st.dictionaries(
-        st.integers(1, 6), st.tuples(st.sampled_from([1, 2, 3]), st.integers(1, 2)), max_size=4
-    ),
-    st.sampled_from([b"<p>a</p>\n", b"<p>b</p>\n"]),
-    st.booleans(),
-)
-# A publish: its site, the request before which it is killed (0: none), whether it repairs,
-# and its --max-removals (small enough, at times, to stop it).
-PUBLISHES: Final = st.tuples(
-    SITES, st.just(0) | st.integers(1, 12), st.booleans(), st.sampled_from([1, 99])
-)
-# A step: one publish; or two, the second run whole before the first's n-th request lands
-# (the first is not killed then: docs/deploy-object-storage.md says why).
-STEPS: Final = st.one_of(st.tuples(PUBLISHES), st.tuples(PUBLISHES, PUBLISHES, st.integers(1, 12)))
-
-
-def site_of(spec: Spec) -> Site:
-    numbers, front, extra = spec
-    return site_of_numbers(
-        numbers, others={"index.html": front, **({"x.css": b"a {}\n"} if extra else {})}
-    )
-
-
-async def attempt(memory: MemoryStore, publish: tuple[Spec, int, bool, int], *theirs: Any) -> None:
-    """Run one publish to its end: done, stopped with its one line, or killed."""
-    spec, killed, repair, removals = publish
-
-    async def before(number: int, method: str, path: str) -> None:
-        if theirs and number == theirs[1]:  # theirs, whole, before this request lands
-            await attempt(memory, theirs[0])
-            assert lies(await contents(memory)) == []
-        elif number == killed and not theirs:
-            raise Killed
-
-    mine = publication(Seen(memory, before), site_of(spec), repair=repair, removals=removals)
+def test_workers_never_outnumber_the_requests() -> None:
+    """--publish-workers 3000000 on a site of 4 files: 4 workers, not 3 million coroutines."""
+    memory, site = Memory(), site_of_numbers(BEFORE)
+    tracemalloc.start()
     try:
-        await mine.carry_out()
-    except (Killed, InputError):
-        pass
-
-
-@settings(max_examples=150, derandomize=True, database=None, deadline=None)
-@given(st.lists(STEPS, min_size=1, max_size=5), SITES)
-def test_a_known_file_holds_what_the_state_says_whatever_happens(
-    steps: list[tuple[Any, ...]], last: Spec
-) -> None:
-    """And a publish nothing stops makes the store exactly its site, which --check finds."""
-    memory = MemoryStore()
-    note(repr((steps, last)))
-    for step in steps:
-        run(attempt(memory, *step))
-        assert lies(run(contents(memory))) == []
-    run(publish(memory, site_of(last), removals=99))
-    assert_holds(run(contents(memory)), site_of(last))
-    assert run(publication(Seen(memory), site_of(last)).plan_only()).plan.changes == 0
+        outcome = run(publication(Seen(memory), site, workers=3_000_000).carry_out())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert outcome.uploaded == 4
+    assert_holds(run(contents(memory)), site)
+    assert peak < 1_000_000  # a coroutine each would take about 3 GB
