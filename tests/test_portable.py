@@ -38,12 +38,14 @@ PORTABLE: Final = {
     },
     "fcntl": {"LOCK_EX", "LOCK_NB", "flock"},
     "socket": {"gethostname"},  # the lock's holder, named
-    "time": {"monotonic", "perf_counter", "sleep"},
+    # clock_gettime: Unix; lock.clock() calls it only where CLOCK_BOOTTIME (Linux) is.
+    "time": {"clock_gettime", "monotonic", "perf_counter", "sleep"},
 }
 # Names read only through getattr or hasattr, each with its fallback where it is missing.
 WITH_FALLBACK: Final = {
     ("os", "O_NOFOLLOW"),  # not on Windows: a folder is checked with lstat before a write
     ("os", "O_BINARY"),  # Windows only: elsewhere there is no text mode to leave
+    ("time", "CLOCK_BOOTTIME"),  # Linux only: the monotonic clock elsewhere
 }
 # Names this Python has on Linux that macOS's lacks: the docs say "Availability:
 # Linux" (or Linux and some BSDs), or the call is one macOS's C library has not.
