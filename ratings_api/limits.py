@@ -31,10 +31,9 @@ def check(
     articles: int,
     extras: Iterable[str],
     environ: Mapping[str, str],
-    notice: Callable[[str], None] | None = None,
+    say: Callable[[str], None],
 ) -> None:
-    """Refuse a catalogue a recognised host would certainly reject; tell ``notice`` of a risk."""
-    say = notice or (lambda _text: None)
+    """Refuse a catalogue a recognised host would certainly reject; ``say`` a risk."""
     if environ.get("CF_PAGES") == "1":
         _pages(articles + sum(1 for path in extras if path not in PAGES_UNCOUNTED), say)
     if environ.get("NETLIFY") == "true" or "CONTEXT" in environ:

@@ -32,7 +32,6 @@ from yaml.events import (
 
 from ratings_api import fastpath, rules
 from ratings_api.errors import InputError
-from ratings_api.rules import INT_TEXT as INT_TEXT  # re-exported: options.py reads --scale by it
 from ratings_api.rules import RuleError
 
 if TYPE_CHECKING:
