@@ -35,7 +35,20 @@ BUG: Final = (
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command of ``argv`` (default: sys.argv); its exit code."""
     try:
-        return _run(argv)
+        args = parse(argv)
+        if not args.serve:
+            return _build_and_publish(args)
+        from ratings_api.devserver import serve  # WhiteNoise is only needed to serve
+
+        return serve(
+            args.input,
+            args.output,
+            base_url=args.base_url,
+            host=args.host,
+            port=args.port,
+            quiet=args.quiet,
+            reading=args.reading,
+        )
     except InputError as error:
         _say(error)
         return 2
@@ -45,23 +58,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say(BUG)
         traceback.print_exc()
         return 3
-
-
-def _run(argv: Sequence[str] | None) -> int:
-    args = parse(argv)
-    if not args.serve:
-        return _build_and_publish(args)
-    from ratings_api.devserver import serve  # WhiteNoise is only needed to serve
-
-    return serve(
-        args.input,
-        args.output,
-        base_url=args.base_url,
-        host=args.host,
-        port=args.port,
-        quiet=args.quiet,
-        reading=args.reading,
-    )
 
 
 def _build_and_publish(args: argparse.Namespace) -> int:

@@ -122,11 +122,7 @@ def openapi_document(
     name, and ``unlisted``, an id no article has.
     """
     document: dict[str, Any] = json.loads((TEMPLATES / "openapi.json").read_bytes())
-    scale = (
-        f", rated on the scale {catalogue.scale[0]}..{catalogue.scale[1]}"
-        if catalogue.scale
-        else ""
-    )
+    scale = ", rated on the scale {}..{}".format(*catalogue.scale) if catalogue.scale else ""
     info = document["info"]
     info["description"] = info["description"].format(
         articles=f"{len(catalogue.ids):,}", scale=scale
