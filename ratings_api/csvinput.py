@@ -20,7 +20,7 @@ from typing import Final, NoReturn
 
 from ratings_api import rules
 from ratings_api.errors import InputError
-from ratings_api.loader import Catalogue, offset_position
+from ratings_api.loader import Catalogue, decoded
 from ratings_api.rules import RuleError, Scale
 
 RATINGS: Final = ("article_id", "rating")
@@ -35,11 +35,7 @@ Form = tuple[str, ...]  # the columns of a form
 def read(path: str, data: bytes, scale: Scale) -> Catalogue:
     """Validate ``data``, the CSV bytes of ``path``, into a Catalogue on ``scale``."""
     data = data.removeprefix(codecs.BOM_UTF8)  # a spreadsheet's mark, no part of a column name
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as bad:
-        where = offset_position(data, bad.start)
-        raise InputError(f"not valid UTF-8 ({bad.reason})", path, *where) from None
+    text = decoded(path, data)
     rows = _Rows(path, text)
     header = next(rows.records, None)
     if header is None:

@@ -112,14 +112,18 @@ def load_strict(path: str, data: bytes) -> Catalogue:
     return catalogue
 
 
+def decoded(path: str, data: bytes) -> str:
+    """``data``, the bytes of ``path``, as text; else the InputError at its first bad byte."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        where = offset_position(data, bad.start)
+        raise InputError(f"not valid UTF-8 ({bad.reason})", path, *where) from None
+
+
 def _unreadable(path: str, data: bytes, error: yaml.reader.ReaderError) -> InputError:
     """libyaml points at the byte after a broken UTF-8 sequence; Python's codec at its start."""
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as bad:
-        return InputError(
-            f"not valid UTF-8 ({bad.reason})", path, *offset_position(data, bad.start)
-        )
+    decoded(path, data)
     reason = str(error).partition("\n")[0]
     return InputError(reason, path, *offset_position(data, error.position))
 
