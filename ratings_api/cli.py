@@ -11,12 +11,13 @@ included: one line saying so, then the traceback.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Final
 
 from ratings_api.build import Result, build, count_articles, render_site
@@ -84,7 +85,7 @@ def _build_and_publish(args: argparse.Namespace) -> int:
                     progress=_show_progress if show_progress else None,
                     # Not when publishing to object storage: no static host's limit applies.
                     host_notice=_say if target is None else None,
-                    waiting=None if args.quiet else _waiting(output),
+                    waiting=None if args.quiet else functools.partial(_waiting, output),
                     reading=args.reading,
                 )
     except Interrupted as stop:
@@ -168,12 +169,9 @@ def _interrupted(output: str | None, source: str, signum: int, check: bool) -> s
     )
 
 
-def _waiting(output: str) -> Callable[[int | None], None]:
-    def say(pid: int | None) -> None:
-        other = "another build" if pid is None else f"the build in process {pid}"
-        _say(f"{output}: waiting for {other} to finish")
-
-    return say
+def _waiting(output: str, pid: int | None) -> None:
+    other = "another build" if pid is None else f"the build in process {pid}"
+    _say(f"{output}: waiting for {other} to finish")
 
 
 def _show_progress(done: int, total: int) -> None:
