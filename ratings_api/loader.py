@@ -19,8 +19,6 @@ from typing import TYPE_CHECKING, Final, NoReturn, cast
 import yaml
 from yaml.events import (
     AliasEvent,
-    DocumentEndEvent,
-    DocumentStartEvent,
     Event,
     MappingEndEvent,
     MappingStartEvent,
@@ -140,11 +138,6 @@ def _position(mark: yaml.Mark | CMark | None) -> tuple[int, int]:
     return mark.line + 1, mark.column + 1
 
 
-def _line(event: Event) -> int:
-    """The line where ``event`` starts, from 1."""
-    return _position(event.start_mark)[0]
-
-
 def offset_position(data: bytes, offset: int) -> tuple[int, int]:
     """(line, column) of a byte offset, the column counted in characters."""
     line_start = data.rfind(b"\n", 0, offset) + 1
@@ -211,14 +204,14 @@ class Walker:
 
     def document(self) -> Catalogue:
         """Read the whole stream into the catalogue."""
-        self.next_event()  # StreamStartEvent: the parser always sends it first
+        # The parser's grammar: StreamStart, then StreamEnd or a DocumentStart; after
+        # the document's one node, its DocumentEnd.
+        self.next_event()
         start = self.next_event()
         if isinstance(start, StreamEndEvent):
             self.fail(start, "the file is empty; expected a mapping with the key 'articles'")
-        assert isinstance(start, DocumentStartEvent), start
         self.top_mapping()
-        end = self.next_event()
-        assert isinstance(end, DocumentEndEvent), end
+        self.next_event()
         after = self.next_event()
         if not isinstance(after, StreamEndEvent):
             self.fail(after, "only one YAML document is allowed")
@@ -258,7 +251,7 @@ class Walker:
         if key.value in seen:
             first = seen[key.value]
             self.fail(key, f"the key '{key.value}' appears twice (first at line {first})")
-        seen[key.value] = _line(key)
+        seen[key.value] = _position(key.start_mark)[0]
         return key.value
 
     def scale(self) -> None:
@@ -299,7 +292,7 @@ class Walker:
         lines: dict[int, int] = {}
         while not isinstance(key := self.node(), MappingEndEvent):
             article_id = self.article_id(key, lines)
-            lines[article_id] = _line(key)
+            lines[article_id] = _position(key.start_mark)[0]
             self.article(article_id)
 
     def article_id(self, key: Event, lines: dict[int, int]) -> int:
