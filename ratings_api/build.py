@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 from urllib.parse import urlsplit
 
@@ -82,20 +82,19 @@ def build(
     site = render_site(
         input_path, base_url=base_url, environ=environ, fallback=fallback_base_url, reading=reading
     )
-    catalogue, render, extras, total = site.catalogue, site.render, site.extras, site.articles
-    assert catalogue is not None and render is not None
+    assert site.catalogue is not None and site.render is not None
     if host_notice is not None:
-        check_host_limits(total, extras, environ, host_notice)
+        check_host_limits(site.articles, site.extras, environ, host_notice)
     changes = sync_site(
         output,
-        catalogue,
-        render,
-        extras=extras,
+        site.catalogue,
+        site.render,
+        extras=site.extras,
         dry_run=dry_run,
-        progress=None if progress is None else lambda done: progress(done, total),
+        progress=None if progress is None else lambda done: progress(done, site.articles),
         waiting=waiting,
     )
-    return Result(total, changes, catalogue, render, extras)
+    return replace(site, changes=changes)
 
 
 def render_site(
@@ -106,38 +105,27 @@ def render_site(
     fallback: str | None = None,
     reading: Reading = BY_NAME,
 ) -> Result:
-    """What a build of ``input_path`` would write, held in memory, with no folder touched.
+    """What a build of ``input_path`` (``-``: standard input) would write, held in memory,
+    with no folder touched.
 
     ``--publish`` without an output folder uploads from this: the documents are
     rendered from the catalogue when uploaded, the other files are bytes here.
     """
     form = reading.input_format or ("csv" if input_path.lower().endswith(".csv") else "yaml")
-    catalogue = read_input(input_path, form, reading)
-    settings = source_name(input_path) if form == "yaml" else None  # CSV holds no base_url
-    url = resolve_base_url(settings, base_url, environ, catalogue, fallback)
-    extras = {
-        **describe_files(catalogue, url),
-        **hosting_files(),
-        **embed_files(catalogue),
-    }
-    return Result(len(catalogue.ids), Changes(), catalogue, Renderer(url), extras)
-
-
-def read_input(input_path: str, input_format: str, reading: Reading = BY_NAME) -> Catalogue:
-    """The catalogue of ``input_path`` (``-``: standard input), ``yaml`` or ``csv``."""
-    if reading.scale is not None and input_format != "csv":
+    if reading.scale is not None and form != "csv":
         raise InputError("--scale goes only with a CSV input: a YAML input sets scale in the file")
-    data, name = loader.read_bytes(input_path), source_name(input_path)
-    if input_format == "csv":
-        return csvinput.read(name, data, reading.scale)
-    if reading.input_format is None and csvinput.HEADER.match(data):  # standard input, say
+    name = "<stdin>" if input_path == "-" else input_path  # as messages name the input
+    data = loader.read_bytes(input_path)
+    if form == "csv":
+        catalogue = csvinput.read(name, data, reading.scale)
+    elif reading.input_format is None and csvinput.HEADER.match(data):  # standard input, say
         raise InputError("this looks like CSV: add --format csv", name, 1, 1)
-    return loader.load(name, data)
-
-
-def source_name(input_path: str) -> str:
-    """How messages name the input: its path, or ``<stdin>`` for ``-``."""
-    return "<stdin>" if input_path == "-" else input_path
+    else:
+        catalogue = loader.load(name, data)
+    settings = name if form == "yaml" else None  # CSV holds no base_url
+    url = resolve_base_url(settings, base_url, environ, catalogue, fallback)
+    extras = {**describe_files(catalogue, url), **hosting_files(), **embed_files(catalogue)}
+    return Result(len(catalogue.ids), Changes(), catalogue, Renderer(url), extras)
 
 
 def resolve_base_url(

@@ -14,6 +14,7 @@ dies. A second build, or ``--check``, waits for it and says so once.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -121,11 +122,9 @@ def real_folder(path: str, *, create: bool) -> bool:
 
     ``lstat`` sees the link itself: no link is ever followed to write or remove.
     """
-    if create:
-        try:
+    if create:  # there already, or made meanwhile by another build: looked at below
+        with contextlib.suppress(FileExistsError):
             os.mkdir(path)
-        except FileExistsError:
-            pass  # there already, or made meanwhile by another build: looked at below
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
@@ -139,10 +138,8 @@ def real_folder(path: str, *, create: bool) -> bool:
 
 def remove_file(path: str) -> None:
     """Remove the file (or link) ``path``, if there is one."""
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def symlink_error(path: str) -> InputError:

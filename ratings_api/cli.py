@@ -11,18 +11,19 @@ included: one line saying so, then the traceback.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Final
 
 from ratings_api.build import Result, build, count_articles, render_site
 from ratings_api.errors import InputError
 from ratings_api.options import parse
-from ratings_api.publish import Outcome, first_changes, publish, site_of, summary
+from ratings_api.publish import first_changes, publish, site_of, summary
 from ratings_api.running import Interrupted, stoppable
 from ratings_api.s3 import Destination, parse_destination, require_client
 
@@ -35,7 +36,20 @@ BUG: Final = (
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command of ``argv`` (default: sys.argv); its exit code."""
     try:
-        return _run(argv)
+        args = parse(argv)
+        if not args.serve:
+            return _build_and_publish(args)
+        from ratings_api.devserver import serve  # WhiteNoise is only needed to serve
+
+        return serve(
+            args.input,
+            args.output,
+            base_url=args.base_url,
+            host=args.host,
+            port=args.port,
+            quiet=args.quiet,
+            reading=args.reading,
+        )
     except InputError as error:
         _say(error)
         return 2
@@ -47,39 +61,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 3
 
 
-def _run(argv: Sequence[str] | None) -> int:
-    args = parse(argv)
-    if not args.serve:
-        return _build_and_publish(args)
-    from ratings_api.devserver import serve  # WhiteNoise is only needed to serve
-
-    return serve(
-        args.input,
-        args.output,
-        base_url=args.base_url,
-        host=args.host,
-        port=args.port,
-        quiet=args.quiet,
-        reading=args.reading,
-    )
-
-
 def _build_and_publish(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     show_progress = not args.quiet and sys.stderr.isatty()
     output = args.output
     try:
-        target = _publish_target(args.publish)
+        # The --publish target, checked (with its library) before anything is built.
+        target = None if args.publish is None else parse_destination(args.publish)
+        if target is not None:
+            require_client()
         with stoppable():
             if output is None:  # publishing alone: nothing to write, no folder to lock
                 result = render_site(
-                    args.input,
-                    base_url=args.base_url,
-                    environ=os.environ,
-                    reading=args.reading,
+                    args.input, base_url=args.base_url, environ=os.environ, reading=args.reading
                 )
             else:
-                result = _build(args, output, target, show_progress)
+                result = build(
+                    args.input,
+                    output,
+                    base_url=args.base_url,
+                    environ=os.environ,
+                    dry_run=args.check,
+                    progress=_show_progress if show_progress else None,
+                    # Not when publishing to object storage: no static host's limit applies.
+                    host_notice=_say if target is None else None,
+                    waiting=None if args.quiet else functools.partial(_waiting, output),
+                    reading=args.reading,
+                )
     except Interrupted as stop:
         _say(_interrupted(output, args.input, stop.signum, args.check))
         return 128 + stop.signum
@@ -88,38 +96,19 @@ def _build_and_publish(args: argparse.Namespace) -> int:
             _say("\r\x1b[K", end="")  # leave a clean line
     seconds = time.perf_counter() - started
     if output is not None and args.check:  # without a folder, the publish's line says it all
-        built = _report_check(output, result, args.quiet or target is not None)
+        changes = result.changes
+        differs = changes.written + changes.removed
+        line = (
+            f"{output} is out of date: {changes.written} to write, {changes.removed} to remove:"
+            if differs
+            else f"{output} is up to date: {count_articles(result.articles)}"
+        )
+        built = _report(line, changes.examples, differs, args.quiet or target is not None)
         if built != 0 or target is None:
             return built
     elif output is not None and not args.quiet:
         print(result.summary(output, seconds))
     return 0 if target is None else _publish(args, target, result, show_progress)
-
-
-def _build(
-    args: argparse.Namespace, output: str, target: Destination | None, progress: bool
-) -> Result:
-    return build(
-        args.input,
-        output,
-        base_url=args.base_url,
-        environ=os.environ,
-        dry_run=args.check,
-        progress=_show_progress if progress else None,
-        # Not when publishing to object storage: no static host's limit applies.
-        host_notice=_say if target is None else None,
-        waiting=None if args.quiet else _waiting(output),
-        reading=args.reading,
-    )
-
-
-def _publish_target(url: str | None) -> Destination | None:
-    """The --publish target, checked (with its library) before anything is built."""
-    if url is None:
-        return None
-    target = parse_destination(url)
-    require_client()
-    return target
 
 
 def _publish(
@@ -154,19 +143,10 @@ def _publish(
     seconds = time.perf_counter() - started
     line = summary(target, outcome, seconds, args.check)
     if args.check:
-        return _report_publish_check(line, outcome, args.quiet)
+        return _report(line, first_changes(outcome.plan), outcome.plan.changes, args.quiet)
     if not args.quiet:
         print(line)
     return 0  # another publish meanwhile made it plan again, not fail (Outcome.plans)
-
-
-def _report_publish_check(line: str, outcome: Outcome, quiet: bool) -> int:
-    if not outcome.plan.changes:
-        if not quiet:
-            print(line)
-        return 0
-    _say(line + _listed(first_changes(outcome.plan), outcome.plan.changes))
-    return 1
 
 
 def _notice(line: str) -> None:
@@ -189,12 +169,9 @@ def _interrupted(output: str | None, source: str, signum: int, check: bool) -> s
     )
 
 
-def _waiting(output: str) -> Callable[[int | None], None]:
-    def say(pid: int | None) -> None:
-        other = "another build" if pid is None else f"the build in process {pid}"
-        _say(f"{output}: waiting for {other} to finish")
-
-    return say
+def _waiting(output: str, pid: int | None) -> None:
+    other = "another build" if pid is None else f"the build in process {pid}"
+    _say(f"{output}: waiting for {other} to finish")
 
 
 def _show_progress(done: int, total: int) -> None:
@@ -202,23 +179,16 @@ def _show_progress(done: int, total: int) -> None:
     _say(f"\rwriting: {done:,} of {total:,} articles ({percent}%)", end="")
 
 
-def _report_check(output: str, result: Result, quiet: bool) -> int:
-    changes = result.changes
-    if not changes.written and not changes.removed:
+def _report(line: str, examples: Sequence[str], differs: int, quiet: bool) -> int:
+    """A --check's exit code and its line: on stdout if nothing ``differs`` (none if
+    ``quiet``), else on stderr, with the examples, and how many more there are."""
+    if not differs:
         if not quiet:
-            print(f"{output} is up to date: {count_articles(result.articles)}")
+            print(line)
         return 0
-    listed = _listed(changes.examples, changes.written + changes.removed)
-    _say(
-        f"{output} is out of date: {changes.written} to write, {changes.removed} to remove:{listed}"
-    )
+    more = f"\n  and {differs - len(examples)} more" if differs > len(examples) else ""
+    _say(line + "".join(f"\n  {example}" for example in examples) + more)
     return 1
-
-
-def _listed(examples: Sequence[str], total: int) -> str:
-    """The examples, one an indented line, and how many more there are."""
-    more = f"\n  and {total - len(examples)} more" if total > len(examples) else ""
-    return "".join(f"\n  {example}" for example in examples) + more
 
 
 def _say(text: object, end: str = "\n") -> None:

@@ -20,7 +20,7 @@ from typing import Final, NoReturn
 
 from ratings_api import rules
 from ratings_api.errors import InputError
-from ratings_api.loader import Catalogue, offset_position
+from ratings_api.loader import Catalogue, decoded
 from ratings_api.rules import RuleError, Scale
 
 RATINGS: Final = ("article_id", "rating")
@@ -35,11 +35,7 @@ Form = tuple[str, ...]  # the columns of a form
 def read(path: str, data: bytes, scale: Scale) -> Catalogue:
     """Validate ``data``, the CSV bytes of ``path``, into a Catalogue on ``scale``."""
     data = data.removeprefix(codecs.BOM_UTF8)  # a spreadsheet's mark, no part of a column name
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as bad:
-        where = offset_position(data, bad.start)
-        raise InputError(f"not valid UTF-8 ({bad.reason})", path, *where) from None
+    text = decoded(path, data)
     rows = _Rows(path, text)
     header = next(rows.records, None)
     if header is None:
@@ -88,11 +84,9 @@ def _quick(
     except csv.Error:
         return None
     if not totals:
-        ids, sums, counts = (
-            list(by_id),
-            [e[0] for e in by_id.values()],
-            [e[1] for e in by_id.values()],
-        )
+        ids = list(by_id)
+        sums = [entry[0] for entry in by_id.values()]
+        counts = [entry[1] for entry in by_id.values()]
     return ids, sums, counts, ratings
 
 
@@ -106,9 +100,6 @@ class _Rows:
         self.first = 1  # the line where the last record starts
         self.width = 0  # the header's, once read
         self.records = self._records()
-
-    def __iter__(self) -> Iterator[list[str]]:
-        return self.records
 
     def _records(self) -> Iterator[list[str]]:
         reader = self.reader
@@ -166,7 +157,7 @@ def _form(rows: _Rows, names: list[str]) -> Form:
 def _first_problem(rows: _Rows, columns: list[int], form: Form, scale: Scale) -> NoReturn:
     """Raise the message of the first row that breaks a rule, placed at its field."""
     seen: dict[int, list[int]] = {}  # each article's first line, and its sum so far
-    for row in map(rows.checked, rows):
+    for row in map(rows.checked, rows.records):
         field = 0
         try:
             texts = [row[column] for column in columns]

@@ -61,28 +61,17 @@ class Article:
         return rating_value(self.total, self.count)
 
 
-@dataclass(frozen=True)
-class Examples:
-    """Real articles of the catalogue to show: the best rated, one not rated yet, an unused id."""
-
-    rated: Article | None
-    unrated: Article | None
-    unlisted: int
-
-
 def describe_files(catalogue: Catalogue, base_url: str) -> dict[str, bytes]:
     """Generated files beside the documents, by their path below the output folder."""
     best = best_rated(catalogue)
-    examples = Examples(
-        best[0] if best else None, first_unrated(catalogue), missing_id(catalogue.ids)
-    )
-    # Indented, as people read it too.
-    openapi = json.dumps(
-        openapi_document(catalogue, base_url, examples), indent=2, ensure_ascii=False
-    )
+    # Real articles of the catalogue to show: the best rated, one not rated yet.
+    candidates = (("rated", next(iter(best), None)), ("unrated", first_unrated(catalogue)))
+    shown = {name: article for name, article in candidates if article is not None}
+    document = openapi_document(catalogue, base_url, shown, missing_id(catalogue.ids))
+    openapi = json.dumps(document, indent=2, ensure_ascii=False)  # indented: people read it too
     return {
         OPENAPI_PATH: (openapi + "\n").encode(),
-        FRONT_PAGE: front_page(catalogue, base_url, best, examples.rated or examples.unrated),
+        FRONT_PAGE: front_page(catalogue, base_url, best, next(iter(shown.values()), None)),
         **{name: (TEMPLATES / name).read_bytes() for name in ASSETS},
     }
 
@@ -123,18 +112,17 @@ def missing_id(ids: Sequence[int]) -> int:
 # The OpenAPI document
 
 
-def openapi_document(catalogue: Catalogue, base_url: str, examples: Examples) -> dict[str, Any]:
+def openapi_document(
+    catalogue: Catalogue, base_url: str, shown: dict[str, Article], unlisted: int
+) -> dict[str, Any]:
     """The OpenAPI 3.1 description of the API as this build publishes it.
 
     templates/openapi.json is the document but for what depends on the build, which
-    is filled in here: the "{...}" values, and the examples of real articles.
+    is filled in here: the "{...}" values, and the examples: the articles ``shown``, by
+    name, and ``unlisted``, an id no article has.
     """
     document: dict[str, Any] = json.loads((TEMPLATES / "openapi.json").read_bytes())
-    scale = (
-        f", rated on the scale {catalogue.scale[0]}..{catalogue.scale[1]}"
-        if catalogue.scale
-        else ""
-    )
+    scale = ", rated on the scale {}..{}".format(*catalogue.scale) if catalogue.scale else ""
     info = document["info"]
     info["description"] = info["description"].format(
         articles=f"{len(catalogue.ids):,}", scale=scale
@@ -150,25 +138,26 @@ def openapi_document(catalogue: Catalogue, base_url: str, examples: Examples) ->
     numbers = [rating["properties"][name] for name in ("id", "rating_sum", "rating_count")]
     for schema in (*numbers, document["components"]["parameters"]["ArticleId"]["schema"]):
         schema.update({key: BOUNDS[value] for key, value in schema.items() if value in BOUNDS})
-    _add_examples(document, base_url, examples)
+    _add_examples(document, base_url, shown, unlisted)
     return document
 
 
-def _add_examples(document: dict[str, Any], base_url: str, examples: Examples) -> None:
-    rating = document["components"]["schemas"]["Rating"]
-    shown = [
-        (name, a) for name, a in (("rated", examples.rated), ("unrated", examples.unrated)) if a
-    ]
+def _add_examples(
+    document: dict[str, Any], base_url: str, shown: dict[str, Article], unlisted: int
+) -> None:
     if shown:  # a 200's examples are the very documents of real articles
+        render = Renderer(base_url)
+        bodies = {name: json.loads(render(a.id, a.total, a.count)) for name, a in shown.items()}
         ok = document["paths"][RATING_PATH]["get"]["responses"]["200"]["content"]
         ok["application/json"]["examples"] = {
-            name: {"summary": f"Article {a.id}, {SUMMARIES[name]}", "value": _document(base_url, a)}
-            for name, a in shown
+            name: {"summary": f"Article {a.id}, {SUMMARIES[name]}", "value": bodies[name]}
+            for name, a in shown.items()
         }
-        rating["examples"] = [_document(base_url, a) for _, a in shown]
-    ids = [*((name, a.id) for name, a in shown), ("unlisted", examples.unlisted)]
+        document["components"]["schemas"]["Rating"]["examples"] = list(bodies.values())
+    ids = {**{name: a.id for name, a in shown.items()}, "unlisted": unlisted}
     document["components"]["parameters"]["ArticleId"]["examples"] = {
-        name: {"summary": ID_SUMMARIES[name], "value": article_id} for name, article_id in ids
+        name: {"summary": ID_SUMMARIES[name], "value": article_id}
+        for name, article_id in ids.items()
     }
 
 
@@ -179,14 +168,6 @@ ID_SUMMARIES: Final = {
     "unrated": "An article not rated yet: 200",
     "unlisted": "An id no article has: 404",
 }
-
-
-def _document(base_url: str, article: Article) -> dict[str, Any]:
-    """The article's document as the build writes it, in its field order."""
-    document: dict[str, Any] = json.loads(
-        Renderer(base_url)(article.id, article.total, article.count)
-    )
-    return document
 
 
 def regex_literal(text: str) -> str:

@@ -23,7 +23,6 @@ key ``articles``, not lines inside a string or a flow mapping.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -98,37 +97,33 @@ def _plain(data: bytes) -> bool:
         return False
 
 
-def _lines(data: bytes, start: int, end: int, indent: bytes) -> Iterator[tuple[bytes, ...]]:
-    """Entries indented by ``indent`` and blank lines, a chunk at a time: few in memory."""
-    entry = re.compile(b"^(?:" + indent + ENTRY + b"|" + BLANK + b")", re.MULTILINE)  # cached
-    while start < end:
-        stop = data.find(b"\n", min(start + CHUNK, end - 1)) + 1
-        yield from entry.findall(data, start, stop)
-        start = stop
-
-
 def _read(data: bytes, start: int, end: int, indent: bytes, articles: Articles) -> int:
-    """Read the block's entries into ``articles``; how many lines were read."""
+    """Read the block's entries, indented by ``indent``, into ``articles``, a chunk at a time
+    so that few matches are in memory; how many lines were read, blank lines included."""
+    entry = re.compile(b"^(?:" + indent + ENTRY + b"|" + BLANK + b")", re.MULTILINE)  # cached
     add_id, add_sum, add_count = articles.ids.append, articles.sums.append, articles.counts.append
     blank = 0
-    for article_id, ratings, total, count in _lines(data, start, end, indent):
-        if not article_id:  # a blank line or a comment
-            blank += 1
-            continue
-        add_id(int(article_id))
-        if count:
-            add_sum(int(total))
-            add_count(int(count))
-        elif len(ratings) == 3 * ratings.count(b",") + 1:
-            # One-digit ratings only ("5, 4, 5"): their sum is the bytes' sum,
-            # less the separators' and the digit zero's.
-            number = ratings.count(b",") + 1
-            add_sum(sum(ratings) - SEPARATOR * (number - 1) - ZERO * number)
-            add_count(number)
-            articles.digits.update(ratings)
-        else:
-            values = [int(rating) for rating in ratings.split(b", ")] if ratings else []
-            add_sum(sum(values))
-            add_count(len(values))
-            articles.ratings.update(values)
+    while start < end:
+        stop = data.find(b"\n", min(start + CHUNK, end - 1)) + 1
+        for article_id, ratings, total, count in entry.findall(data, start, stop):
+            if not article_id:  # a blank line or a comment
+                blank += 1
+                continue
+            add_id(int(article_id))
+            if count:
+                add_sum(int(total))
+                add_count(int(count))
+            elif len(ratings) == 3 * ratings.count(b",") + 1:
+                # One-digit ratings only ("5, 4, 5"): their sum is the bytes' sum,
+                # less the separators' and the digit zero's.
+                number = ratings.count(b",") + 1
+                add_sum(sum(ratings) - SEPARATOR * (number - 1) - ZERO * number)
+                add_count(number)
+                articles.digits.update(ratings)
+            else:
+                values = [int(rating) for rating in ratings.split(b", ")] if ratings else []
+                add_sum(sum(values))
+                add_count(len(values))
+                articles.ratings.update(values)
+        start = stop
     return len(articles.ids) + blank

@@ -28,37 +28,26 @@ NETLIFY_PER_DIRECTORY: Final = 54_000
 
 
 def check(
-    articles: int,
-    extras: Iterable[str],
-    environ: Mapping[str, str],
-    notice: Callable[[str], None] | None = None,
+    articles: int, extras: Iterable[str], environ: Mapping[str, str], say: Callable[[str], None]
 ) -> None:
-    """Refuse a catalogue a recognised host would certainly reject; tell ``notice`` of a risk."""
-    say = notice or (lambda _text: None)
+    """Refuse a catalogue a recognised host would certainly reject; ``say`` a risk."""
     if environ.get("CF_PAGES") == "1":
-        _pages(articles + sum(1 for path in extras if path not in PAGES_UNCOUNTED), say)
-    if environ.get("NETLIFY") == "true" or "CONTEXT" in environ:
-        _netlify(articles, say)
-
-
-def _pages(files: int, say: Callable[[str], None]) -> None:
-    if files > PAGES_PAID:
-        raise InputError(
-            f"{files:,} files (and any of yours) are over Cloudflare Pages' limit of "
-            f"{PAGES_PAID:,} files a deployment by {files - PAGES_PAID:,}: the deploy would "
-            f"fail; {OBJECT_STORAGE}"
-        )
-    if files > PAGES_FREE:
-        say(
-            f"note: {files:,} files (and any of yours) are over Cloudflare Pages' Free plan "
-            f"limit of {PAGES_FREE:,} files a deployment by {files - PAGES_FREE:,}: the "
-            f"deploy fails unless the project is on a paid plan ({PAGES_PAID:,}); "
-            f"or {OBJECT_STORAGE}"
-        )
-
-
-def _netlify(articles: int, say: Callable[[str], None]) -> None:
-    if articles > NETLIFY_PER_DIRECTORY:
+        files = articles + sum(1 for path in extras if path not in PAGES_UNCOUNTED)
+        if files > PAGES_PAID:
+            raise InputError(
+                f"{files:,} files (and any of yours) are over Cloudflare Pages' limit of "
+                f"{PAGES_PAID:,} files a deployment by {files - PAGES_PAID:,}: the deploy would "
+                f"fail; {OBJECT_STORAGE}"
+            )
+        if files > PAGES_FREE:
+            say(
+                f"note: {files:,} files (and any of yours) are over Cloudflare Pages' Free plan "
+                f"limit of {PAGES_FREE:,} files a deployment by {files - PAGES_FREE:,}: the "
+                f"deploy fails unless the project is on a paid plan ({PAGES_PAID:,}); "
+                f"or {OBJECT_STORAGE}"
+            )
+    netlify = environ.get("NETLIFY") == "true" or "CONTEXT" in environ
+    if netlify and articles > NETLIFY_PER_DIRECTORY:
         say(
             f"note: away/api/articles/ holds {articles:,} folders, {articles - NETLIFY_PER_DIRECTORY:,} "
             f"over the {NETLIFY_PER_DIRECTORY:,} files a directory Netlify is reported to "

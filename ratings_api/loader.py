@@ -19,8 +19,6 @@ from typing import TYPE_CHECKING, Final, NoReturn, cast
 import yaml
 from yaml.events import (
     AliasEvent,
-    DocumentEndEvent,
-    DocumentStartEvent,
     Event,
     MappingEndEvent,
     MappingStartEvent,
@@ -32,7 +30,6 @@ from yaml.events import (
 
 from ratings_api import fastpath, rules
 from ratings_api.errors import InputError
-from ratings_api.rules import INT_TEXT as INT_TEXT  # re-exported: options.py reads --scale by it
 from ratings_api.rules import RuleError
 
 if TYPE_CHECKING:
@@ -113,14 +110,18 @@ def load_strict(path: str, data: bytes) -> Catalogue:
     return catalogue
 
 
+def decoded(path: str, data: bytes) -> str:
+    """``data``, the bytes of ``path``, as text; else the InputError at its first bad byte."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        where = offset_position(data, bad.start)
+        raise InputError(f"not valid UTF-8 ({bad.reason})", path, *where) from None
+
+
 def _unreadable(path: str, data: bytes, error: yaml.reader.ReaderError) -> InputError:
     """libyaml points at the byte after a broken UTF-8 sequence; Python's codec at its start."""
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as bad:
-        return InputError(
-            f"not valid UTF-8 ({bad.reason})", path, *offset_position(data, bad.start)
-        )
+    decoded(path, data)
     reason = str(error).partition("\n")[0]
     return InputError(reason, path, *offset_position(data, error.position))
 
@@ -135,11 +136,6 @@ def _position(mark: yaml.Mark | CMark | None) -> tuple[int, int]:
     mark; the stubs allow None for objects made by hand, which this module never sees."""
     assert mark is not None
     return mark.line + 1, mark.column + 1
-
-
-def _line(event: Event) -> int:
-    """The line where ``event`` starts, from 1."""
-    return _position(event.start_mark)[0]
 
 
 def offset_position(data: bytes, offset: int) -> tuple[int, int]:
@@ -208,14 +204,14 @@ class Walker:
 
     def document(self) -> Catalogue:
         """Read the whole stream into the catalogue."""
-        self.next_event()  # StreamStartEvent: the parser always sends it first
+        # The parser's grammar: StreamStart, then StreamEnd or a DocumentStart; after
+        # the document's one node, its DocumentEnd.
+        self.next_event()
         start = self.next_event()
         if isinstance(start, StreamEndEvent):
             self.fail(start, "the file is empty; expected a mapping with the key 'articles'")
-        assert isinstance(start, DocumentStartEvent), start
         self.top_mapping()
-        end = self.next_event()
-        assert isinstance(end, DocumentEndEvent), end
+        self.next_event()
         after = self.next_event()
         if not isinstance(after, StreamEndEvent):
             self.fail(after, "only one YAML document is allowed")
@@ -255,7 +251,7 @@ class Walker:
         if key.value in seen:
             first = seen[key.value]
             self.fail(key, f"the key '{key.value}' appears twice (first at line {first})")
-        seen[key.value] = _line(key)
+        seen[key.value] = _position(key.start_mark)[0]
         return key.value
 
     def scale(self) -> None:
@@ -296,7 +292,7 @@ class Walker:
         lines: dict[int, int] = {}
         while not isinstance(key := self.node(), MappingEndEvent):
             article_id = self.article_id(key, lines)
-            lines[article_id] = _line(key)
+            lines[article_id] = _position(key.start_mark)[0]
             self.article(article_id)
 
     def article_id(self, key: Event, lines: dict[int, int]) -> int:

@@ -13,10 +13,11 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from ratings_api import loader, lock
+from ratings_api import lock
 from ratings_api.build import Reading
 from ratings_api.lock import DEFAULT_TIMEOUT, Waiting
 from ratings_api.publish import DEFAULT_MAX_REMOVALS, DEFAULT_WORKERS
+from ratings_api.rules import INT_TEXT
 
 HELP_WIDTH: Final = 80  # fixed, so that --help reads the same everywhere (and in docs/cli.md)
 DEFAULT_OUTPUT: Final = "site"
@@ -182,7 +183,7 @@ def _count(text: str) -> int:
 
 def _scale(text: str) -> tuple[int, int]:
     low, _, high = text.partition("..")
-    plain = loader.INT_TEXT.fullmatch(low) and loader.INT_TEXT.fullmatch(high)
+    plain = INT_TEXT.fullmatch(low) and INT_TEXT.fullmatch(high)
     if not plain or int(low) >= int(high):
         raise argparse.ArgumentTypeError(
             f"expected LOW..HIGH, integers, low < high, found '{text}'"

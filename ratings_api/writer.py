@@ -198,7 +198,6 @@ def _holds(path: str, body: bytes) -> bool:
 def _sync_extras(writer: _Writer, extras: Mapping[str, bytes]) -> None:
     """The few other generated files, after the documents."""
     for name, body in sorted(extras.items()):
-        assert not os.path.isabs(name) and ".." not in name.split("/"), name
         path = os.path.join(writer.root, name)
         try:
             folder = os.path.dirname(name)
@@ -230,8 +229,7 @@ def _remove_stale(writer: _Writer, stale: list[int], *, emptied: bool) -> None:
         folder = os.path.join(articles, str(article_id))
         path = os.path.join(folder, ARTICLE_DOCUMENT)
         try:
-            rating = os.path.join(folder, "rating")
-            if not (real_folder(folder, create=False) and real_folder(rating, create=False)):
+            if not _folders(articles, f"{article_id}/rating", create=False):
                 continue  # a folder of the user's that happens to look like an id
             if writer.dry_run:
                 os.lstat(path)
