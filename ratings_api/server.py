@@ -238,9 +238,10 @@ class App:
                 path = f"{path}/{folder}"
                 if stat.S_ISLNK(os.lstat(path).st_mode):
                     return None
-            status = os.lstat(f"{path}/{name}")  # a link is not a regular file here
+            path = f"{path}/{name}"
+            status = os.lstat(path)  # a link is not a regular file here
         except OSError as error:
-            self._fault(f"{path}/{name}", error)
+            self._fault(path, error)
             return None
         return status if stat.S_ISREG(status.st_mode) else None
 
