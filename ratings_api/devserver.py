@@ -89,7 +89,7 @@ def serve(
             rebuild = functools.partial(_build, input_path, output, base_url, address, reading)
             seen = _signature(input_path)  # before the build, so no edit falls in between
             say(rebuild())
-            server.set_app(create_app(output))
+            server.set_app(create_app(output, autorefresh=True))
             print(_serving_line(output, address), flush=True)
             stop = threading.Event()
             watcher = threading.Thread(target=_watch, args=(input_path, seen, rebuild, stop, say))

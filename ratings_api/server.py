@@ -1,21 +1,21 @@
 """The WSGI app serving the built site: ``gunicorn 'generate:create_app()'``, and --serve's.
 
-It answers every request by the HTTP contract (docs/http-api.md, its values in
-contract.py) itself: the routes, the JSON errors, OPTIONS and 405, CORS and
-``Cache-Control`` on every answer, and HTTP's conditions and ranges as nginx reads them.
-Stock WhiteNoise cannot be that app: its ranges and conditions are not HTTP's
-(``bytes=0-0`` is a 416, ``If-Range`` and lists in ``If-None-Match`` go unread),
-which every other host of the contract reads as nginx does; and in production it
-walks the whole site at start-up (its issue #263), a million files here.
+It answers by the HTTP contract (docs/http-api.md, its values in contract.py):
+the routes, the JSON errors, OPTIONS and 405, CORS and ``Cache-Control`` on every
+answer. The rating documents, the API's hot path, and the files beside them it
+answers itself, with HTTP's conditions and ranges as nginx reads them; what it keeps
+of a small file (its headers and bytes) is checked against the file with one
+``lstat`` on each request, so a rebuild is served at once, with no restart.
 
-What it keeps of a small file (its headers and bytes) is checked against the file
-with one ``lstat`` on each request, so a rebuild is served at once, with no restart.
+WhiteNoise serves the build's static assets (``assets/``), as its docs intend: it
+indexes them at start-up, or, under --serve (development), looks each up when asked
+(``autorefresh``). Its root is never the site's: it would walk a million documents
+before its first answer (its issue #263), and autorefresh is not for production.
 """
 
 from __future__ import annotations
 
 import errno
-import functools
 import mimetypes
 import os
 import re
@@ -23,7 +23,11 @@ import stat
 from calendar import timegm
 from collections.abc import Iterable, Iterator
 from email.utils import formatdate, parsedate
-from typing import IO, TYPE_CHECKING, Final, NamedTuple
+from functools import lru_cache, partial
+from typing import IO, TYPE_CHECKING, Any, Final, NamedTuple
+from wsgiref.headers import Headers
+
+from whitenoise import WhiteNoise
 
 from ratings_api.contract import (
     ALLOW,
@@ -31,6 +35,7 @@ from ratings_api.contract import (
     ARTICLES_PATH,
     COMMON_HEADERS,
     CONTENT_TYPES,
+    ERROR_TYPE,
     FRONT_PAGE,
     FRONT_PAGE_CSP,
     NOT_FOUND,
@@ -43,6 +48,7 @@ from ratings_api.errors import InputError
 if TYPE_CHECKING:
     from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
+ASSETS: Final = "assets/"  # the build's static files, which change only with the package
 MAX_URL_PATH: Final = 1024  # far longer than any path the site has; bounds a request's work
 KEEP_BYTES: Final = 16384  # a file this size or smaller is kept in memory: every document is
 KEEP_FILES: Final = 100_000  # then all are dropped: memory stays bounded at any site's size
@@ -138,8 +144,7 @@ def _identity(status: os.stat_result) -> Identity:
 
 
 def _describe(relative: str, status: os.stat_result, body: bytes = b"") -> File:
-    # WhiteNoise's ETag counts whole seconds, which two rebuilds in one second may share.
-    etag = f'"{status.st_mtime_ns:x}-{status.st_size:x}"'
+    etag = _etag(status)
     modified = _http_date(int(status.st_mtime))
     kind = CONTENT_TYPES.get(os.path.splitext(relative)[1]) or TYPES.guess_type(relative)[0]
     kind, _, charset = (kind or "application/octet-stream").partition("; charset=")
@@ -152,7 +157,7 @@ def _describe(relative: str, status: os.stat_result, body: bytes = b"") -> File:
     return File(_identity(status), size, etag, modified, seconds, headers, policy, body)
 
 
-@functools.lru_cache(maxsize=256)
+@lru_cache(maxsize=256)
 def _http_date(seconds: int) -> str:
     return formatdate(seconds, usegmt=True)  # one date for all the files of a build: kept
 
@@ -164,9 +169,13 @@ class ServerError(Exception):
 class App:
     """The WSGI app serving the site in ``root``, by the contract."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, *, autorefresh: bool = False) -> None:
         self.root = root
         self.kept: dict[str, File] = {}  # by path below the root
+        headers = {"max_age": None, "allow_all_origins": False, "add_headers_function": _add_etag}
+        self.assets = WhiteNoise(_not_found, autorefresh=autorefresh, **headers)
+        if os.path.isdir(f"{root}/{ASSETS}"):
+            self.assets.add_files(f"{root}/{ASSETS}", prefix=ASSETS)
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         method, url = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
@@ -185,6 +194,9 @@ class App:
         if target is None or found is None or (target.add_slash and not _as_sent(environ)):
             return _error(start_response, "404 Not Found", NOT_FOUND, method)
         file, opened = found
+        if file is None:  # an asset: looked up here too, so that no link leads to it
+            answer: Iterable[bytes] = self.assets(environ, partial(_with_common, start_response))
+            return answer
         if target.add_slash:
             # Relative: behind a proxy the app does not know the public scheme,
             # host or path. "rating/" against ".../7/rating".
@@ -195,9 +207,9 @@ class App:
             return _answer(start_response, "301 Moved Permanently", *moved)
         return _serve(environ, start_response, file, opened)
 
-    def _open(self, relative: str) -> tuple[File, IO[bytes] | None] | None:
+    def _open(self, relative: str) -> tuple[File | None, IO[bytes] | None] | None:
         """The file at ``relative``, reached through no symlink, and its handle if too large
-        to keep; None where there is none to serve."""
+        to keep (no File for an asset: WhiteNoise's); None where there is none to serve."""
         path = f"{self.root}/{relative}"
         kept = self.kept.get(relative)
         if kept is not None:
@@ -207,6 +219,8 @@ class App:
             except OSError:
                 pass  # looked up again below, which tells a 404 from a 500
         while (status := self._lookup(relative)) is not None:
+            if relative.startswith(ASSETS):
+                return None, None
             try:
                 opened = open(path, "rb")  # noqa: SIM115 - closed below or by the server
             except OSError as error:
@@ -254,6 +268,28 @@ class App:
         except OSError as lost:
             message = f"{self.root}: cannot open the site's folder: {lost.strerror}"
             raise ServerError(message) from None
+
+
+def _etag(status: os.stat_result) -> str:
+    """In nanoseconds: WhiteNoise's own counts whole seconds, which two rebuilds may share."""
+    return f'"{status.st_mtime_ns:x}-{status.st_size:x}"'
+
+
+def _add_etag(headers: Headers, path: str, url: str) -> None:
+    headers["ETag"] = _etag(os.stat(path))  # WhiteNoise's add_headers_function
+
+
+def _with_common(
+    start_response: StartResponse, status: str, headers: list[tuple[str, str]], *exc_info: Any
+) -> object:
+    """WhiteNoise's answer, with the contract's headers that every answer carries."""
+    return start_response(status, [*headers, *COMMON_HEADERS], *exc_info)
+
+
+def _not_found(environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
+    """The app WhiteNoise wraps: an asset it does not have (added since it indexed them)."""
+    start_response("404 Not Found", list(_json(NOT_FOUND)))
+    return [] if environ["REQUEST_METHOD"] == "HEAD" else [NOT_FOUND]
 
 
 def _serve(
@@ -330,18 +366,22 @@ def _answer(start_response: StartResponse, status: str, *headers: tuple[str, str
 def _error(
     start_response: StartResponse, status: str, body: bytes, method: str, *extra: tuple[str, str]
 ) -> list[bytes]:
-    length = ("Content-Length", str(len(body)))
-    _answer(start_response, status, ("Content-Type", "application/json"), length, *extra)
+    _answer(start_response, status, *_json(body), *extra)
     return [] if method == "HEAD" else [body]  # wsgiref sends whatever it is given
 
 
-def create_app(root: str = "site") -> WSGIApplication:
+def _json(body: bytes) -> tuple[tuple[str, str], ...]:
+    return ("Content-Type", ERROR_TYPE), ("Content-Length", str(len(body)))
+
+
+def create_app(root: str = "site", *, autorefresh: bool = False) -> WSGIApplication:
     """The WSGI app serving the built site in ``root``: ``gunicorn 'generate:create_app()'``.
 
     ``root`` is taken relative to the current directory once, here, as
-    ``--output`` is; it must exist, as it does after a build.
+    ``--output`` is; it must exist, as it does after a build. ``autorefresh``
+    is --serve's: WhiteNoise looks each asset up when asked, for development.
     """
     folder = os.path.abspath(root)
     if not os.path.isdir(folder):
         raise InputError(f"{root}: no such folder: build the site first (python generate.py)")
-    return App(folder)
+    return App(folder, autorefresh=autorefresh)

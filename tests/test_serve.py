@@ -24,6 +24,7 @@ from ratings_api.build import build
 from ratings_api.devserver import POLL_SECONDS
 from ratings_api.server import KEEP_BYTES, create_app
 from tests.contract import (
+    CACHE_CONTROL,
     NOT_FOUND,
     READY_SECONDS,
     SECRET,
@@ -145,13 +146,47 @@ def test_a_file_too_large_to_keep_is_read_in_ranges(asked: str, tmp_path: Path) 
     assert (status, body) == LARGE_RANGES[asked]
 
 
+def test_whitenoise_serves_the_assets_with_the_contract_s_headers(tmp_path: Path) -> None:
+    """Indexed at start-up, as in production: one added since is the JSON 404."""
+    (tmp_path / "ratings.yaml").write_text(GOOD, encoding="utf-8")
+    build(
+        str(tmp_path / "ratings.yaml"),
+        str(tmp_path / "site"),
+        base_url="https://a.example",
+        environ={},
+    )
+    app = create_app(str(tmp_path / "site"))
+    star = tmp_path / "site/assets/star.svg"
+    (tmp_path / "site/assets/new.svg").write_bytes(star.read_bytes())
+    etag = f'"{star.stat().st_mtime_ns:x}-{star.stat().st_size:x}"'
+
+    answers = {
+        name: call_app(app, "GET", path, headers)
+        for name, path, headers in (
+            ("found", b"/assets/star.svg", {}),
+            ("not modified", b"/assets/star.svg", {"If-None-Match": etag}),
+            ("added since", b"/assets/new.svg", {}),
+        )
+    }
+
+    common = [("Access-Control-Allow-Origin", "*"), ("X-Content-Type-Options", "nosniff")]
+    common += [("Cache-Control", CACHE_CONTROL)]
+    status, headers, body = answers["found"]
+    assert (status, body, headers[-3:]) == (200, star.read_bytes(), common)
+    assert dict(headers)["Content-Type"] == "image/svg+xml"
+    assert dict(headers)["ETag"] == etag
+    assert answers["not modified"] == (304, [("ETag", etag), *common], b"")
+    assert answers["added since"][::2] == (404, NOT_FOUND)
+    assert answers["added since"][1][-3:] == common
+
+
 def test_the_app_imports_neither_the_builder_nor_the_command_line() -> None:
-    """gunicorn loads the app alone: no PyYAML, no Jinja2, no reader, no argparse."""
+    """gunicorn loads the app alone (and WhiteNoise): no PyYAML, no Jinja2, no reader, no CLI."""
     code = "import ratings_api.server, sys; print(' '.join(sorted(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = done.stdout.split()
     assert "ratings_api.server" in loaded
-    unwanted = ("yaml", "jinja2", "whitenoise", "argparse")
+    unwanted = ("yaml", "jinja2", "argparse")
     unwanted += ("ratings_api.loader", "ratings_api.build", "ratings_api.cli")
     assert [name for name in unwanted if name in loaded] == []
 
