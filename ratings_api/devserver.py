@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
 POLL_SECONDS: Final = 0.5
 ID_NAME: Final = re.compile(r"[1-9][0-9]*")
+# An absolute-form request target (RFC 9112, 3.2.2), which a server must accept: its
+# scheme and authority, before the path that gunicorn and every server answer by.
+ABSOLUTE_FORM: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*")
 
 
 class _Server(ThreadingMixIn, WSGIServer):
@@ -43,7 +46,8 @@ class _Handler(WSGIRequestHandler):
     """wsgiref's handler, giving the app the path as it was sent, as gunicorn does.
 
     http.server turns a leading ``//`` into ``/`` (against open redirects, which
-    the app never makes): the other hosts of the API do not, and all must agree.
+    the app never makes), and takes an absolute-form target for a path: the
+    other hosts of the API do neither, and all must agree.
     """
 
     quiet = False  # --quiet: no line a request
@@ -51,7 +55,10 @@ class _Handler(WSGIRequestHandler):
     def get_environ(self) -> WSGIEnvironment:
         environ = super().get_environ()
         environ["RAW_URI"] = self.requestline.split()[1]
-        environ["PATH_INFO"] = unquote(environ["RAW_URI"].partition("?")[0], "iso-8859-1")
+        path = environ["RAW_URI"].partition("?")[0]
+        if absolute := ABSOLUTE_FORM.match(path):
+            path = path[absolute.end() :]
+        environ["PATH_INFO"] = unquote(path, "iso-8859-1")
         return environ
 
     def log_message(self, format: str, *args: object) -> None:
@@ -82,7 +89,7 @@ def serve(
             rebuild = functools.partial(_build, input_path, output, base_url, address, reading)
             seen = _signature(input_path)  # before the build, so no edit falls in between
             say(rebuild())
-            server.set_app(create_app(output))
+            server.set_app(create_app(output, autorefresh=True))
             print(_serving_line(output, address), flush=True)
             stop = threading.Event()
             watcher = threading.Thread(target=_watch, args=(input_path, seen, rebuild, stop, say))

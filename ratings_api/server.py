@@ -1,22 +1,31 @@
 """The WSGI app serving the built site: ``gunicorn 'generate:create_app()'``, and --serve's.
 
-The app is WhiteNoise, through its documented options, inside a WSGI function
-for what the contract (docs/http-api.md) wants and WhiteNoise does not give:
-the routes, the JSON errors, OPTIONS and 405, CORS and ``Cache-Control`` on
-every answer, and HTTP's conditions and ranges where WhiteNoise reads them otherwise.
+It answers by the HTTP contract (docs/http-api.md, its values in contract.py):
+the routes, the JSON errors, OPTIONS and 405, CORS and ``Cache-Control`` on every
+answer. The rating documents, the API's hot path, and the files beside them it
+answers itself, with HTTP's conditions and ranges as nginx reads them; what it keeps
+of a small file (its headers and bytes) is checked against the file with one
+``lstat`` on each request, so a rebuild is served at once, with no restart.
+
+WhiteNoise serves the build's static assets (``assets/``), as its docs intend: it
+indexes them at start-up, or, under --serve (development), looks each up when asked
+(``autorefresh``). Its root is never the site's: it would walk a million documents
+before its first answer (its issue #263), and autorefresh is not for production.
 """
 
 from __future__ import annotations
 
 import errno
+import mimetypes
 import os
 import re
 import stat
-from collections.abc import Callable, Iterable, Iterator
-from email.utils import formatdate
-from typing import IO, TYPE_CHECKING, Final, NamedTuple
+from calendar import timegm
+from collections.abc import Iterable, Iterator
+from email.utils import formatdate, parsedate
+from functools import lru_cache, partial
+from typing import IO, TYPE_CHECKING, Any, Final, NamedTuple
 from wsgiref.headers import Headers
-from wsgiref.util import FileWrapper
 
 from whitenoise import WhiteNoise
 
@@ -25,6 +34,8 @@ from ratings_api.contract import (
     ARTICLE_ID,
     ARTICLES_PATH,
     COMMON_HEADERS,
+    CONTENT_TYPES,
+    ERROR_TYPE,
     FRONT_PAGE,
     FRONT_PAGE_CSP,
     NOT_FOUND,
@@ -37,8 +48,11 @@ from ratings_api.errors import InputError
 if TYPE_CHECKING:
     from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
-TYPES: Final = {".ts": "text/plain"}  # WhiteNoise adds "; charset=utf-8" to text/*
+ASSETS: Final = "assets/"  # the build's static files, which change only with the package
 MAX_URL_PATH: Final = 1024  # far longer than any path the site has; bounds a request's work
+KEEP_BYTES: Final = 16384  # a file this size or smaller is kept in memory: every document is
+KEEP_FILES: Final = 100_000  # then all are dropped: memory stays bounded at any site's size
+CHUNK: Final = 65536
 
 ARTICLES_URL: Final = f"/{ARTICLES_PATH}"
 ARTICLE_URL: Final = re.compile(rf"/{ARTICLES_PATH}/({ARTICLE_ID})/rating(/?)")
@@ -46,14 +60,15 @@ ARTICLE_URL: Final = re.compile(rf"/{ARTICLES_PATH}/({ARTICLE_ID})/rating(/?)")
 NAME: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
 RANGE_SPEC: Final = re.compile(r"([0-9]*)-([0-9]*)")
 UNSATISFIABLE: Final = "unsatisfiable"
-# Read here, not by WhiteNoise: its ranges differ from HTTP's, it reads no
-# If-Range, and the site has no compressed copies for it to choose.
-READ_HERE: Final = frozenset(("HTTP_RANGE", "HTTP_IF_RANGE", "HTTP_ACCEPT_ENCODING"))
+# Python's own table, not the system's (/etc/mime.types differs between machines).
+TYPES: Final = mimetypes.MimeTypes()
 # A 404: nothing there, a name too long, a socket, or a file the server may not
 # read (not for the web, as a dotfile is not). Any other error is a 500.
 UNSERVABLE: Final = frozenset(
     (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG, errno.ENXIO, errno.EACCES, errno.EPERM)
 )
+
+Identity = tuple[int, int, int, int]
 
 
 class Target(NamedTuple):
@@ -111,17 +126,40 @@ def byte_range(value: str, size: int) -> tuple[int, int] | str | None:
     return satisfiable[0] if len(satisfiable) == 1 else None
 
 
-def etag(status: os.stat_result) -> str:
-    """The ETag: WhiteNoise's counts whole seconds, which two rebuilds in one second may share."""
-    return f'"{status.st_mtime_ns:x}-{status.st_size:x}"'
+class File(NamedTuple):
+    """What the app answers for a file, from the status it was read with."""
+
+    identity: Identity
+    size: int
+    etag: str
+    modified: str  # Last-Modified
+    seconds: int  # the same, as a number
+    headers: tuple[tuple[str, str], ...]  # a 200's, but Content-Length
+    policy: tuple[tuple[str, str], ...]  # the front page's CSP, on a 304 too
+    body: bytes  # the file's bytes if kept; else read from the file at each request
 
 
-def _add_etag(headers: Headers, path: str, url: str) -> None:
-    headers["ETag"] = etag(os.stat(path))
-
-
-def _identity(status: os.stat_result) -> tuple[int, int, int, int]:
+def _identity(status: os.stat_result) -> Identity:
     return status.st_ino, status.st_dev, status.st_size, status.st_mtime_ns
+
+
+def _describe(relative: str, status: os.stat_result, body: bytes = b"") -> File:
+    etag = _etag(status)
+    modified = _http_date(int(status.st_mtime))
+    kind = CONTENT_TYPES.get(os.path.splitext(relative)[1]) or TYPES.guess_type(relative)[0]
+    kind, _, charset = (kind or "application/octet-stream").partition("; charset=")
+    if kind.startswith("text/"):
+        kind += f'; charset="{charset or "utf-8"}"'
+    headers = ("Content-Type", kind), ("ETag", etag), ("Last-Modified", modified)
+    # The front page loads its own files only: the browser refuses any other.
+    policy = (("Content-Security-Policy", FRONT_PAGE_CSP),) if relative == FRONT_PAGE else ()
+    seconds, size = int(status.st_mtime), status.st_size
+    return File(_identity(status), size, etag, modified, seconds, headers, policy, body)
+
+
+@lru_cache(maxsize=256)
+def _http_date(seconds: int) -> str:
+    return formatdate(seconds, usegmt=True)  # one date for all the files of a build: kept
 
 
 class ServerError(Exception):
@@ -129,18 +167,15 @@ class ServerError(Exception):
 
 
 class App:
-    """The WSGI app serving the site in ``root``: WhiteNoise, and the contract around it."""
+    """The WSGI app serving the site in ``root``, by the contract."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, *, autorefresh: bool = False) -> None:
         self.root = root
-        # autorefresh: WhiteNoise looks a file up when it is asked for, rather than
-        # walking the whole tree at start-up (minutes and gigabytes for a million
-        # files). Every path is routed and checked here first; one WhiteNoise does
-        # not find (gone since) gets no answer from the app it wraps: a 404 here.
-        options = {"max_age": None, "allow_all_origins": False, "add_headers_function": _add_etag}
-        # embed.d.ts is text to read, as npm's CDNs send it; WhiteNoise's .ts is video.
-        files = WhiteNoise(lambda *_: [], root, autorefresh=True, mimetypes=TYPES, **options)
-        self.files: WSGIApplication = files
+        self.kept: dict[str, File] = {}  # by path below the root
+        headers = {"max_age": None, "allow_all_origins": False, "add_headers_function": _add_etag}
+        self.assets = WhiteNoise(_not_found, autorefresh=autorefresh, **headers)
+        if os.path.isdir(f"{root}/{ASSETS}"):
+            self.assets.add_files(f"{root}/{ASSETS}", prefix=ASSETS)
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         method, url = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
@@ -151,21 +186,58 @@ class App:
             return _error(start_response, "405 Method Not Allowed", body, method, ("Allow", ALLOW))
         target = route(url)
         try:
-            status = None if target is None else self._lookup(target.file)
+            found = None if target is None else self._open(target.file)
         except ServerError as fault:
             # One line in the server's log, and the contract's answer: no traceback.
             environ["wsgi.errors"].write(f"{method} {url}: 500: {fault}\n")
             return _error(start_response, "500 Internal Server Error", SERVER_ERROR, method)
-        if target is None or status is None or (target.add_slash and not _as_sent(environ)):
+        if target is None or found is None or (target.add_slash and not _as_sent(environ)):
             return _error(start_response, "404 Not Found", NOT_FOUND, method)
+        file, opened = found
+        if file is None:  # an asset: looked up here too, so that no link leads to it
+            answer: Iterable[bytes] = self.assets(environ, partial(_with_common, start_response))
+            return answer
         if target.add_slash:
-            # Relative, as WhiteNoise's own: behind a proxy the app does not know
-            # the public scheme, host or path. "rating/" against ".../7/rating".
+            # Relative: behind a proxy the app does not know the public scheme,
+            # host or path. "rating/" against ".../7/rating".
             query = environ.get("QUERY_STRING", "")
             location = f"rating/?{query}" if query else "rating/"
+            _close(opened)
             moved = ("Location", location), ("Content-Length", "0")
             return _answer(start_response, "301 Moved Permanently", *moved)
-        return self._serve(environ, start_response, target.file, status)
+        return _serve(environ, start_response, file, opened)
+
+    def _open(self, relative: str) -> tuple[File | None, IO[bytes] | None] | None:
+        """The file at ``relative``, reached through no symlink, and its handle if too large
+        to keep (no File for an asset: WhiteNoise's); None where there is none to serve."""
+        path = f"{self.root}/{relative}"
+        kept = self.kept.get(relative)
+        if kept is not None:
+            try:
+                if _identity(os.lstat(path)) == kept.identity:  # a link is never kept
+                    return kept, None
+            except OSError:
+                pass  # looked up again below, which tells a 404 from a 500
+        while (status := self._lookup(relative)) is not None:
+            if relative.startswith(ASSETS):
+                return None, None
+            try:
+                opened = open(path, "rb")  # noqa: SIM115 - closed below or by the server
+            except OSError as error:
+                self._fault(path, error)
+                return None
+            if _identity(os.fstat(opened.fileno())) != _identity(status):
+                opened.close()  # replaced by a rebuild, or by a link, since: again
+                continue
+            if status.st_size > KEEP_BYTES:
+                return _describe(relative, status), opened
+            with opened:
+                file = _describe(relative, status, opened.read())
+            if len(self.kept) >= KEEP_FILES:
+                self.kept.clear()
+            self.kept[relative] = file
+            return file, None
+        return None
 
     def _lookup(self, relative: str) -> os.stat_result | None:
         """The status of the regular file at ``relative``, reached through no symlink, or None.
@@ -183,76 +255,99 @@ class App:
             path = f"{path}/{name}"
             status = os.lstat(path)  # a link is not a regular file here
         except OSError as error:
-            if error.errno not in UNSERVABLE:
-                raise ServerError(f"{path}: {error.strerror}") from None
-            try:
-                os.stat(self.root)
-            except OSError as lost:
-                message = f"{self.root}: cannot open the site's folder: {lost.strerror}"
-                raise ServerError(message) from None
+            self._fault(path, error)
             return None
         return status if stat.S_ISREG(status.st_mode) else None
 
-    def _serve(
-        self,
-        environ: WSGIEnvironment,
-        start_response: StartResponse,
-        relative: str,
-        status: os.stat_result,
-    ) -> Iterable[bytes]:
-        """WhiteNoise's answer for the file looked up, with the contract's changes."""
-        current, answer = etag(status), _Answer()
-        self.files(answer.asking(environ, relative, current), answer.start_response)
-        file = answer.file
-        if file is not None and _identity(os.fstat(file.fileno())) != _identity(status):
-            # Replaced by a rebuild, or by a link, since the lookup: its headers
-            # would not describe it, or it may not be served. Again from the start.
-            file.close()
-            return self(environ, start_response)
-        if not answer.status:  # gone since the lookup
-            return _error(start_response, "404 Not Found", NOT_FOUND, environ["REQUEST_METHOD"])
-        line, headers = answer.status, answer.headers
-        if relative == FRONT_PAGE:  # it loads its own files: the browser refuses any other
-            headers = [*headers, ("Content-Security-Policy", FRONT_PAGE_CSP)]
-        wanted = None
-        if line.startswith("200 ") and _if_range(environ.get("HTTP_IF_RANGE"), current, status):
-            wanted = byte_range(environ.get("HTTP_RANGE", ""), status.st_size)
-        if wanted is None:
-            body = [] if file is None else environ.get("wsgi.file_wrapper", FileWrapper)(file)
-        else:
-            line, headers, body = _partial(wanted, headers, file, status.st_size)
-        start_response(line, [*headers, *COMMON_HEADERS])
-        return body
+    def _fault(self, path: str, error: OSError) -> None:
+        """Raise ServerError unless ``error`` only means that nothing is there to serve."""
+        if error.errno not in UNSERVABLE:
+            raise ServerError(f"{path}: {error.strerror}") from None
+        try:
+            os.stat(self.root)
+        except OSError as lost:
+            message = f"{self.root}: cannot open the site's folder: {lost.strerror}"
+            raise ServerError(message) from None
 
 
-class _Answer:
-    """What WhiteNoise answers, kept rather than sent: the status, headers and file opened."""
+def _etag(status: os.stat_result) -> str:
+    """In nanoseconds: WhiteNoise's own counts whole seconds, which two rebuilds may share."""
+    return f'"{status.st_mtime_ns:x}-{status.st_size:x}"'
 
-    def __init__(self) -> None:
-        self.status = ""
-        self.headers: list[tuple[str, str]] = []
-        self.file: IO[bytes] | None = None
 
-    def asking(self, environ: WSGIEnvironment, relative: str, current: str) -> WSGIEnvironment:
-        """The request WhiteNoise is to answer: the file's own path, and what it reads right."""
-        asked = {key: value for key, value in environ.items() if key not in READ_HERE}
-        asked.update(PATH_INFO="/" + relative, **{"wsgi.file_wrapper": self.file_wrapper})
-        if _none_match(environ.get("HTTP_IF_NONE_MATCH"), current):
-            asked["HTTP_IF_NONE_MATCH"] = current  # WhiteNoise compares it as one string
-        return asked
+def _add_etag(headers: Headers, path: str, url: str) -> None:
+    headers["ETag"] = _etag(os.stat(path))  # WhiteNoise's add_headers_function
 
-    def start_response(
-        self, status: str, headers: list[tuple[str, str]], exc_info: object = None
-    ) -> Callable[[bytes], object]:
-        self.status, self.headers = status, headers
-        return self.write
 
-    def write(self, data: bytes) -> None:
-        raise AssertionError("WhiteNoise sends no body through write() (PEP 3333)")
+def _with_common(
+    start_response: StartResponse, status: str, headers: list[tuple[str, str]], *exc_info: Any
+) -> object:
+    """WhiteNoise's answer, with the contract's headers that every answer carries."""
+    return start_response(status, [*headers, *COMMON_HEADERS], *exc_info)
 
-    def file_wrapper(self, file: IO[bytes], block_size: int = 0) -> IO[bytes]:
-        self.file = file
-        return file
+
+def _not_found(environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
+    """The app WhiteNoise wraps: an asset it does not have (added since it indexed them)."""
+    start_response("404 Not Found", list(_json(NOT_FOUND)))
+    return [] if environ["REQUEST_METHOD"] == "HEAD" else [NOT_FOUND]
+
+
+def _serve(
+    environ: WSGIEnvironment, start_response: StartResponse, file: File, opened: IO[bytes] | None
+) -> Iterable[bytes]:
+    """The answer for ``file``: 200, 206, 304 or 416, as the request's conditions ask."""
+    if _not_modified(environ, file):
+        _close(opened)
+        return _answer(start_response, "304 Not Modified", ("ETag", file.etag), *file.policy)
+    wanted = None
+    if _if_range(environ.get("HTTP_IF_RANGE"), file):
+        wanted = byte_range(environ.get("HTTP_RANGE", ""), file.size)
+    if isinstance(wanted, str):
+        _close(opened)
+        unsatisfiable = ("Content-Range", f"bytes */{file.size}")
+        return _answer(start_response, "416 Requested Range Not Satisfiable", unsatisfiable)
+    first, last = wanted or (0, file.size - 1)
+    length = ("Content-Length", str(last - first + 1))
+    if wanted is None:
+        _answer(start_response, "200 OK", *file.headers, length, *file.policy)
+    else:
+        spans = ("Content-Range", f"bytes {first}-{last}/{file.size}")
+        _answer(start_response, "206 Partial Content", *file.headers, *file.policy, spans, length)
+    if environ["REQUEST_METHOD"] == "HEAD":
+        _close(opened)
+        return []
+    if opened is None:
+        return [file.body[first : last + 1]]
+    return _slice(opened, first, last)
+
+
+def _not_modified(environ: WSGIEnvironment, file: File) -> bool:
+    """If-None-Match (RFC 9110, 13.1.2: in a list, weak, or ``*``), else If-Modified-Since."""
+    header = environ.get("HTTP_IF_NONE_MATCH")
+    if header is not None:
+        tags = {tag.strip().removeprefix("W/") for tag in header.split(",")}
+        return "*" in tags or file.etag in tags
+    since = parsedate(environ.get("HTTP_IF_MODIFIED_SINCE") or "")
+    return since is not None and timegm(since) >= file.seconds
+
+
+def _if_range(header: str | None, file: File) -> bool:
+    """Whether a Range is to be read (RFC 9110, 13.1.5): no If-Range, or its exact validator."""
+    return header is None or header.strip() in (file.etag, file.modified)
+
+
+def _slice(file: IO[bytes], first: int, last: int) -> Iterator[bytes]:
+    with file:
+        file.seek(first)
+        left = last - first + 1
+        while left > 0 and (chunk := file.read(min(left, CHUNK))):
+            left -= len(chunk)
+            yield chunk
+
+
+def _close(opened: IO[bytes] | None) -> None:
+    if opened is not None:
+        opened.close()
 
 
 def _as_sent(environ: WSGIEnvironment) -> bool:
@@ -263,46 +358,6 @@ def _as_sent(environ: WSGIEnvironment) -> bool:
     return sent is None or sent.partition("?")[0].endswith("/rating")
 
 
-def _none_match(header: str | None, current: str) -> bool:
-    """Whether If-None-Match names the ETag (RFC 9110, 13.1.2): in a list, weak, or ``*``."""
-    if header is None:
-        return False
-    tags = {tag.strip().removeprefix("W/") for tag in header.split(",")}
-    return "*" in tags or current in tags
-
-
-def _if_range(header: str | None, current: str, status: os.stat_result) -> bool:
-    """Whether a Range is to be read (RFC 9110, 13.1.5): no If-Range, or its exact validator."""
-    return header is None or header.strip() in (current, formatdate(status.st_mtime, usegmt=True))
-
-
-def _partial(
-    wanted: tuple[int, int] | str,
-    headers: list[tuple[str, str]],
-    file: IO[bytes] | None,
-    size: int,
-) -> tuple[str, list[tuple[str, str]], Iterable[bytes]]:
-    """The 206 or the 416 for a Range, from the 200's headers and file."""
-    if isinstance(wanted, str):
-        if file is not None:
-            file.close()
-        return "416 Requested Range Not Satisfiable", [("Content-Range", f"bytes */{size}")], []
-    first, last = wanted
-    kept = [header for header in headers if header[0] != "Content-Length"]
-    kept += [("Content-Range", f"bytes {first}-{last}/{size}")]
-    kept += [("Content-Length", f"{last - first + 1}")]
-    return "206 Partial Content", kept, [] if file is None else _slice(file, first, last)
-
-
-def _slice(file: IO[bytes], first: int, last: int) -> Iterator[bytes]:
-    with file:
-        file.seek(first)
-        left = last - first + 1
-        while left > 0 and (chunk := file.read(min(left, 65536))):
-            left -= len(chunk)
-            yield chunk
-
-
 def _answer(start_response: StartResponse, status: str, *headers: tuple[str, str]) -> list[bytes]:
     start_response(status, [*headers, *COMMON_HEADERS])
     return []
@@ -311,18 +366,22 @@ def _answer(start_response: StartResponse, status: str, *headers: tuple[str, str
 def _error(
     start_response: StartResponse, status: str, body: bytes, method: str, *extra: tuple[str, str]
 ) -> list[bytes]:
-    length = ("Content-Length", str(len(body)))
-    _answer(start_response, status, ("Content-Type", "application/json"), length, *extra)
+    _answer(start_response, status, *_json(body), *extra)
     return [] if method == "HEAD" else [body]  # wsgiref sends whatever it is given
 
 
-def create_app(root: str = "site") -> WSGIApplication:
+def _json(body: bytes) -> tuple[tuple[str, str], ...]:
+    return ("Content-Type", ERROR_TYPE), ("Content-Length", str(len(body)))
+
+
+def create_app(root: str = "site", *, autorefresh: bool = False) -> WSGIApplication:
     """The WSGI app serving the built site in ``root``: ``gunicorn 'generate:create_app()'``.
 
     ``root`` is taken relative to the current directory once, here, as
-    ``--output`` is; it must exist, as it does after a build.
+    ``--output`` is; it must exist, as it does after a build. ``autorefresh``
+    is --serve's: WhiteNoise looks each asset up when asked, for development.
     """
     folder = os.path.abspath(root)
     if not os.path.isdir(folder):
         raise InputError(f"{root}: no such folder: build the site first (python generate.py)")
-    return App(folder)
+    return App(folder, autorefresh=autorefresh)

@@ -321,13 +321,6 @@ def test_the_summary_line_belongs_to_the_build_result() -> None:
     )
 
 
-def test_the_server_does_not_import_the_command_line() -> None:
-    """The command line starts the server; the server must not need the command line."""
-    server = (ROOT / "ratings_api" / "server.py").read_text()
-
-    assert "ratings_api.cli" not in server
-
-
 def test_an_error_keeps_where_it_is_apart_from_what_it_is(tmp_path: Path) -> None:
     """As tomli's TOMLDecodeError: path, line and column as fields; None where there is none."""
     missing = str(tmp_path / "missing.yaml")

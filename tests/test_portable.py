@@ -1,8 +1,9 @@
 """The generator runs where the docs say: Linux, macOS and Windows.
 
 Every name the package reads from the system's modules is on a list of names macOS has, and
-the build and ``--serve`` run in an interpreter without what macOS's and Windows's Pythons lack
-(``O_DIRECTORY``, ``O_NOFOLLOW``, ``fcntl``: Windows's ``msvcrt.locking`` is played by ``flock``).
+the build (``--serve``: tests/test_serve.py) runs in an interpreter without what macOS's and
+Windows's Pythons lack (``O_DIRECTORY``, ``O_NOFOLLOW``, ``fcntl``: Windows's
+``msvcrt.locking`` is played by ``flock``).
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ from pathlib import Path
 from typing import Final
 
 from ratings_api.build import build
-from tests.contract import READY_SECONDS, REPO, hermetic_environ, request
-from tests.served import serving
+from tests.contract import READY_SECONDS, REPO, hermetic_environ
 from tests.test_writers import hold_lock
 from tests.trees import read_tree, tree_diff
 
@@ -199,14 +199,3 @@ def test_the_build_runs_without_what_macos_and_windows_lack(tmp_path: Path) -> N
             "writes; remove it\n"
         ),
     )
-
-
-def test_serve_runs_without_what_macos_and_windows_lack(tmp_path: Path) -> None:
-    with serving(
-        tmp_path, RATINGS, command=lambda *options: on_windows("--serve", "--port", "0", *options)
-    ) as served:
-        port = int(served.address.rsplit(":", 1)[1])
-        reply = request(port, "GET", "/away/api/articles/7/rating/")
-
-    assert (reply.status, reply.headers["Content-Type"]) == (200, "application/json")
-    assert reply.body == (served.site / "away/api/articles/7/rating/index.json").read_bytes()

@@ -1,27 +1,20 @@
-"""Whatever a user can get wrong ends in one line on stderr and exit 2, never a traceback;
-the server's watcher survives any failed rebuild and rebuilds once the file is fixed.
-"""
+"""Whatever a user can get wrong ends in one line on stderr and exit 2, never a traceback
+(--serve's watcher, which survives a failed rebuild: tests/test_serve.py)."""
 
 from __future__ import annotations
 
 import http.server
-import io
 import os
 import socket
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
-from contextlib import redirect_stderr
 from pathlib import Path
 from typing import Final
 
 import pytest
 
-from ratings_api import devserver
-from tests.contract import READY_SECONDS, hermetic_environ, make_project, start, stop, wait_for
-from tests.hosts import SERVING, serve_command
+from tests.contract import READY_SECONDS, hermetic_environ
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 GOOD: Final = "articles:\n  7: [5]\n"
@@ -129,98 +122,6 @@ def test_a_user_mistake_is_one_line_and_exit_2(name: str, tmp_path: Path) -> Non
         code, stdout, stderr = run(tmp_path, *args, environ=ENVIRON.get(name))
     assert (code, stdout, stderr) == (2, "", message + "\n")
     assert not (tmp_path / "site").exists()
-
-
-# The server's watcher
-
-FIXED: Final = "\nratings.yaml changed: built site: 5 articles"
-
-
-def test_serve_survives_an_unreadable_base_url_and_rebuilds_once_fixed(tmp_path: Path) -> None:
-    """Issue 15: this value killed the watcher thread, and the site was never rebuilt again."""
-    source = make_project(tmp_path)
-    good = source.read_text(encoding="utf-8")
-    log = tmp_path / "serve.log"
-    process = start(serve_command(), tmp_path, log)
-    try:
-        wait_for(SERVING, log, process)
-        source.write_text("base_url: 'http://[::1'\n" + good, encoding="utf-8")
-        wait_for(r"^still serving the last good build$", log, process)
-        source.write_text("base_url: https://fixed.example\n" + good, encoding="utf-8")
-        wait_for(FIXED.strip(), log, process)
-    finally:
-        stop(process)
-    lines = log.read_text().splitlines()
-    assert lines[2:4] == [
-        f"ratings.yaml:1:11: base_url: {UNREADABLE} (Invalid IPv6 URL), found 'http://[::1'",
-        "still serving the last good build",
-    ]
-    assert lines[4].startswith(FIXED.strip()), lines
-    assert len(lines) == 5, lines
-    document = tmp_path / "site/away/api/articles/7/rating/index.json"
-    assert document.read_bytes().startswith(
-        b'{"article_url": "https://fixed.example/away/api/articles/7/"'
-    )
-
-
-def watch_with(rebuild: Callable[[], str], edits: int, source: Path) -> tuple[list[str], str]:
-    """Run the watcher over ``source`` for ``edits`` edits; what it said, and its stderr."""
-    said: list[str] = []
-    stop_watching = threading.Event()
-    errors = io.StringIO()
-    with redirect_stderr(errors):
-        watcher = threading.Thread(
-            target=devserver._watch,
-            args=(
-                str(source),
-                devserver._signature(str(source)),
-                rebuild,
-                stop_watching,
-                said.append,
-            ),
-        )
-        watcher.start()
-        try:
-            for edit in range(edits):
-                source.write_text(f"# edit {edit}\n" + GOOD, encoding="utf-8")
-                deadline = time.monotonic() + READY_SECONDS
-                while len(said) + errors.getvalue().count("still serving") <= edit:
-                    assert watcher.is_alive(), errors.getvalue()
-                    assert time.monotonic() < deadline, errors.getvalue()
-                    time.sleep(0.02)
-        finally:
-            stop_watching.set()
-            watcher.join()
-    return said, errors.getvalue()
-
-
-def test_the_watcher_outlives_any_exception_of_a_rebuild(tmp_path: Path) -> None:
-    """A bug is reported loudly, a machine's error in one line, and the watching goes on."""
-    source = tmp_path / "ratings.yaml"
-    source.write_text(GOOD, encoding="utf-8")
-    outcomes: list[BaseException | str] = [
-        RuntimeError("a bug in a rebuild"),
-        OSError(28, "No space left on device"),
-        "built site: 1 article",
-    ]
-
-    def rebuild() -> str:
-        outcome = outcomes.pop(0)
-        if isinstance(outcome, BaseException):
-            raise outcome
-        return outcome
-
-    said, errors = watch_with(rebuild, 3, source)
-
-    assert said == [f"{source} changed: built site: 1 article"]
-    assert errors.startswith("Traceback (most recent call last):\n")
-    assert errors.endswith(
-        "RuntimeError: a bug in a rebuild\n"
-        f"{source}: the rebuild failed (a bug: please report the traceback above)\n"
-        "still serving the last good build\n"
-        f"{source}: the rebuild failed: [Errno 28] No space left on device\n"
-        "still serving the last good build\n"
-    )
 
 
 # A store that answers: each request gets the status and an S3 error body whose Message
