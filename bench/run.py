@@ -442,6 +442,13 @@ def median(runs: list[Run]) -> float:
     return statistics.median(run.seconds for run in runs)
 
 
+def spread(runs: list[Run]) -> str:
+    """The median of ``runs`` and, for more than one, their spread: ``2.61 s (2.55-2.70)``."""
+    seconds = [run.seconds for run in runs]
+    between = f" ({min(seconds):.2f}-{max(seconds):.2f})" if len(seconds) > 1 else ""
+    return f"{statistics.median(seconds):.2f} s{between}"
+
+
 def peak(runs: list[Run]) -> float:
     return max(run.peak_mb for run in runs)
 
@@ -465,11 +472,11 @@ def _table(rows: list[Row]) -> str:
             full, one_cpu, noop = median(builds.full), median(builds.one_cpu), median(builds.noop)
             lines.append(
                 f"| {row.size:,} | {name} | {median(row.parse):.2f} s | {median(row.write):.2f} s "
-                f"| {floor:.2f} s | {full:.2f} s | {full / floor:.2f} "
+                f"| {floor:.2f} s | {spread(builds.full)} | {full / floor:.2f} "
                 f"| {one_cpu:.2f} s | {one_cpu / floor:.2f} "
                 f"| {peak(builds.full + builds.noop + builds.one_cpu):.0f} "
-                f"| {noop:.2f} s | {noop / full:.2f} | {median(builds.change):.2f} s "
-                f"| {median(builds.check):.2f} s |"
+                f"| {spread(builds.noop)} | {noop / full:.2f} | {spread(builds.change)} "
+                f"| {spread(builds.check)} |"
             )
     return "\n".join(lines)
 
