@@ -166,8 +166,10 @@ class Lock:
         """Write our body as asked: None once it is ours (landed, or its lost reply
         retried); else the lock as read back (another's, or none: ``Got(b"", "")``).
 
-        Refused, the lock read back is ours only if it holds the very bytes sent: our
-        token (no other body has it) and this write's count of renewals."""
+        Refused, the lock read back is ours if it holds our token, which no other body
+        has: the very bytes sent (the reply was lost, the retry refused), or an earlier
+        write of ours that landed after this one was sent (a renewal cancelled in
+        flight): then this write is made again over it."""
         sent = self.clock()
         self.body = {**self.body, "renewals": self.body.get("renewals", -1) + 1}
         if released:
@@ -179,9 +181,11 @@ class Lock:
             )
         except Refused:
             got = await self.store.get(LOCK_NAME)
-            if got is None or got.data != data:
+            if got is None or read_body(got.data).token != self.body["token"]:
                 return got or Got(b"", "")
-            self.version = got.version  # ours: the reply was lost, the retry refused
+            if got.data != data:
+                return await self._write(if_match=got.version, released=released)
+            self.version = got.version
         self.renewed = sent
         return None
 
