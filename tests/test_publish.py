@@ -29,6 +29,7 @@ from ratings_api.bucket_state import (
 )
 from ratings_api.build import render_site
 from ratings_api.cli import main
+from ratings_api.contract import CACHE_CONTROL
 from ratings_api.lock import read_body
 from ratings_api.publish import publish, site_of
 from ratings_api.s3 import Destination, explain
@@ -40,7 +41,6 @@ from tests.trees import document
 pytestmark = pytest.mark.real_world
 
 REPO: Final = Path(__file__).resolve().parent.parent
-CACHE_CONTROL: Final = "public, max-age=0, must-revalidate"
 STATE_KEY: Final = ".ratings-api/state.gz"
 BASE: Final = "https://ratings.example.com"
 UNSET: Final = "\0unset"  # a variable's value in Project.environ that removes it

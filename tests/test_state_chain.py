@@ -35,6 +35,7 @@ from ratings_api.bucket_state import (
     marked,
     plan,
 )
+from ratings_api.contract import CACHE_CONTROL
 from ratings_api.errors import InputError
 from ratings_api.loader import Catalogue
 from ratings_api.publish import Outcome, Publication, summary
@@ -46,7 +47,6 @@ from tests.trees import document
 T = TypeVar("T")
 BASE: Final = "https://ratings.example.com"
 TARGET: Final = Destination("b", "p")
-CACHE_CONTROL: Final = "public, max-age=0, must-revalidate"
 GOOD_HEAD: Final = {
     "articles": 0,
     "cache_control": CACHE_CONTROL,
