@@ -21,10 +21,14 @@ GOOD: Final = "articles:\n  7: [5]\n"
 UNREADABLE: Final = "the base URL cannot be read as a URL"
 
 
-def run(folder: Path, *args: str, environ: dict[str, str] | None = None) -> tuple[int, str, str]:
+def run(
+    folder: Path, *args: str, environ: dict[str, str] | None = None, stdin: str = ""
+) -> tuple[int, str, str]:
+    """generate.py in a pipe: its exit code, stdout and stderr."""
     done = subprocess.run(
         [sys.executable, "-W", "error", str(ROOT / "generate.py"), *args],
         cwd=folder,
+        input=stdin,
         capture_output=True,
         text=True,
         env={**hermetic_environ(), **(environ or {})},
