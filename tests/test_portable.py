@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Final
 
 from ratings_api.build import build
-from tests.contract import READY_SECONDS, REPO, hermetic_environ
+from tests.contract import READY_SECONDS, REPO
+from tests.test_user_errors import run
 from tests.test_writers import hold_lock
 from tests.trees import read_tree, tree_diff
 
@@ -107,23 +108,16 @@ RATINGS: Final = "base_url: https://ratings.example.com\nscale: [1, 5]\narticles
 def used_names() -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
     """The names the package reads from MODULES: directly, and through getattr/hasattr."""
     direct, guarded = set(), set()
-    for path in [*sorted((REPO / "ratings_api").glob("*.py")), REPO / "generate.py"]:
+    for path in [*(REPO / "ratings_api").glob("*.py"), REPO / "generate.py"]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if (
-                isinstance(node, ast.Attribute)
-                and isinstance(node.value, ast.Name)
-                and node.value.id in MODULES
-            ):
-                direct.add((node.value.id, node.attr))
-            elif (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Name)
-                and node.func.id in ("getattr", "hasattr")
-                and isinstance(node.args[0], ast.Name)
-                and node.args[0].id in MODULES
-                and isinstance(node.args[1], ast.Constant)
-            ):
-                guarded.add((node.args[0].id, node.args[1].value))
+            match node:
+                case ast.Attribute(value=ast.Name(id=module), attr=name) if module in MODULES:
+                    direct.add((module, name))
+                case ast.Call(
+                    func=ast.Name(id="getattr" | "hasattr"),
+                    args=[ast.Name(id=module), ast.Constant(value=str(name)), *_],
+                ) if module in MODULES:
+                    guarded.add((module, name))
     return direct, guarded
 
 
@@ -135,13 +129,13 @@ def test_every_call_the_package_makes_is_one_macos_has() -> None:
     direct, guarded = used_names()
 
     # A new name: look up its availability in the Python docs, then list it.
-    assert direct - pairs(PORTABLE) == set()
-    assert guarded - WITH_FALLBACK == set()
+    assert (direct - pairs(PORTABLE), guarded) == (set(), WITH_FALLBACK)
     assert not pairs(PORTABLE) & pairs(NOT_ON_MACOS)
 
 
 def on_windows(*args: str) -> list[str]:
-    """generate.py in a fresh interpreter without what macOS's and Windows's Pythons lack."""
+    """generate.py in a fresh interpreter without what macOS's and Windows's Pythons lack,
+    then ``args``."""
     names = {
         module: [*NOT_ON_MACOS.get(module, ()), *NOT_ON_WINDOWS.get(module, ())]
         for module in NOT_ON_MACOS.keys() | NOT_ON_WINDOWS.keys()
@@ -149,19 +143,6 @@ def on_windows(*args: str) -> list[str]:
     script = str(REPO / "generate.py")
     code = WITHOUT.format(names=names) + WINDOWS + RUN.format(repo=str(REPO), script=script)
     return [sys.executable, "-W", "error", "-c", code, *args]
-
-
-def run(command: list[str], folder: Path) -> tuple[int, str, str]:
-    done = subprocess.run(
-        command,
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        env=hermetic_environ(),
-        timeout=READY_SECONDS,
-        check=False,  # the exit code is asserted
-    )
-    return done.returncode, done.stdout, done.stderr
 
 
 def test_the_build_runs_without_what_macos_and_windows_lack(tmp_path: Path) -> None:
@@ -188,10 +169,14 @@ def test_the_build_runs_without_what_macos_and_windows_lack(tmp_path: Path) -> N
         read_tree(tmp_path / "site"), expected
     )
 
-    assert run(on_windows("--check"), tmp_path) == (0, "site is up to date: 600 articles\n", "")
+    assert run(tmp_path, command=on_windows("--check")) == (
+        0,
+        "site is up to date: 600 articles\n",
+        "",
+    )
     (tmp_path / "site" / "away" / "api" / "articles" / "7").rename(tmp_path / "moved")
     (tmp_path / "site" / "away" / "api" / "articles" / "7").symlink_to(tmp_path / "moved")
-    assert run(on_windows("--check"), tmp_path) == (
+    assert run(tmp_path, command=on_windows("--check")) == (
         2,
         "",
         (

@@ -22,11 +22,15 @@ UNREADABLE: Final = "the base URL cannot be read as a URL"
 
 
 def run(
-    folder: Path, *args: str, environ: dict[str, str] | None = None, stdin: str = ""
+    folder: Path,
+    *args: str,
+    environ: dict[str, str] | None = None,
+    stdin: str = "",
+    command: list[str] | None = None,
 ) -> tuple[int, str, str]:
-    """generate.py in a pipe: its exit code, stdout and stderr."""
+    """generate.py (or ``command``) in a pipe, with ``args``: its exit code, stdout and stderr."""
     done = subprocess.run(
-        [sys.executable, "-W", "error", str(ROOT / "generate.py"), *args],
+        [*(command or [sys.executable, "-W", "error", str(ROOT / "generate.py")]), *args],
         cwd=folder,
         input=stdin,
         capture_output=True,
