@@ -13,10 +13,9 @@ from typing import Final
 import pytest
 
 from ratings_api.build import Result, resolve_base_url
-from ratings_api.cli import BUG, main
+from ratings_api.cli import BUG, main, parser
 from ratings_api.errors import InputError
 from ratings_api.loader import Catalogue
-from ratings_api.options import parser
 from ratings_api.writer import Changes
 from tests.test_user_errors import KEYS, run
 from tests.trees import documents
