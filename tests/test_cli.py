@@ -18,7 +18,7 @@ from ratings_api.cli import BUG, main, parser
 from ratings_api.errors import InputError
 from ratings_api.loader import Catalogue
 from ratings_api.writer import Changes
-from tests.test_user_errors import KEYS, run
+from tests.test_user_errors import KEYS, PUBLISH, run
 from tests.trees import documents
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -313,7 +313,6 @@ NOWHERE: Final = {  # a publish to AWS, through a proxy that is not there: nothi
     "HTTPS_PROXY": "http://127.0.0.1:9",
     "NO_PROXY": "",
 }
-PUBLISH: Final = ["--publish", "s3://ratings/v1"]
 # id: (options, environment, the sitecustomize, the exit code, stderr or its last line)
 EXIT_CODES: Final = {
     "built": ([], {}, None, 0, ""),
@@ -324,14 +323,14 @@ EXIT_CODES: Final = {
     "a-panic": ([], {}, "a-panic", 3, "pyo3_runtime.PanicException: "),
     "a-bad-target": (["--publish", "https://b"], {}, None, 2, "--publish: expected "),
     "nothing-answers": (
-        PUBLISH,
+        [*PUBLISH],
         NOWHERE,
         None,
         2,
         "s3://ratings/v1: cannot reach https://s3.us-east-1.amazonaws.com (AWS_ENDPOINT_URL)",
     ),
     "a-panic-while-publishing": (
-        PUBLISH,
+        [*PUBLISH],
         NOWHERE,
         "a-panic-while-publishing",
         3,

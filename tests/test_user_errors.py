@@ -156,15 +156,12 @@ class _Failing(http.server.BaseHTTPRequestHandler):
         del format, args
 
 
-class _V6Server(http.server.ThreadingHTTPServer):
-    address_family = socket.AF_INET6
-
-
 KEYS: Final = {
     "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
     "AWS_SECRET_ACCESS_KEY": "secret-4d1f",
     "AWS_REGION": "us-east-1",
 }
+PUBLISH: Final = ("--publish", "s3://ratings/v1")
 STORE: Final = "s3://ratings/v1: http://{host}:{port}"
 # id: (the store's host, its answer or None for nothing listening, the line)
 STORE_ANSWERS: Final = {
@@ -206,7 +203,8 @@ STORE_ANSWERS: Final = {
 def test_a_store_that_answered_says_what_it_answered(name: str, tmp_path: Path) -> None:
     """'cannot reach' only when nothing answered; no line quotes the answer's body."""
     host, answer, line = STORE_ANSWERS[name]
-    kind = _V6Server if host == "[::1]" else http.server.ThreadingHTTPServer
+    family = {"address_family": socket.AF_INET6 if host == "[::1]" else socket.AF_INET}
+    kind = type("Store", (http.server.ThreadingHTTPServer,), family)
     store = kind((host.strip("[]"), 0), type("Answer", (_Failing,), {"answer": answer}))
     port = store.server_address[1]
     if answer is None:
@@ -214,16 +212,9 @@ def test_a_store_that_answered_says_what_it_answered(name: str, tmp_path: Path) 
     else:
         threading.Thread(target=store.serve_forever, daemon=True).start()
     (tmp_path / "ratings.yaml").write_text(GOOD, encoding="utf-8")
+    environ = {**KEYS, "AWS_ENDPOINT_URL": f"http://{host}:{port}"}
     try:
-        environ = {**KEYS, "AWS_ENDPOINT_URL": f"http://{host}:{port}"}
-        done = run(
-            tmp_path,
-            "--publish",
-            "s3://ratings/v1",
-            "--base-url",
-            "https://x.example",
-            environ=environ,
-        )
+        done = run(tmp_path, *PUBLISH, "--base-url", "https://x.example", environ=environ)
     finally:
         if answer is not None:
             store.shutdown()
