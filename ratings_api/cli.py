@@ -228,11 +228,36 @@ def _say(text: object, end: str = "\n") -> None:
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    """The options of ``argv`` (default: sys.argv), checked and settled."""
+    """The options of ``argv`` (default: sys.argv), checked and settled: options that do
+    not go together are refused (argparse's exit 2), the defaults filled in."""
     command = parser()
     args = command.parse_args(argv)
     args.reading = Reading(args.format, args.scale)
-    settle(command, args)
+    if args.publish is None:
+        for name in PUBLISHING_ONLY:
+            value = getattr(args, name)
+            if value is not None and value is not False:  # 0 is a value given
+                command.error(f"--{name.replace('_', '-')} goes only with --publish")
+    if args.serve:
+        if args.check:
+            command.error("--check and --serve do not go together")
+        if args.publish:
+            command.error("--publish and --serve do not go together")
+        if args.input == "-":
+            command.error("--serve watches a file: it cannot serve standard input (--input -)")
+    # Publishing alone builds no folder: a CI runner's fresh checkout need not write (and
+    # fsync) a file per article that nothing reads; the publish renders from the input.
+    if args.output is None and not args.publish:
+        args.output = DEFAULT_OUTPUT
+    if args.max_removals is None:
+        args.max_removals = DEFAULT_MAX_REMOVALS
+    if args.publish_workers is None:
+        args.publish_workers = DEFAULT_WORKERS
+    # How to take the lock; None: take none.
+    timeout = DEFAULT_TIMEOUT if args.lock_timeout is None else args.lock_timeout
+    if timeout < lock.LEASE:  # a dead holder's lock goes stale only after its lease
+        command.error(f"--lock-timeout must be at least the lock's lease, {lock.LEASE:g} s")
+    args.waiting = None if args.single_publisher else Waiting(timeout)
     return args
 
 
@@ -370,32 +395,3 @@ def _workers(text: str) -> int:
             f"expected a whole number from 1 to {MAX_WORKERS}, found '{text}'"
         )
     return number
-
-
-def settle(command: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Refuse options that do not go together (argparse's exit 2); fill in the defaults."""
-    if args.publish is None:
-        for name in PUBLISHING_ONLY:
-            value = getattr(args, name)
-            if value is not None and value is not False:  # 0 is a value given
-                command.error(f"--{name.replace('_', '-')} goes only with --publish")
-    if args.serve:
-        if args.check:
-            command.error("--check and --serve do not go together")
-        if args.publish:
-            command.error("--publish and --serve do not go together")
-        if args.input == "-":
-            command.error("--serve watches a file: it cannot serve standard input (--input -)")
-    # Publishing alone builds no folder: a CI runner's fresh checkout need not write (and
-    # fsync) a file per article that nothing reads; the publish renders from the input.
-    if args.output is None and not args.publish:
-        args.output = DEFAULT_OUTPUT
-    if args.max_removals is None:
-        args.max_removals = DEFAULT_MAX_REMOVALS
-    if args.publish_workers is None:
-        args.publish_workers = DEFAULT_WORKERS
-    # How to take the lock; None: take none.
-    timeout = DEFAULT_TIMEOUT if args.lock_timeout is None else args.lock_timeout
-    if timeout < lock.LEASE:  # a dead holder's lock goes stale only after its lease
-        command.error(f"--lock-timeout must be at least the lock's lease, {lock.LEASE:g} s")
-    args.waiting = None if args.single_publisher else Waiting(timeout)
