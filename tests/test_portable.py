@@ -33,10 +33,7 @@ PORTABLE: Final = {
         *("makedirs", "mkdir", "open", "path", "read", "replace", "rmdir", "scandir", "stat"),
         *("stat_result", "strerror", "unlink", "write"),
     },
-    "signal": {
-        *("SIGINT", "SIGTERM", "SIG_DFL", "SIG_IGN", "Signals", "getsignal", "raise_signal"),
-        "signal",
-    },
+    "signal": {"SIGINT", "SIGTERM", "Signals", "getsignal", "signal"},
     "fcntl": {"LOCK_EX", "LOCK_NB", "flock"},
     "socket": {"gethostname"},  # the lock's holder, named
     # clock_gettime: Unix; lock.clock() calls it only where CLOCK_BOOTTIME (Linux) is.
@@ -48,27 +45,24 @@ WITH_FALLBACK: Final = {
     ("os", "O_BINARY"),  # Windows only: elsewhere there is no text mode to leave
     ("time", "CLOCK_BOOTTIME"),  # Linux only: the monotonic clock elsewhere
 }
-# Names this Python has on Linux that macOS's lacks: the docs say "Availability:
-# Linux" (or Linux and some BSDs), or the call is one macOS's C library has not.
-NOT_ON_MACOS: Final = {
+# Names this Python has on Linux that macOS's or Windows's lacks (the docs say "Availability:
+# Linux", or Linux and some BSDs, or Unix), of the kind a build could reach for.
+MISSING: Final = {
     "os": (
         *("sched_getaffinity", "sched_setaffinity", "posix_fallocate", "posix_fadvise"),
         *("pipe2", "memfd_create", "eventfd", "splice", "copy_file_range", "getrandom"),
         *("pidfd_open", "getxattr", "setxattr", "O_PATH", "O_TMPFILE", "O_DIRECT"),
         *("O_NOATIME", "O_LARGEFILE", "RWF_HIPRI", "RWF_NOWAIT", "RWF_DSYNC", "RWF_SYNC"),
-    ),
-    "signal": ("SIGRTMIN", "SIGRTMAX", "SIGPWR", "sigtimedwait", "sigwaitinfo"),
-    "select": ("epoll", "EPOLLIN", "EPOLLOUT", "EPOLLEXCLUSIVE", "EPOLLRDHUP", "EPOLLET"),
-    "socket": ("SOCK_CLOEXEC", "SOCK_NONBLOCK", "SO_BINDTODEVICE", "TCP_QUICKACK", "TCP_CORK"),
-    "time": ("CLOCK_BOOTTIME", "CLOCK_TAI"),
-}
-# And those Windows's Python lacks too, of the kind a build could reach for.
-NOT_ON_WINDOWS: Final = {
-    "os": (
         *("O_DIRECTORY", "O_NOFOLLOW", "O_CLOEXEC", "O_NONBLOCK", "fork", "pread", "pwrite"),
         *("getuid", "killpg", "sync", "fchmod", "fchown", "mkfifo"),
     ),
-    "signal": ("SIGKILL", "SIGHUP", "SIGQUIT", "pthread_sigmask", "SIG_BLOCK"),
+    "signal": (
+        *("SIGRTMIN", "SIGRTMAX", "SIGPWR", "sigtimedwait", "sigwaitinfo", "SIGKILL", "SIGHUP"),
+        *("SIGQUIT", "pthread_sigmask", "SIG_BLOCK"),
+    ),
+    "select": ("epoll", "EPOLLIN", "EPOLLOUT", "EPOLLEXCLUSIVE", "EPOLLRDHUP", "EPOLLET"),
+    "socket": ("SOCK_CLOEXEC", "SOCK_NONBLOCK", "SO_BINDTODEVICE", "TCP_QUICKACK", "TCP_CORK"),
+    "time": ("CLOCK_BOOTTIME", "CLOCK_TAI"),
 }
 # What a fresh interpreter takes out before it runs generate.py. asyncio and subprocess
 # are imported first: they take Windows's own paths when they find msvcrt.
@@ -125,23 +119,19 @@ def pairs(names: Mapping[str, Iterable[str]]) -> set[tuple[str, str]]:
     return {(module, name) for module, listed in names.items() for name in listed}
 
 
-def test_every_call_the_package_makes_is_one_macos_has() -> None:
+def test_every_call_the_package_makes_is_one_macos_and_windows_have() -> None:
     direct, guarded = used_names()
 
     # A new name: look up its availability in the Python docs, then list it.
-    assert (direct - pairs(PORTABLE), guarded) == (set(), WITH_FALLBACK)
-    assert not pairs(PORTABLE) & pairs(NOT_ON_MACOS)
+    assert (direct, guarded) == (pairs(PORTABLE), WITH_FALLBACK)
+    assert not pairs(PORTABLE) & pairs(MISSING)
 
 
 def on_windows(*args: str) -> list[str]:
     """generate.py in a fresh interpreter without what macOS's and Windows's Pythons lack,
     then ``args``."""
-    names = {
-        module: [*NOT_ON_MACOS.get(module, ()), *NOT_ON_WINDOWS.get(module, ())]
-        for module in NOT_ON_MACOS.keys() | NOT_ON_WINDOWS.keys()
-    }
     script = str(REPO / "generate.py")
-    code = WITHOUT.format(names=names) + WINDOWS + RUN.format(repo=str(REPO), script=script)
+    code = WITHOUT.format(names=MISSING) + WINDOWS + RUN.format(repo=str(REPO), script=script)
     return [sys.executable, "-W", "error", "-c", code, *args]
 
 
