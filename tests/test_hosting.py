@@ -12,7 +12,7 @@ import re
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import pytest
 import yaml
@@ -100,22 +100,13 @@ TEMPLATE: Final = REPO / "deploy/cloudfront/template.yaml"
 MAX_FUNCTION_BYTES: Final = 10 * 1024  # CloudFront's limit on a function's code
 
 
-def template() -> dict[str, Any]:
-    """deploy/cloudfront/template.yaml, its CloudFormation tags (!Sub, !Ref...) read as None."""
-
-    class Loader(yaml.SafeLoader):
-        pass
-
-    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
-    with open(TEMPLATE, encoding="utf-8") as file:
-        loaded: dict[str, Any] = yaml.load(file, Loader=Loader)
-    return loaded
-
-
 def test_the_template_holds_this_very_function_and_turns_a_missing_key_into_the_404_page(
     tmp_path: Path,
 ) -> None:
-    resources = template()["Resources"]
+    # CloudFormation's tags (!Sub, !Ref...) read as None.
+    loader = type("Loader", (yaml.SafeLoader,), {})
+    loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+    resources = yaml.load(TEMPLATE.read_text(encoding="utf-8"), Loader=loader)["Resources"]
     function = resources["RatingsFunction"]["Properties"]
     assert function["FunctionCode"] == FUNCTION.read_text(encoding="utf-8")
     assert function["FunctionConfig"]["Runtime"] == "cloudfront-js-2.0"
