@@ -9,11 +9,10 @@ from __future__ import annotations
 import difflib
 import json
 import re
-import subprocess
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import pytest
 import yaml
@@ -21,13 +20,9 @@ import yaml
 from deploy.render import COMMAND, FILES, REPO, rendered
 from ratings_api.contract import COMMON_HEADERS, ERROR_TYPE, NOT_FOUND
 from ratings_api.publish import content_type
-from tests.contract import hermetic_environ, make_project
-from tests.hosts import (
-    CLOUDFLARE_BUILD,
-    CLOUDFLARE_HEADERS,
-    NETLIFY_TOML,
-    build_project,
-)
+from tests.contract import make_project
+from tests.hosts import CLOUDFLARE_BUILD, CLOUDFLARE_HEADERS, NETLIFY_TOML, build_project
+from tests.test_user_errors import run
 
 # The rendered files
 
@@ -49,14 +44,9 @@ def test_each_host_file_is_its_rendering_of_the_contract(path: str) -> None:
 # netlify.toml
 
 
-def netlify_config() -> dict[str, Any]:
-    with open(NETLIFY_TOML, "rb") as file:
-        return tomllib.load(file)
-
-
 def test_netlify_builds_with_the_deploy_s_own_url() -> None:
     """ratings.yaml's base_url would win over Netlify's variables: --base-url wins over it."""
-    config = netlify_config()
+    config = tomllib.loads(NETLIFY_TOML.read_text(encoding="utf-8"))
     assert config["build"]["publish"] == "site"
     assert config["build"]["command"] == 'python generate.py --base-url "$URL"'
     for context in ("deploy-preview", "branch-deploy"):
@@ -67,18 +57,6 @@ def test_netlify_builds_with_the_deploy_s_own_url() -> None:
 
 
 # deploy/cloudflare-pages/build
-
-
-def run_cloudflare_build(folder: Path, **environ: str) -> subprocess.CompletedProcess[str]:
-    make_project(folder)
-    return subprocess.run(
-        ["bash", str(CLOUDFLARE_BUILD)],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        env={**hermetic_environ(), "PYTHON": sys.executable, **environ},
-        check=False,
-    )
 
 
 PAGES_URL: Final = "https://abc123.ratings.pages.dev"
@@ -101,19 +79,18 @@ PAGES_URL: Final = "https://abc123.ratings.pages.dev"
 def test_the_cloudflare_build(
     tmp_path: Path, environ: dict[str, str], url: str | None, error: str
 ) -> None:
-    done = run_cloudflare_build(tmp_path, **environ)
-    assert (done.returncode, done.stderr) == ((2, error) if url is None else (0, ""))
+    make_project(tmp_path)
+    pages = {"PYTHON": sys.executable, **environ}
+    done = run(tmp_path, environ=pages, command=["bash", str(CLOUDFLARE_BUILD)])
     site = tmp_path / "site"
-    if url is None:  # nothing written
-        assert not (site / "away").exists()
-        assert not (site / "_headers").exists()
-        return
-    document = json.loads((site / "away/api/articles/7/rating/index.json").read_bytes())
-    assert document["article_url"] == f"{url}/away/api/articles/7/"
-    assert (site / "_headers").read_bytes() == CLOUDFLARE_HEADERS.read_bytes()
-    assert (tmp_path / ".site.generate" / "lock").is_file()  # beside site/: not published
-    assert not (site / ".generate-state").exists()
-    assert (site / ".hidden").exists()  # a dotfile of the user's is theirs
+    assert (done[0], done[2]) == ((2, error) if url is None else (0, ""))
+    assert (site / "_headers").exists() is (site / "away").exists() is (url is not None)
+    if url is not None:
+        document = json.loads((site / "away/api/articles/7/rating/index.json").read_bytes())
+        assert document["article_url"] == f"{url}/away/api/articles/7/"
+        assert (site / "_headers").read_bytes() == CLOUDFLARE_HEADERS.read_bytes()
+        assert (tmp_path / ".site.generate" / "lock").is_file()  # beside site/: not published
+        assert (site / ".hidden").exists()  # a dotfile of the user's is theirs
 
 
 # deploy/cloudfront/template.yaml
@@ -123,22 +100,13 @@ TEMPLATE: Final = REPO / "deploy/cloudfront/template.yaml"
 MAX_FUNCTION_BYTES: Final = 10 * 1024  # CloudFront's limit on a function's code
 
 
-def template() -> dict[str, Any]:
-    """deploy/cloudfront/template.yaml, its CloudFormation tags (!Sub, !Ref...) read as None."""
-
-    class Loader(yaml.SafeLoader):
-        pass
-
-    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
-    with open(TEMPLATE, encoding="utf-8") as file:
-        loaded: dict[str, Any] = yaml.load(file, Loader=Loader)
-    return loaded
-
-
 def test_the_template_holds_this_very_function_and_turns_a_missing_key_into_the_404_page(
     tmp_path: Path,
 ) -> None:
-    resources = template()["Resources"]
+    # CloudFormation's tags (!Sub, !Ref...) read as None.
+    loader = type("Loader", (yaml.SafeLoader,), {})
+    loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+    resources = yaml.load(TEMPLATE.read_text(encoding="utf-8"), Loader=loader)["Resources"]
     function = resources["RatingsFunction"]["Properties"]
     assert function["FunctionCode"] == FUNCTION.read_text(encoding="utf-8")
     assert function["FunctionConfig"]["Runtime"] == "cloudfront-js-2.0"

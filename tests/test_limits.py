@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Final
 
 import pytest
 
-from ratings_api.errors import InputError
 from ratings_api.limits import NETLIFY_PER_DIRECTORY, OBJECT_STORAGE, PAGES_FREE, PAGES_PAID, check
-from tests.contract import REPO, hermetic_environ
+from tests.contract import REPO
+from tests.test_user_errors import run
 
 # Extras as the build adds them to the articles' documents (index.html, 404.html, the
 # three assets, openapi.json, _redirects; a real build also embed.js and embed.d.ts, which the
@@ -73,67 +70,38 @@ def test_a_host_s_limit_is_a_notice_where_the_deploy_may_fail(
     assert notices == said
 
 
-def test_pages_over_its_paid_limit_stops_the_build() -> None:
-    with pytest.raises(InputError) as caught:
-        check(99_995, EXTRAS, {"CF_PAGES": "1"}, print)
-    assert str(caught.value) == (
-        "100,001 files (and any of yours) are over Cloudflare Pages' limit of 100,000 files "
-        f"a deployment by 1: the deploy would fail; {OBJECT_STORAGE}"
-    )
+PAGES_OVER: Final = (
+    "100,008 files (and any of yours) are over Cloudflare Pages' limit of 100,000 files "
+    f"a deployment by 8: the deploy would fail; {OBJECT_STORAGE}"
+)
+NETLIFY: Final = {"NETLIFY": "true", "CONTEXT": "production", "URL": "https://r.example.com"}
+# id: (articles, the environment, the options, the exit code, the first lines on stderr)
+BUILDS: Final = {
+    # Every file of a real build counts (embed.js and embed.d.ts too), and nothing is written.
+    "pages-over-its-paid-limit": (100_000, {"CF_PAGES": "1"}, [], 2, [PAGES_OVER]),
+    # --check writes nothing: the notice comes first, then what a build would write.
+    "netlify": (54_001, NETLIFY, ["--check"], 1, [NETLIFY_NOTE, "site is out of date: "]),
+    # With --publish the site goes to a bucket, which has no such limit: no notice, only the
+    # publish's own error.
+    "publishing": (
+        19_995,
+        {"CF_PAGES": "1", "AWS_ACCESS_KEY_ID": "k"},
+        ["--publish", "s3://ratings/p", "--output", "site"],
+        2,
+        ["s3://ratings/p: "],
+    ),
+}
 
 
-def generate(folder: Path, environ: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(REPO / "generate.py"), *args],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        env={**hermetic_environ(), **environ},
-        check=False,
-        timeout=300,
-    )
-
-
-def test_generate_exits_2_on_pages_over_the_limit(tmp_path: Path) -> None:
-    (tmp_path / "ratings.yaml").write_text(ratings(100_000), encoding="utf-8")
-    done = generate(tmp_path, {"CF_PAGES": "1"}, "--base-url", "https://r.example.com")
-    assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == (
-        "100,008 files (and any of yours) are over Cloudflare Pages' limit of 100,000 files "
-        f"a deployment by 8: the deploy would fail; {OBJECT_STORAGE}\n"
-    )
-    assert not (tmp_path / "site").exists()
-
-
-def test_generate_says_so_on_netlify_before_writing(tmp_path: Path) -> None:
-    """--check writes nothing: the notice comes first, then what a build would write."""
-    (tmp_path / "ratings.yaml").write_text(ratings(54_001), encoding="utf-8")
-    netlify = {"NETLIFY": "true", "CONTEXT": "production", "URL": "https://r.example.com"}
-    done = generate(tmp_path, netlify, "--check")
-    assert done.stderr.splitlines()[0] == NETLIFY_NOTE
-    assert done.stderr.splitlines()[1].startswith("site is out of date: ")
-
-
-def test_a_publishing_build_checks_no_static_host(tmp_path: Path) -> None:
-    """With --publish the site goes to a bucket, which has no such limit: no notice."""
-    (tmp_path / "ratings.yaml").write_text(ratings(19_995), encoding="utf-8")
-    with socket.socket() as closed:  # a port nothing listens on: the publish stops there
-        closed.bind(("127.0.0.1", 0))
-        endpoint = f"http://127.0.0.1:{closed.getsockname()[1]}"
-    done = generate(
-        tmp_path,
-        {"CF_PAGES": "1", "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "k"},
-        "--base-url",
-        "https://r.example.com",
-        "--publish",
-        "s3://ratings/p",
-        "--output",
-        "site",
-    )
-    assert (tmp_path / "site/away/api/articles/19995/rating/index.json").is_file()
-    assert done.returncode == 2
-    assert done.stderr.startswith("s3://ratings/p: "), done.stderr  # the publish's own error
-    assert "Cloudflare" not in done.stderr
+@pytest.mark.parametrize("name", list(BUILDS))
+def test_a_build_on_a_host_checks_its_limit_before_writing(name: str, tmp_path: Path) -> None:
+    articles, environ, options, code, said = BUILDS[name]
+    (tmp_path / "ratings.yaml").write_text(ratings(articles), encoding="utf-8")
+    done = run(tmp_path, "--base-url", "https://r.example.com", *options, environ=environ)
+    lines = zip(done[2].splitlines(), said, strict=False)
+    assert (done[0], [line[: len(start)] for line, start in lines]) == (code, said), done
+    written = (tmp_path / f"site/away/api/articles/{articles}/rating/index.json").is_file()
+    assert written is (name == "publishing")
 
 
 def test_the_hosts_page_gives_the_limits_the_build_checks() -> None:

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Final
 
 from ratings_api.build import build
-from tests.contract import READY_SECONDS, REPO, hermetic_environ
+from tests.contract import READY_SECONDS, REPO
+from tests.test_user_errors import run
 from tests.test_writers import hold_lock
 from tests.trees import read_tree, tree_diff
 
@@ -32,10 +33,7 @@ PORTABLE: Final = {
         *("makedirs", "mkdir", "open", "path", "read", "replace", "rmdir", "scandir", "stat"),
         *("stat_result", "strerror", "unlink", "write"),
     },
-    "signal": {
-        *("SIGINT", "SIGTERM", "SIG_DFL", "SIG_IGN", "Signals", "getsignal", "raise_signal"),
-        "signal",
-    },
+    "signal": {"SIGINT", "SIGTERM", "Signals", "getsignal", "signal"},
     "fcntl": {"LOCK_EX", "LOCK_NB", "flock"},
     "socket": {"gethostname"},  # the lock's holder, named
     # clock_gettime: Unix; lock.clock() calls it only where CLOCK_BOOTTIME (Linux) is.
@@ -47,27 +45,24 @@ WITH_FALLBACK: Final = {
     ("os", "O_BINARY"),  # Windows only: elsewhere there is no text mode to leave
     ("time", "CLOCK_BOOTTIME"),  # Linux only: the monotonic clock elsewhere
 }
-# Names this Python has on Linux that macOS's lacks: the docs say "Availability:
-# Linux" (or Linux and some BSDs), or the call is one macOS's C library has not.
-NOT_ON_MACOS: Final = {
+# Names this Python has on Linux that macOS's or Windows's lacks (the docs say "Availability:
+# Linux", or Linux and some BSDs, or Unix), of the kind a build could reach for.
+MISSING: Final = {
     "os": (
         *("sched_getaffinity", "sched_setaffinity", "posix_fallocate", "posix_fadvise"),
         *("pipe2", "memfd_create", "eventfd", "splice", "copy_file_range", "getrandom"),
         *("pidfd_open", "getxattr", "setxattr", "O_PATH", "O_TMPFILE", "O_DIRECT"),
         *("O_NOATIME", "O_LARGEFILE", "RWF_HIPRI", "RWF_NOWAIT", "RWF_DSYNC", "RWF_SYNC"),
-    ),
-    "signal": ("SIGRTMIN", "SIGRTMAX", "SIGPWR", "sigtimedwait", "sigwaitinfo"),
-    "select": ("epoll", "EPOLLIN", "EPOLLOUT", "EPOLLEXCLUSIVE", "EPOLLRDHUP", "EPOLLET"),
-    "socket": ("SOCK_CLOEXEC", "SOCK_NONBLOCK", "SO_BINDTODEVICE", "TCP_QUICKACK", "TCP_CORK"),
-    "time": ("CLOCK_BOOTTIME", "CLOCK_TAI"),
-}
-# And those Windows's Python lacks too, of the kind a build could reach for.
-NOT_ON_WINDOWS: Final = {
-    "os": (
         *("O_DIRECTORY", "O_NOFOLLOW", "O_CLOEXEC", "O_NONBLOCK", "fork", "pread", "pwrite"),
         *("getuid", "killpg", "sync", "fchmod", "fchown", "mkfifo"),
     ),
-    "signal": ("SIGKILL", "SIGHUP", "SIGQUIT", "pthread_sigmask", "SIG_BLOCK"),
+    "signal": (
+        *("SIGRTMIN", "SIGRTMAX", "SIGPWR", "sigtimedwait", "sigwaitinfo", "SIGKILL", "SIGHUP"),
+        *("SIGQUIT", "pthread_sigmask", "SIG_BLOCK"),
+    ),
+    "select": ("epoll", "EPOLLIN", "EPOLLOUT", "EPOLLEXCLUSIVE", "EPOLLRDHUP", "EPOLLET"),
+    "socket": ("SOCK_CLOEXEC", "SOCK_NONBLOCK", "SO_BINDTODEVICE", "TCP_QUICKACK", "TCP_CORK"),
+    "time": ("CLOCK_BOOTTIME", "CLOCK_TAI"),
 }
 # What a fresh interpreter takes out before it runs generate.py. asyncio and subprocess
 # are imported first: they take Windows's own paths when they find msvcrt.
@@ -107,23 +102,16 @@ RATINGS: Final = "base_url: https://ratings.example.com\nscale: [1, 5]\narticles
 def used_names() -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
     """The names the package reads from MODULES: directly, and through getattr/hasattr."""
     direct, guarded = set(), set()
-    for path in [*sorted((REPO / "ratings_api").glob("*.py")), REPO / "generate.py"]:
+    for path in [*(REPO / "ratings_api").glob("*.py"), REPO / "generate.py"]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if (
-                isinstance(node, ast.Attribute)
-                and isinstance(node.value, ast.Name)
-                and node.value.id in MODULES
-            ):
-                direct.add((node.value.id, node.attr))
-            elif (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Name)
-                and node.func.id in ("getattr", "hasattr")
-                and isinstance(node.args[0], ast.Name)
-                and node.args[0].id in MODULES
-                and isinstance(node.args[1], ast.Constant)
-            ):
-                guarded.add((node.args[0].id, node.args[1].value))
+            match node:
+                case ast.Attribute(value=ast.Name(id=module), attr=name) if module in MODULES:
+                    direct.add((module, name))
+                case ast.Call(
+                    func=ast.Name(id="getattr" | "hasattr"),
+                    args=[ast.Name(id=module), ast.Constant(value=str(name)), *_],
+                ) if module in MODULES:
+                    guarded.add((module, name))
     return direct, guarded
 
 
@@ -131,37 +119,20 @@ def pairs(names: Mapping[str, Iterable[str]]) -> set[tuple[str, str]]:
     return {(module, name) for module, listed in names.items() for name in listed}
 
 
-def test_every_call_the_package_makes_is_one_macos_has() -> None:
+def test_every_call_the_package_makes_is_one_macos_and_windows_have() -> None:
     direct, guarded = used_names()
 
     # A new name: look up its availability in the Python docs, then list it.
-    assert direct - pairs(PORTABLE) == set()
-    assert guarded - WITH_FALLBACK == set()
-    assert not pairs(PORTABLE) & pairs(NOT_ON_MACOS)
+    assert (direct, guarded) == (pairs(PORTABLE), WITH_FALLBACK)
+    assert not pairs(PORTABLE) & pairs(MISSING)
 
 
 def on_windows(*args: str) -> list[str]:
-    """generate.py in a fresh interpreter without what macOS's and Windows's Pythons lack."""
-    names = {
-        module: [*NOT_ON_MACOS.get(module, ()), *NOT_ON_WINDOWS.get(module, ())]
-        for module in NOT_ON_MACOS.keys() | NOT_ON_WINDOWS.keys()
-    }
+    """generate.py in a fresh interpreter without what macOS's and Windows's Pythons lack,
+    then ``args``."""
     script = str(REPO / "generate.py")
-    code = WITHOUT.format(names=names) + WINDOWS + RUN.format(repo=str(REPO), script=script)
+    code = WITHOUT.format(names=MISSING) + WINDOWS + RUN.format(repo=str(REPO), script=script)
     return [sys.executable, "-W", "error", "-c", code, *args]
-
-
-def run(command: list[str], folder: Path) -> tuple[int, str, str]:
-    done = subprocess.run(
-        command,
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        env=hermetic_environ(),
-        timeout=READY_SECONDS,
-        check=False,  # the exit code is asserted
-    )
-    return done.returncode, done.stdout, done.stderr
 
 
 def test_the_build_runs_without_what_macos_and_windows_lack(tmp_path: Path) -> None:
@@ -188,10 +159,14 @@ def test_the_build_runs_without_what_macos_and_windows_lack(tmp_path: Path) -> N
         read_tree(tmp_path / "site"), expected
     )
 
-    assert run(on_windows("--check"), tmp_path) == (0, "site is up to date: 600 articles\n", "")
+    assert run(tmp_path, command=on_windows("--check")) == (
+        0,
+        "site is up to date: 600 articles\n",
+        "",
+    )
     (tmp_path / "site" / "away" / "api" / "articles" / "7").rename(tmp_path / "moved")
     (tmp_path / "site" / "away" / "api" / "articles" / "7").symlink_to(tmp_path / "moved")
-    assert run(on_windows("--check"), tmp_path) == (
+    assert run(tmp_path, command=on_windows("--check")) == (
         2,
         "",
         (

@@ -21,10 +21,18 @@ GOOD: Final = "articles:\n  7: [5]\n"
 UNREADABLE: Final = "the base URL cannot be read as a URL"
 
 
-def run(folder: Path, *args: str, environ: dict[str, str] | None = None) -> tuple[int, str, str]:
+def run(
+    folder: Path,
+    *args: str,
+    environ: dict[str, str] | None = None,
+    stdin: str = "",
+    command: list[str] | None = None,
+) -> tuple[int, str, str]:
+    """generate.py (or ``command``) in a pipe, with ``args``: its exit code, stdout and stderr."""
     done = subprocess.run(
-        [sys.executable, "-W", "error", str(ROOT / "generate.py"), *args],
+        [*(command or [sys.executable, "-W", "error", str(ROOT / "generate.py")]), *args],
         cwd=folder,
+        input=stdin,
         capture_output=True,
         text=True,
         env={**hermetic_environ(), **(environ or {})},
@@ -148,15 +156,12 @@ class _Failing(http.server.BaseHTTPRequestHandler):
         del format, args
 
 
-class _V6Server(http.server.ThreadingHTTPServer):
-    address_family = socket.AF_INET6
-
-
 KEYS: Final = {
     "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
     "AWS_SECRET_ACCESS_KEY": "secret-4d1f",
     "AWS_REGION": "us-east-1",
 }
+PUBLISH: Final = ("--publish", "s3://ratings/v1")
 STORE: Final = "s3://ratings/v1: http://{host}:{port}"
 # id: (the store's host, its answer or None for nothing listening, the line)
 STORE_ANSWERS: Final = {
@@ -198,7 +203,8 @@ STORE_ANSWERS: Final = {
 def test_a_store_that_answered_says_what_it_answered(name: str, tmp_path: Path) -> None:
     """'cannot reach' only when nothing answered; no line quotes the answer's body."""
     host, answer, line = STORE_ANSWERS[name]
-    kind = _V6Server if host == "[::1]" else http.server.ThreadingHTTPServer
+    family = {"address_family": socket.AF_INET6 if host == "[::1]" else socket.AF_INET}
+    kind = type("Store", (http.server.ThreadingHTTPServer,), family)
     store = kind((host.strip("[]"), 0), type("Answer", (_Failing,), {"answer": answer}))
     port = store.server_address[1]
     if answer is None:
@@ -206,16 +212,9 @@ def test_a_store_that_answered_says_what_it_answered(name: str, tmp_path: Path) 
     else:
         threading.Thread(target=store.serve_forever, daemon=True).start()
     (tmp_path / "ratings.yaml").write_text(GOOD, encoding="utf-8")
+    environ = {**KEYS, "AWS_ENDPOINT_URL": f"http://{host}:{port}"}
     try:
-        environ = {**KEYS, "AWS_ENDPOINT_URL": f"http://{host}:{port}"}
-        done = run(
-            tmp_path,
-            "--publish",
-            "s3://ratings/v1",
-            "--base-url",
-            "https://x.example",
-            environ=environ,
-        )
+        done = run(tmp_path, *PUBLISH, "--base-url", "https://x.example", environ=environ)
     finally:
         if answer is not None:
             store.shutdown()

@@ -32,12 +32,10 @@ def build(ratings: Path, site: Path, *extra: str) -> int:
 
 def generate(ratings: Path, site: Path, *extra: str) -> subprocess.Popen[bytes]:
     """``python generate.py`` in a process group of its own, as a terminal starts it."""
-    command = [sys.executable, str(ROOT / "generate.py"), "--input", str(ratings)]
+    command = [sys.executable, str(ROOT / "generate.py"), "--input", str(ratings), "--output"]
+    pipe = subprocess.PIPE
     return subprocess.Popen(
-        [*command, "--output", str(site), *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
+        [*command, str(site), *extra], stdout=pipe, stderr=pipe, start_new_session=True
     )
 
 
@@ -152,11 +150,8 @@ def test_a_stopped_build_stops_at_once_and_leaves_whole_documents(
         (-number, b"", "") if number == signal.SIGKILL else (128 + number, b"", said)
     )
     assert_old_or_new(site, old)
-    fd = os.open(lock_folder_of(site) / "lock", os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the kernel released it at once
-    finally:
-        os.close(fd)
+    with open(lock_folder_of(site) / "lock") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the kernel released it at once
     assert build(ratings, site, "--check") == 1
     assert build(ratings, site) == 0
     assert build(ratings, site, "--check") == 0
