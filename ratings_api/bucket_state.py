@@ -57,11 +57,6 @@ class BucketState:
     sums: Sequence[int] = ()
     counts: Sequence[int] = ()  # UNKNOWN_COUNT: not known
     files: Mapping[str, str] = field(default_factory=dict)  # MD5, or UNKNOWN
-    # A random token each write sets: the writer knows its own write when a reply is lost.
-    token: str = ""
-
-    def columns(self) -> tuple[Sequence[int], Sequence[int], Sequence[int]]:
-        return self.ids, self.sums, self.counts
 
     def entries(self) -> Iterator[tuple[str, bool]]:
         """Each file recorded, and whether its bytes are known."""
@@ -81,8 +76,11 @@ def document_id(path: str) -> int | None:
     return None if match is None else int(match[1])
 
 
-def encode(state: BucketState) -> bytes:
-    """The state's bytes: the same bytes for the same state."""
+def encode(state: BucketState, token: str = "") -> bytes:
+    """The state's bytes: the same bytes for the same state and ``token``.
+
+    A write sets a random token, read by no one: the writer knows its own write's
+    bytes when the reply was lost."""
     head = {
         "format": FORMAT,
         "cache_control": CACHE_CONTROL,
@@ -90,8 +88,8 @@ def encode(state: BucketState) -> bytes:
         "articles": len(state.ids),
         "files": dict(state.files),
     }
-    if state.token:
-        head["token"] = state.token
+    if token:
+        head["token"] = token
     out = io.BytesIO()
     # Column by column: never the columns of a million articles joined in one copy.
     with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=LEVEL, mtime=0) as packed:
@@ -126,10 +124,7 @@ def decode(data: bytes) -> BucketState:
     if head["cache_control"] != CACHE_CONTROL:  # every object has the wrong header
         counts = array("q", [UNKNOWN_COUNT]) * size
         files = dict.fromkeys(files, UNKNOWN)
-    token = head.get("token", "")
-    return BucketState(
-        head["stamp"], ids, sums, counts, files, token if isinstance(token, str) else ""
-    )
+    return BucketState(head["stamp"], ids, sums, counts, files)
 
 
 def _whole(head: dict[str, object], body: memoryview) -> bool:
@@ -275,7 +270,9 @@ def listed_state(site: Site, listed: Mapping[str, str], recorded: set[str]) -> B
         if ours.get(path) == _md5(site.body(path, place)):
             same.append(place)
             del ours[path]
-    ids, sums, counts = (array("q", (column[p] for p in same)) for column in local.columns())
+    ids, sums, counts = (
+        array("q", (column[p] for p in same)) for column in (local.ids, local.sums, local.counts)
+    )
     return BucketState(local.stamp, ids, sums, counts, ours)
 
 

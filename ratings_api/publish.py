@@ -238,7 +238,7 @@ class Publication:
             await self.each("uploading", todo.uploads(), todo.upload_count, self.upload)
             if todo.removals:
                 await self.store.delete(todo.removals)
-        elif not self.repair or encode(final) == encode(replace(read.state, token="")):
+        elif not self.repair or encode(final) == encode(read.state):
             return None  # the bucket and its state are the site's already
         written = await self.write_state(final, version)
         return written if isinstance(written, Read) else None
@@ -309,7 +309,7 @@ class Publication:
         state read in its place. The token of each write tells our own write,
         whose reply was lost and whose retry met its condition, from another's.
         """
-        body = encode(replace(state, token=secrets.token_hex(16)))
+        body = encode(state, secrets.token_hex(16))
         try:
             return await self.store.put(
                 STATE_NAME, body, STATE_ATTRIBUTES, if_match=version, create=version is None
