@@ -171,16 +171,13 @@ def checked(memory: Memory, site: Site) -> int:
 # Sites, faults, and publishes drawn
 
 
-Numbers = dict[int, tuple[int, int]]
-Spec = tuple[Numbers, bytes]  # a site's articles' numbers, and its index.html
-SITES: Final = st.tuples(
+SITES: Final = st.builds(
+    lambda numbers, index: site_of_numbers(numbers, others={"index.html": index}),
     st.dictionaries(st.integers(1, 5), st.tuples(st.integers(1, 3), st.just(1)), max_size=4),
     st.sampled_from([b"<p>a</p>\n", b"<p>b</p>\n"]),
 )
-
-
-def site_of(spec: Spec) -> Site:
-    return site_of_numbers(spec[0], others={"index.html": spec[1]})
+ONE: Final = site_of_numbers({1: (1, 1), 2: (2, 1)}, others={"index.html": b"<p>a</p>\n"})
+TWO: Final = site_of_numbers({1: (3, 1), 3: (2, 1)}, others={"index.html": b"<p>b</p>\n"})
 
 
 REQUEST: Final = st.integers(1, 14)
@@ -209,26 +206,19 @@ PUBLISHES: Final = st.lists(
 
 # Paused 70 s before its first upload, killed just after it: the schedule that, with no
 # check of the lease before a write, leaves an upload of the first over the second's site.
-STALLED_THEN_KILLED: Final = [
-    (({1: (1, 1), 2: (2, 1)}, b"<p>a</p>\n"), Faults({9: 70.0}, killed=10), 0.0, 0.0),
-    (({1: (3, 1), 3: (2, 1)}, b"<p>b</p>\n"), Faults(), 50.0, 1.0),
-]
-
-
-@example(STALLED_THEN_KILLED, ({1: (3, 1), 3: (2, 1)}, b"<p>b</p>\n"))
+@example([(ONE, Faults({9: 70.0}, killed=10), 0.0, 0.0), (TWO, Faults(), 50.0, 1.0)], TWO)
 @settings(max_examples=100, derandomize=True, phases=PHASES, database=None, deadline=None)
 @given(PUBLISHES, SITES)
 def test_once_all_stop_check_plans_nothing_only_for_the_site_the_bucket_holds(
-    publishes: list[tuple[Spec, Faults, float, float]], spec: Spec
+    publishes: list[tuple[Site, Faults, float, float]], last: Site
 ) -> None:
     """And one more plain publish of any catalogue makes the bucket exactly its site."""
-    memory, last = Memory(), site_of(spec)
-    ended = run_together(memory, [(site_of(each), *rest) for each, *rest in publishes])
-    note(f"ended: {ended}")
+    memory = Memory()
+    note(f"ended: {run_together(memory, publishes)}")
     objects = bucket(memory)
     assert lies(objects) == []
-    for site in [*(site_of(each) for each, *_ in publishes), last]:
-        held = {path: body for path, body in objects.items() if path != STATE_NAME}
+    held = {path: body for path, body in objects.items() if path != STATE_NAME}
+    for site in [*(site for site, *_ in publishes), last]:
         if checked(memory, site) == 0:
             assert held == files_of(site)
     assert run_together(memory, [(last, Faults(), 0.0, 0.0)]) in (["published"], ["current"])
@@ -237,10 +227,6 @@ def test_once_all_stop_check_plans_nothing_only_for_the_site_the_bucket_holds(
 
 
 # The lease's promises, one schedule each
-
-
-ONE: Final = site_of_numbers({1: (1, 1), 2: (2, 1)})
-TWO: Final = site_of_numbers({1: (3, 1), 3: (2, 1)})
 
 
 NOT_RENEWED: Final = (
