@@ -39,7 +39,6 @@ FORMAT: Final = 2
 UNKNOWN: Final = ""  # the state's digest of a file whose bytes are not known
 UNKNOWN_COUNT: Final = -1  # the state's count of an article whose document is not known
 LEVEL: Final = 1  # gzip's: the columns of a million articles in a fraction of level 6's time
-HEAD_KEYS: Final = frozenset({"articles", "cache_control", "files", "format", "stamp"})
 CHUNK: Final = 4096  # numbers compared at a time when looking for the few that differ
 DOCUMENT: Final = re.compile(re.escape(ARTICLES_PATH) + r"/([1-9][0-9]*)/rating/index\.json")
 UNREADABLE: Final = (
@@ -57,11 +56,6 @@ class BucketState:
     sums: Sequence[int] = ()
     counts: Sequence[int] = ()  # UNKNOWN_COUNT: not known
     files: Mapping[str, str] = field(default_factory=dict)  # MD5, or UNKNOWN
-    # A random token each write sets: the writer knows its own write when a reply is lost.
-    token: str = ""
-
-    def columns(self) -> tuple[Sequence[int], Sequence[int], Sequence[int]]:
-        return self.ids, self.sums, self.counts
 
     def entries(self) -> Iterator[tuple[str, bool]]:
         """Each file recorded, and whether its bytes are known."""
@@ -81,8 +75,11 @@ def document_id(path: str) -> int | None:
     return None if match is None else int(match[1])
 
 
-def encode(state: BucketState) -> bytes:
-    """The state's bytes: the same bytes for the same state."""
+def encode(state: BucketState, token: str = "") -> bytes:
+    """The state's bytes: the same bytes for the same state and ``token``.
+
+    A write sets a random token, read by no one: the writer knows its own write's
+    bytes when the reply was lost."""
     head = {
         "format": FORMAT,
         "cache_control": CACHE_CONTROL,
@@ -90,8 +87,8 @@ def encode(state: BucketState) -> bytes:
         "articles": len(state.ids),
         "files": dict(state.files),
     }
-    if state.token:
-        head["token"] = state.token
+    if token:
+        head["token"] = token
     out = io.BytesIO()
     # Column by column: never the columns of a million articles joined in one copy.
     with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=LEVEL, mtime=0) as packed:
@@ -109,42 +106,35 @@ def decode(data: bytes) -> BucketState:
         head = json.loads(raw[:end])
     except (OSError, EOFError, zlib.error, ValueError, RecursionError):  # deep nesting: the last
         raise InputError(UNREADABLE) from None
-    version = head.get("format") if isinstance(head, dict) else None
-    if type(version) is int and version > FORMAT:
-        raise InputError(
-            f"{STATE_NAME}: written by a newer version of ratings-api (state format "
-            f"{version}; this one reads {FORMAT}): upgrade it, or --repair lists the bucket "
-            "and writes a state of this version"
-        )
     body = memoryview(raw)[end + 1 :]
-    if version != FORMAT or not _whole(head, body):
-        raise InputError(UNREADABLE)
-    size, files = head["articles"], head["files"]
-    ids, sums, counts = (
-        _little_endian(body[n * 8 * size : (n + 1) * 8 * size].cast("q")) for n in range(3)
-    )
-    if head["cache_control"] != CACHE_CONTROL:  # every object has the wrong header
+    match head:
+        case {"format": int(version)} if type(version) is int and version > FORMAT:
+            raise InputError(
+                f"{STATE_NAME}: written by a newer version of ratings-api (state format "
+                f"{version}; this one reads {FORMAT}): upgrade it, or --repair lists the bucket "
+                "and writes a state of this version"
+            )
+        case {
+            "format": version,
+            "articles": int(size),
+            "stamp": str(stamp),
+            "cache_control": str(cache_control),
+            "files": dict(files),
+        } if (
+            version == FORMAT
+            and type(size) is int
+            and 0 <= 24 * size == len(body)  # three columns of 8-byte numbers
+            and all(isinstance(value, str) for value in files.values())
+        ):
+            ids, sums, counts = (
+                _little_endian(body[n * 8 * size : (n + 1) * 8 * size].cast("q")) for n in range(3)
+            )
+        case _:
+            raise InputError(UNREADABLE)
+    if cache_control != CACHE_CONTROL:  # every object has the wrong header
         counts = array("q", [UNKNOWN_COUNT]) * size
         files = dict.fromkeys(files, UNKNOWN)
-    token = head.get("token", "")
-    return BucketState(
-        head["stamp"], ids, sums, counts, files, token if isinstance(token, str) else ""
-    )
-
-
-def _whole(head: dict[str, object], body: memoryview) -> bool:
-    """Whether the head has every key, each of its type, and the columns its length."""
-    size, files = head.get("articles"), head.get("files")
-    return (
-        head.keys() >= HEAD_KEYS
-        and type(size) is int
-        and size >= 0
-        and len(body) == 3 * 8 * size
-        and isinstance(head["stamp"], str)
-        and isinstance(head["cache_control"], str)
-        and isinstance(files, dict)
-        and all(isinstance(value, str) for value in files.values())
-    )
+    return BucketState(stamp, ids, sums, counts, files)
 
 
 def _array(column: Sequence[int]) -> array[int] | memoryview:
@@ -275,7 +265,9 @@ def listed_state(site: Site, listed: Mapping[str, str], recorded: set[str]) -> B
         if ours.get(path) == _md5(site.body(path, place)):
             same.append(place)
             del ours[path]
-    ids, sums, counts = (array("q", (column[p] for p in same)) for column in local.columns())
+    ids, sums, counts = (
+        array("q", (column[p] for p in same)) for column in (local.ids, local.sums, local.counts)
+    )
     return BucketState(local.stamp, ids, sums, counts, ours)
 
 

@@ -264,17 +264,9 @@ class Fenced:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)  # the reads, and the count of requests
 
-    async def put(
-        self,
-        path: str,
-        body: bytes,
-        attributes: Mapping[str, str],
-        *,
-        if_match: str | None = None,
-        create: bool = False,
-    ) -> str:
+    async def put(self, path: str, body: bytes, attributes: Mapping[str, str], **how: Any) -> str:
         self.lock.fence()
-        return await self.store.put(path, body, attributes, if_match=if_match, create=create)
+        return await self.store.put(path, body, attributes, **how)
 
     async def delete(self, paths: list[str]) -> None:
         self.lock.fence()
@@ -287,14 +279,11 @@ async def locked(lock: Lock, waiting: Waiting, work: Callable[[], Awaitable[T]])
     try:
         await lock.check()
         result = await lock.holding(work())
-    except asyncio.CancelledError:
+    except BaseException as error:
         # Stopped: at once, even if the store stalls; a lock left behind expires by itself.
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(lock.release(), RELEASE_WAIT)
-        raise
-    except BaseException:
+        stopped = isinstance(error, asyncio.CancelledError)
         with contextlib.suppress(Exception):  # the error that stopped it is the one to tell
-            await lock.release()
+            await asyncio.wait_for(lock.release(), RELEASE_WAIT if stopped else None)
         raise
     await lock.release()
     return result

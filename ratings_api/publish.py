@@ -185,9 +185,15 @@ class Publication:
             read = await self.read_state(repair=self.repair, known=read)
         for attempt in range(1, ATTEMPTS + 1):
             todo, final = await self.plan(read)
-            if len(todo.removals) > self.max_removals:
-                limit = self.destination, todo, self.max_removals, bool(self.touched)
-                await self.stop(read, too_many_removals(*limit))
+            count = len(todo.removals)
+            if count > self.max_removals:
+                done = ", after another publish; uploads were made" if self.touched else ""
+                await self.stop(
+                    read,
+                    f"{self.destination}: this publish would remove {count:,} files, more than "
+                    f"--max-removals {self.max_removals}{done or '; nothing was changed'}. "
+                    f"If that is meant, run again with --max-removals {count}",
+                )
             try:
                 newer = await self.attempt(read, todo, final)
             except BaseError:
@@ -230,8 +236,9 @@ class Publication:
             version = self.marks = marks
             self.touched.append(todo)
             await self.each("uploading", todo.uploads(), todo.upload_count, self.upload)
-            await self.remove(todo.removals)
-        elif not self.repair or encode(final) == encode(replace(read.state, token="")):
+            if todo.removals:
+                await self.store.delete(todo.removals)
+        elif not self.repair or encode(final) == encode(read.state):
             return None  # the bucket and its state are the site's already
         written = await self.write_state(final, version)
         return written if isinstance(written, Read) else None
@@ -302,7 +309,7 @@ class Publication:
         state read in its place. The token of each write tells our own write,
         whose reply was lost and whose retry met its condition, from another's.
         """
-        body = encode(replace(state, token=secrets.token_hex(16)))
+        body = encode(state, secrets.token_hex(16))
         try:
             return await self.store.put(
                 STATE_NAME, body, STATE_ATTRIBUTES, if_match=version, create=version is None
@@ -319,21 +326,6 @@ class Publication:
         path, place = item
         attributes = {"Content-Type": content_type(path), "Cache-Control": CACHE_CONTROL}
         await self.store.put(path, self.site.body(path, place), attributes)
-
-    async def remove(self, paths: list[str]) -> None:
-        if paths:
-            await self.store.delete(paths)
-
-
-def too_many_removals(
-    destination: Destination, todo: Plan, max_removals: int, changed: bool = False
-) -> str:
-    count = len(todo.removals)
-    done = ", after another publish; uploads were made" if changed else "; nothing was changed"
-    return (
-        f"{destination}: this publish would remove {count:,} files, more than --max-removals "
-        f"{max_removals}{done}. If that is meant, run again with --max-removals {count}"
-    )
 
 
 def summary(destination: Destination, outcome: Outcome, seconds: float, check: bool) -> str:

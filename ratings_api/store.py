@@ -1,11 +1,10 @@
 """The requests a publish makes to a bucket: one Protocol, and one adapter over obstore.
 
 publish.py and lock.py make every request through a ``Store``; the adapter counts
-each (not the library's retries) and turns obstore's answers into the Protocol's
-in one table. A refused conditional write is ``Refused`` whatever status the
-store chose (412, 409, or 404 to an If-Match on no object): the caller reads the
-object back and decides by what it holds, never by the error's class. The tests
-hand publishes an in-memory store of the same Protocol (tests/memorystore.py).
+each (not the library's retries) and turns obstore's answers into the Protocol's.
+A refused conditional write is ``Refused`` whatever status the store chose (412,
+409, or 404 to an If-Match on no object): the caller reads the object back and
+decides by what it holds, never by the error's class. The tests hand publishes an in-memory store of the same Protocol (tests/memorystore.py).
 """
 
 from __future__ import annotations
@@ -68,11 +67,6 @@ class Store(Protocol):
         """Whether the bucket is there: a listing of at most one object."""
 
 
-# How obstore's errors read in the Protocol, by class: refused, or no such object.
-REFUSALS: Final = ("AlreadyExistsError", "PreconditionError")
-NOT_MODIFIED: Final = "NotModifiedError"
-
-
 @dataclass
 class ObjectStoreAdapter:
     """A ``Store`` over an obstore store; its other errors reach s3.explain as they are."""
@@ -82,6 +76,7 @@ class ObjectStoreAdapter:
 
     async def get(self, path: str, *, unless: str | None = None) -> Got | None:
         import obstore
+        from obstore.exceptions import NotModifiedError
 
         self.requests += 1
         try:
@@ -90,10 +85,8 @@ class ObjectStoreAdapter:
             return Got(bytes(await answer.bytes_async()), str(answer.meta["e_tag"]))
         except FileNotFoundError:
             return None
-        except Exception as error:
-            if _is(error, NOT_MODIFIED) and unless is not None:
-                return Got(b"", unless, same=True)
-            raise
+        except NotModifiedError:  # asked only with ``unless``
+            return Got(b"", str(unless), same=True)
 
     async def head(self, path: str) -> Mapping[str, str] | None:
         import obstore
@@ -115,6 +108,7 @@ class ObjectStoreAdapter:
         create: bool = False,
     ) -> str:
         import obstore
+        from obstore.exceptions import AlreadyExistsError, PreconditionError
 
         self.requests += 1
         mode: PutMode = "create" if create else "overwrite"
@@ -133,10 +127,8 @@ class ObjectStoreAdapter:
             if if_match is None and not create:
                 raise  # a 404 to a plain write: no bucket
             raise Refused(path) from None  # 404 to a condition: no object, or no bucket
-        except Exception as error:
-            if _is(error, *REFUSALS):
-                raise Refused(path) from None
-            raise
+        except (AlreadyExistsError, PreconditionError):
+            raise Refused(path) from None
         return str(answer["e_tag"])
 
     async def delete(self, paths: list[str]) -> None:
@@ -170,7 +162,3 @@ class ObjectStoreAdapter:
         except (FileNotFoundError, GenericError):
             return False
         return True
-
-
-def _is(error: Exception, *names: str) -> bool:
-    return any(kind.__name__ in names for kind in type(error).__mro__)

@@ -30,10 +30,17 @@ from ratings_api.bucket_state import STATE_NAME, Site
 from ratings_api.cli import main
 from ratings_api.errors import InputError
 from ratings_api.lock import LOCK_NAME, Fenced, Lock, Waiting, locked
-from ratings_api.publish import Publication
 from ratings_api.store import Store
 from tests.memorystore import Memory, Seen
-from tests.test_state_chain import TARGET, Killed, assert_holds, files_of, lies, site_of_numbers
+from tests.test_state_chain import (
+    TARGET,
+    Killed,
+    assert_holds,
+    files_of,
+    lies,
+    publication,
+    site_of_numbers,
+)
 
 
 @dataclass
@@ -77,8 +84,8 @@ class Process(Seen):
     def __init__(self, memory: Memory, time: Time, faults: Faults, offset: float) -> None:
         super().__init__(memory)
         self.time, self.faults, self.offset, self.gone = time, faults, offset, False
+        self.stalls = dict(faults.stalls)  # those not begun yet
         self.resumes = 0.0  # when the process, paused, runs again
-        self.stalled: set[int] = set()  # the requests whose stall began
 
     def clock(self) -> float:
         return self.time.now + self.offset
@@ -110,10 +117,8 @@ class Paused:
     def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
         async def call(*args: Any, **kwargs: Any) -> Any:
             process, time = self.process, self.process.time
-            number = len(process.log) + 1
-            if number in process.faults.stalls and number not in process.stalled:
-                process.stalled.add(number)
-                process.resumes = max(process.resumes, time.now + process.faults.stalls[number])
+            stall = process.stalls.pop(len(process.log) + 1, 0.0)
+            process.resumes = max(process.resumes, time.now + stall)
             while time.now < process.resumes:
                 await time.sleep(process.resumes - time.now)
             return await getattr(self.store, name)(*args, **kwargs)
@@ -121,38 +126,33 @@ class Paused:
         return call
 
 
-async def publish_one(memory: Memory, time: Time, site: Site, faults: Faults, offset: float) -> str:
-    """One publish with the lock, as publish.publishing runs it; how it ended."""
-    process = Process(memory, time, faults, offset)
-    paused: Any = Paused(process, process)
-    the_lock = Lock(paused, TARGET, "memory", lambda line: None, clock=process.clock)
-    the_lock.sleep = time.sleep
-    run = Publication(paused, TARGET, site, False, 99, 2, None)
-    try:
-        read = await run.read_state()
-        if not (await run.plan_only(read)).plan.changes:
-            return "current"
-        run.store = Paused(Fenced(process, the_lock), process)  # type: ignore[arg-type]
-        await locked(the_lock, Waiting(), lambda: run.carry_out(read, again=True))
-    except Killed:
-        return "killed"
-    except (InputError, GenericError) as error:
-        return str(error)
-    return "published"
-
-
 def run_together(
     memory: Memory, publishes: list[tuple[Site, Faults, float, float]], time: Time | None = None
 ) -> list[str]:
-    """Publishes started at their times, each on its own clock, to their ends."""
+    """Publishes started at their times, each on its own clock, to their ends: each with the
+    lock, as publish.publishing runs it."""
     time = time or Time()
 
-    async def started(site: Site, faults: Faults, offset: float, at: float) -> str:
+    async def publish_one(site: Site, faults: Faults, offset: float, at: float) -> str:
         await time.sleep(at)
-        return await publish_one(memory, time, site, faults, offset)
+        process = Process(memory, time, faults, offset)
+        paused: Any = Paused(process, process)
+        held = Lock(paused, TARGET, "memory", print, clock=process.clock, sleep=time.sleep)
+        run = publication(paused, site, workers=2)
+        try:
+            read = await run.read_state()
+            if not (await run.plan_only(read)).plan.changes:
+                return "current"
+            run.store = Paused(Fenced(process, held), process)  # type: ignore[arg-type]
+            await locked(held, Waiting(), lambda: run.carry_out(read, again=True))
+        except Killed:
+            return "killed"
+        except (InputError, GenericError) as error:
+            return str(error)
+        return "published"
 
     async def main() -> list[str]:
-        tasks = [asyncio.ensure_future(started(*each)) for each in publishes]
+        tasks = [asyncio.ensure_future(publish_one(*each)) for each in publishes]
         await time.run(tasks)
         return [task.result() for task in tasks]
 
@@ -165,23 +165,19 @@ def bucket(memory: Memory) -> dict[str, bytes]:
 
 def checked(memory: Memory, site: Site) -> int:
     """The files ``--check`` of ``site`` plans to change."""
-    outcome = asyncio.run(Publication(Seen(memory), TARGET, site, False, 99, 1, None).plan_only())
-    return outcome.plan.changes
+    return asyncio.run(publication(Seen(memory), site).plan_only()).plan.changes
 
 
 # Sites, faults, and publishes drawn
 
 
-Numbers = dict[int, tuple[int, int]]
-Spec = tuple[Numbers, bytes]  # a site's articles' numbers, and its index.html
-SITES: Final = st.tuples(
+SITES: Final = st.builds(
+    lambda numbers, index: site_of_numbers(numbers, others={"index.html": index}),
     st.dictionaries(st.integers(1, 5), st.tuples(st.integers(1, 3), st.just(1)), max_size=4),
     st.sampled_from([b"<p>a</p>\n", b"<p>b</p>\n"]),
 )
-
-
-def site_of(spec: Spec) -> Site:
-    return site_of_numbers(spec[0], others={"index.html": spec[1]})
+ONE: Final = site_of_numbers({1: (1, 1), 2: (2, 1)}, others={"index.html": b"<p>a</p>\n"})
+TWO: Final = site_of_numbers({1: (3, 1), 3: (2, 1)}, others={"index.html": b"<p>b</p>\n"})
 
 
 REQUEST: Final = st.integers(1, 14)
@@ -210,26 +206,19 @@ PUBLISHES: Final = st.lists(
 
 # Paused 70 s before its first upload, killed just after it: the schedule that, with no
 # check of the lease before a write, leaves an upload of the first over the second's site.
-STALLED_THEN_KILLED: Final = [
-    (({1: (1, 1), 2: (2, 1)}, b"<p>a</p>\n"), Faults({9: 70.0}, killed=10), 0.0, 0.0),
-    (({1: (3, 1), 3: (2, 1)}, b"<p>b</p>\n"), Faults(), 50.0, 1.0),
-]
-
-
-@example(STALLED_THEN_KILLED, ({1: (3, 1), 3: (2, 1)}, b"<p>b</p>\n"))
+@example([(ONE, Faults({9: 70.0}, killed=10), 0.0, 0.0), (TWO, Faults(), 50.0, 1.0)], TWO)
 @settings(max_examples=100, derandomize=True, phases=PHASES, database=None, deadline=None)
 @given(PUBLISHES, SITES)
 def test_once_all_stop_check_plans_nothing_only_for_the_site_the_bucket_holds(
-    publishes: list[tuple[Spec, Faults, float, float]], spec: Spec
+    publishes: list[tuple[Site, Faults, float, float]], last: Site
 ) -> None:
     """And one more plain publish of any catalogue makes the bucket exactly its site."""
-    memory, last = Memory(), site_of(spec)
-    ended = run_together(memory, [(site_of(each), *rest) for each, *rest in publishes])
-    note(f"ended: {ended}")
+    memory = Memory()
+    note(f"ended: {run_together(memory, publishes)}")
     objects = bucket(memory)
     assert lies(objects) == []
-    for site in [*(site_of(each) for each, *_ in publishes), last]:
-        held = {path: body for path, body in objects.items() if path != STATE_NAME}
+    held = {path: body for path, body in objects.items() if path != STATE_NAME}
+    for site in [*(site for site, *_ in publishes), last]:
         if checked(memory, site) == 0:
             assert held == files_of(site)
     assert run_together(memory, [(last, Faults(), 0.0, 0.0)]) in (["published"], ["current"])
@@ -240,31 +229,40 @@ def test_once_all_stop_check_plans_nothing_only_for_the_site_the_bucket_holds(
 # The lease's promises, one schedule each
 
 
-ONE: Final = site_of_numbers({1: (1, 1), 2: (2, 1)})
-TWO: Final = site_of_numbers({1: (3, 1), 3: (2, 1)})
+NOT_RENEWED: Final = (
+    "s3://b/p: this publish's lock was not renewed within 30 s, so another "
+    "publish may hold it now; stopped: publish again to finish"
+)
+# What befalls ONE; the clock of TWO, started 1 s later (None: none); how ONE ends.
+SCHEDULES: Final = {
+    # Paused 70 s while the other, its clock 50 s ahead, takes the lock and publishes.
+    "stalled-before-its-first-upload": (Faults(stalls={7: 70.0}), 50.0, NOT_RENEWED),
+    "stalled-before-its-second-upload": (Faults(stalls={8: 70.0}), 50.0, NOT_RENEWED),
+    # The library's retry of an applied write is refused: the lock read back is its own.
+    "lost-reply-to-its-create": (Faults(lost=frozenset({2})), None, "published"),
+    "lost-reply-to-its-renewal": (Faults(lost=frozenset({3})), None, "published"),
+    # Killed holding it; the other, its clock a day ahead, waits the lease from when it
+    # first saw the lock, and no more.
+    "dead-holder": (Faults(killed=6), 86_400.0, "killed"),
+}
 
 
-@pytest.mark.parametrize("stalled", [7, 8], ids=["before-its-first-upload", "before-its-second"])
-def test_a_holder_stalled_past_its_lease_writes_nothing_more(stalled: int) -> None:
-    """Paused 70 s while the other, its clock 50 s ahead, takes the lock and publishes."""
-    memory = Memory()
-    endings = run_together(
-        memory, [(ONE, Faults(stalls={stalled: 70.0}), 0.0, 0.0), (TWO, Faults(), 50.0, 1.0)]
-    )
-    assert endings == [
-        (
-            "s3://b/p: this publish's lock was not renewed within 30 s, so another "
-            "publish may hold it now; stopped: publish again to finish"
-        ),
-        "published",
-    ]
-    assert_holds(bucket(memory), TWO)
+@pytest.mark.parametrize(("faults", "other", "ending"), SCHEDULES.values(), ids=SCHEDULES.keys())
+def test_the_lease_fences_a_paused_holder_and_a_waiter_takes_it_on_its_own_clock(
+    faults: Faults, other: float | None, ending: str
+) -> None:
+    memory, time = Memory(), Time()
+    publishes = [(ONE, faults, 0.0, 0.0)] + ([] if other is None else [(TWO, Faults(), other, 1.0)])
+    assert run_together(memory, publishes, time) == [ending, "published"][: len(publishes)]
+    assert_holds(bucket(memory), ONE if other is None else TWO)
+    assert lease.read_body(memory.objects[LOCK_NAME][0]).released
+    if faults.killed:
+        assert 1.0 + lease.LEASE < time.now <= 1.0 + lease.LEASE + lease.POLL
 
 
 def test_a_holder_whose_renewal_meets_another_lock_stops_its_work() -> None:
     memory, time = Memory(), Time()
-    holder = Lock(Seen(memory), TARGET, "memory", lambda line: None, clock=lambda: time.now)
-    holder.sleep = time.sleep
+    holder = Lock(Seen(memory), TARGET, "memory", print, clock=lambda: time.now, sleep=time.sleep)
 
     async def main() -> None:
         await holder.take(Waiting())
@@ -281,27 +279,6 @@ def test_a_holder_whose_renewal_meets_another_lock_stops_its_work() -> None:
     assert time.now == lease.RENEW
 
 
-@pytest.mark.parametrize("lost", [1, 2], ids=["create", "first-renewal"])
-def test_a_lost_reply_to_its_own_lock_write_is_known_by_its_token(lost: int) -> None:
-    """The library's retry of an applied write is refused: the lock read back is its own."""
-    memory = Memory()
-    assert run_together(memory, [(ONE, Faults(lost=frozenset({lost + 1})), 0.0, 0.0)]) == [
-        "published"
-    ]
-    assert_holds(bucket(memory), ONE)
-    released = lease.read_body(memory.objects[LOCK_NAME][0])
-    assert released.released
-
-
-def test_a_waiter_takes_a_dead_holders_lock_after_its_lease_on_its_own_clock() -> None:
-    """Killed holding it; the other, its clock a day ahead, waits the lease and no more."""
-    memory, time = Memory(), Time()
-    killed, theirs = (ONE, Faults(killed=6), 0.0, 0.0), (TWO, Faults(), 86_400.0, 1.0)
-    assert run_together(memory, [killed, theirs], time) == ["killed", "published"]
-    assert 1.0 + lease.LEASE < time.now <= 1.0 + lease.LEASE + lease.POLL  # from first sight
-    assert_holds(bucket(memory), TWO)
-
-
 @pytest.mark.parametrize("timeout", ["0", "59"])
 def test_a_lock_timeout_shorter_than_the_lease_is_refused(
     timeout: str, capsys: pytest.CaptureFixture[str]
@@ -310,7 +287,5 @@ def test_a_lock_timeout_shorter_than_the_lease_is_refused(
     with pytest.raises(SystemExit) as exit_:
         main(["--publish", "s3://b/p", "--lock-timeout", timeout])
     assert exit_.value.code == 2
-    err = capsys.readouterr().err
-    assert err.endswith(
-        "generate.py: error: --lock-timeout must be at least the lock's lease, 60 s\n"
-    )
+    line = "generate.py: error: --lock-timeout must be at least the lock's lease, 60 s\n"
+    assert capsys.readouterr().err.endswith(line)

@@ -1,22 +1,23 @@
 """The state's chain: the plan, the marks, and publishes that meet, against an in-memory store.
 
 A publication is handed the in-memory store seen through ``Seen``
-(tests/memorystore.py), which counts its requests and lets a test act before any of them: run another publish whole
-there, fail it, or end the publish as a kill would. Everything here holds to
-one invariant, checked by ``lies``: a file the state records as known holds what
-the state says. What only a real store shows is in tests/test_publish.py.
+(tests/memorystore.py), which counts its requests and lets a test act before any
+of them: run another publish whole there, fail it, or end the publish as a kill
+would. Everything here holds to one invariant, checked by ``lies``: a file the
+state records as known holds what the state says. What only a real store shows
+is in tests/test_publish.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import gzip
 import hashlib
 import json
 import tracemalloc
-from collections.abc import Callable, Coroutine
+from asyncio import run
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 import pytest
 from obstore.exceptions import GenericError
@@ -26,7 +27,6 @@ from ratings_api.bucket_state import (
     UNKNOWN,
     UNKNOWN_COUNT,
     BucketState,
-    Plan,
     Site,
     decode,
     document_path,
@@ -44,7 +44,6 @@ from ratings_api.s3 import Destination
 from tests.memorystore import Memory, Seen
 from tests.trees import document
 
-T = TypeVar("T")
 BASE: Final = "https://ratings.example.com"
 TARGET: Final = Destination("b", "p")
 GOOD_HEAD: Final = {
@@ -78,24 +77,13 @@ def site_of_numbers(
     base_url: str = BASE,
     others: dict[str, bytes] | None = None,
 ) -> Site:
-    catalogue = Catalogue(
-        ids=list(numbers),
-        sums=[total for total, _ in numbers.values()],
-        counts=[count for _, count in numbers.values()],
-    )
+    sums, counts = ([column[n] for column in numbers.values()] for n in (0, 1))
+    catalogue = Catalogue(ids=list(numbers), sums=sums, counts=counts)
     return Site(catalogue, Renderer(base_url), others or {"index.html": b"<!doctype html>\n"})
-
-
-# The in-memory store (tests/memorystore.py), and what a publish sees of it
 
 
 class Killed(BaseException):
     """The publish's process is gone: none of its requests lands any more."""
-
-
-async def contents(memory: Memory) -> dict[str, bytes]:
-    """Every object in the store and its bytes."""
-    return memory.contents()
 
 
 def lies(objects: dict[str, bytes]) -> list[str]:
@@ -105,7 +93,7 @@ def lies(objects: dict[str, bytes]) -> list[str]:
     wrong = sorted({path for path in paths if paths.count(path) > 1})  # recorded twice
     render = Renderer(BASE)
     assert state.stamp in ("", render.stamp)
-    for article_id, total, count in zip(*state.columns(), strict=True):
+    for article_id, total, count in zip(state.ids, state.sums, state.counts, strict=True):
         path = document_path(article_id)
         if count != UNKNOWN_COUNT and objects.get(path) != render(article_id, total, count):
             wrong.append(path)
@@ -122,19 +110,9 @@ def publication(
     return Publication(store, TARGET, site, repair, removals, workers, None)
 
 
-def run(work: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(work)
-
-
 async def publish(memory: Memory, site: Site, **options: Any) -> Outcome:
     """One whole publish of ``site``, nothing in its way."""
     return await publication(Seen(memory), site, **options).carry_out()
-
-
-async def another_write(memory: Memory) -> None:
-    """What another publish's write of the state does: the same records, a new version."""
-    state = decode((await contents(memory)).get(STATE_NAME) or encode(BucketState()))
-    memory.put(STATE_NAME, encode(replace(state, token="f00d" + state.token)))
 
 
 def files_of(site: Site) -> dict[str, bytes]:
@@ -170,11 +148,12 @@ STOPS: Final = {
 def test_a_publish_that_stops_after_another_leaves_none_of_its_files_known(stop: str) -> None:
     """Its upload of article 1 lands after another publish wrote its state; then it stops.
 
-    Stopped by its removal guard, by ten more states in a row, or by the store
-    failing its next upload: the state must not say article 1 holds the other's
-    bytes, nor that nothing was changed.
+    Stopped by its removal guard, by ten more states in a row (the same records,
+    a new version, before each of its ten state writes and its first withdrawal),
+    or by the store failing its next upload: the state must not say article 1
+    holds the other's bytes, nor that nothing was changed.
     """
-    memory, theirs, others = Memory(), list[Outcome](), list[None]()
+    memory, theirs, others = Memory(), list[Outcome](), list[str]()
 
     async def before(number: int, method: str, path: str) -> None:
         keeps_changing = stop == "state-keeps-changing" and theirs and len(others) < 11
@@ -183,32 +162,30 @@ def test_a_publish_that_stops_after_another_leaves_none_of_its_files_known(stop:
         elif stop == "store-error" and (method, path) == ("PUT", "index.html"):
             raise GenericError("the store failed")
         elif keeps_changing and (method, path) == ("PUT", STATE_NAME):
-            # Before each of its ten state writes, and its first withdrawal.
-            others.append(await another_write(memory))
+            state = decode(memory.objects[STATE_NAME][0])
+            others.append(memory.put(STATE_NAME, encode(state, f"f00d{others}")))
 
-    async def scenario() -> tuple[str, dict[str, bytes]]:
-        await publish(memory, site_of_numbers(BEFORE))
-        mine = publication(Seen(memory, before), MINE, removals=256 if "guard" in stop else 999)
-        with pytest.raises((InputError, GenericError)) as error:
-            await mine.carry_out()
-        return str(error.value), await contents(memory)
+    run(publish(memory, site_of_numbers(BEFORE)))
+    mine = publication(Seen(memory, before), MINE, removals=256 if "guard" in stop else 999)
+    with pytest.raises((InputError, GenericError)) as error:
+        run(mine.carry_out())
 
-    line, objects = run(scenario())
-    assert line == STOPS[stop]
+    objects = memory.contents()
+    assert (str(error.value), len(others)) == (STOPS[stop], 11 if "changing" in stop else 0)
     assert objects[document(1)] == files_of(MINE)[document(1)]
     assert lies(objects) == []
     assert not dict(decode(objects[STATE_NAME]).entries())[document(1)]
     run(publish(memory, THEIRS))
-    assert_holds(run(contents(memory)), THEIRS)
+    assert_holds(memory.contents(), THEIRS)
 
 
 @pytest.mark.parametrize(
-    ("failing", "asked"),
-    [(1, ["GET", "PUT"]), (2, ["GET", "PUT", "PUT", "GET"])],
+    ("failing", "asked", "unknown"),
+    [(1, "GET PUT", []), (2, "GET PUT PUT GET", [document(1), "index.html"])],
     ids=["marks", "first-upload"],
 )
 def test_a_store_failure_with_no_other_publish_leaves_its_marks(
-    failing: int, asked: list[str]
+    failing: int, asked: str, unknown: list[str]
 ) -> None:
     """Failing its marks, it asks nothing more; failing an upload, it finds its marks newest."""
     memory, puts = Memory(), []
@@ -223,32 +200,14 @@ def test_a_store_failure_with_no_other_publish_leaves_its_marks(
     with pytest.raises(GenericError):
         run(publication(store, MINE, workers=2).carry_out())
 
-    assert [method for method, _ in store.log] == asked
-    state = dict(decode(run(contents(memory))[STATE_NAME]).entries())
-    assert [path for path, known in state.items() if not known] == (
-        [] if failing == 1 else [document(1), "index.html"]
-    )
-
-
-def test_a_state_that_keeps_changing_stops_it_after_ten_plans() -> None:
-    """Another publish writes the state before each of its writes: it never uploads."""
-    memory = Memory()
-
-    async def before(number: int, method: str, path: str) -> None:
-        if (method, path) == ("PUT", STATE_NAME):
-            await another_write(memory)
-
-    store = Seen(memory, before)
-    with pytest.raises(InputError) as error:
-        run(publication(store, site_of_numbers(BEFORE)).carry_out())
-
-    assert str(error.value) == STOPS["state-keeps-changing"]
-    assert [method for method, _ in store.log].count("PUT") == 10
-    assert set(run(contents(memory))) == {STATE_NAME}
+    assert " ".join(method for method, _ in store.log) == asked
+    state = decode(memory.objects[STATE_NAME][0])
+    assert [path for path, known in state.entries() if not known] == unknown
 
 
 def test_after_another_publish_the_summary_counts_every_plan() -> None:
-    """Held before its final write, while another publishes the same site whole."""
+    """Held before its final write, while another publishes the same site whole: its second
+    plan finds nothing left to do."""
     memory, site = Memory(), site_of_numbers(BEFORE)
 
     async def before(number: int, method: str, path: str) -> None:
@@ -279,61 +238,21 @@ def test_a_repair_that_meets_another_publish_lists_again() -> None:
     outcome = run(publication(Seen(memory, before), mine, repair=True).carry_out())
 
     assert outcome.plans == 2
-    assert_holds(run(contents(memory)), mine)
-
-
-@pytest.mark.parametrize(
-    "attributes",
-    [{}, {"Content-Type": "binary/octet-stream", "Cache-Control": CACHE_CONTROL}],
-    ids=["none", "another-type"],
-)
-def test_repair_puts_back_the_headers_of_an_object_whose_bytes_are_right(
-    attributes: dict[str, str],
-) -> None:
-    """As a plain ``aws s3 cp`` of the right file leaves it."""
-    memory, site = Memory(), site_of_numbers(BEFORE)
-    run(publish(memory, site))
-    memory.put("index.html", files_of(site)["index.html"], attributes)
-    store = Seen(memory)
-
-    outcome = run(publication(store, site, repair=True).carry_out())
-
-    assert (outcome.uploaded, outcome.plan.unchanged) == (1, 3)
-    assert ("PUT", "index.html") in store.log
-    assert memory.objects["index.html"][2] == {
-        "Content-Type": "text/html; charset=utf-8",
-        "Cache-Control": CACHE_CONTROL,
-    }
+    assert_holds(memory.contents(), mine)
 
 
 DEEP: Final = gzip.compress(b"[" * 200_000 + b"\n")
 
 
-@pytest.mark.parametrize(
-    ("data", "line"),
-    [
-        (b"not gzip", UNREADABLE),
-        (DEEP, UNREADABLE),
-        (state_of({**GOOD_HEAD, "format": 3, "shards": 4}), NEWER),
-    ],
-    ids=["not-gzip", "deep-json", "newer"],
-)
-def test_a_state_it_cannot_read_is_one_line_naming_the_target(data: bytes, line: str) -> None:
-    """Checking and publishing stop with it; a repair lists the bucket and replaces it."""
+def test_a_state_it_cannot_read_stops_a_publish_and_a_repair_replaces_it() -> None:
     memory, site = Memory(), site_of_numbers(BEFORE)
     run(publish(memory, site))
-    memory.put(STATE_NAME, data)
-    for work in (
-        publication(Seen(memory), site).plan_only,
-        publication(Seen(memory), site).carry_out,
-    ):
-        with pytest.raises(InputError) as error:
-            run(work())
-        assert str(error.value) == line
-    repaired = run(publication(Seen(memory), site, repair=True).plan_only())
-    assert (repaired.plan.changes, repaired.plan.unchanged) == (0, 4)
-    run(publish(memory, site, repair=True))
-    assert_holds(run(contents(memory)), site)
+    memory.put(STATE_NAME, state_of({**GOOD_HEAD, "format": 3, "shards": 4}))
+    with pytest.raises(InputError) as error:
+        run(publish(memory, site))
+    assert str(error.value) == NEWER
+    assert run(publish(memory, site, repair=True)).plan.changes == 0
+    assert_holds(memory.contents(), site)
 
 
 # The state and the plan
@@ -344,33 +263,27 @@ def published(site: Site) -> BucketState:
     return decode(encode(local_state(site)[0]))
 
 
-def uploads(todo: Plan) -> list[str]:
-    return [path for path, _ in todo.uploads()]
+def test_a_state_read_back_is_the_state_written_unless_its_headers_differ() -> None:
+    """A state written with another Cache-Control knows no file: each has the wrong header."""
+    state = local_state(site_of_numbers({7: (29, 6), 2**62: (0, 0), 3: (-5, 1)}))[0]
 
+    read = decode(encode(state, "f00d"))  # each write's own token, which no one reads
 
-def test_a_state_read_back_is_the_state_written() -> None:
-    site = site_of_numbers({7: (29, 6), 2**62: (0, 0), 3: (-5, 1)})
-    state = local_state(site)[0]
-
-    read = decode(encode(replace(state, token="f00d")))
-
-    assert (read.stamp, list(read.ids), list(read.sums), list(read.counts), read.token) == (
-        Renderer(BASE).stamp,
-        [7, 2**62, 3],
-        [29, 0, -5],
-        [6, 0, 1],
-        "f00d",  # each write's own, which the plan ignores
-    )
-    assert dict(read.entries()) == dict.fromkeys(
-        [document(7), document(2**62), document(3), "index.html"], True
-    )
-    assert encode(replace(read, token="")) == encode(state)
-    assert json.loads(gzip.decompress(encode(state)).split(b"\n")[0]) == {
+    columns = [list(read.ids), list(read.sums), list(read.counts)]
+    expected = [[7, 2**62, 3], [29, 0, -5], [6, 0, 1]]
+    assert (read.stamp, columns, encode(read)) == (Renderer(BASE).stamp, expected, encode(state))
+    paths = [document(7), document(2**62), document(3), "index.html"]
+    assert dict(read.entries()) == dict.fromkeys(paths, True)
+    data = gzip.decompress(encode(state, "f00d"))
+    assert json.loads(data.split(b"\n")[0]) == {
         **GOOD_HEAD,
         "articles": 3,
-        "files": {"index.html": hashlib.md5(b"<!doctype html>\n").hexdigest()},
+        "files": {"index.html": md5(b"<!doctype html>\n")},
         "stamp": Renderer(BASE).stamp,
+        "token": "f00d",
     }
+    other = gzip.compress(data.replace(CACHE_CONTROL.encode(), b"public, max-age=60", 1))
+    assert dict(decode(other).entries()) == dict.fromkeys(paths, False)
 
 
 @pytest.mark.parametrize("place", [None, 0, 4095, 4096, 9999])
@@ -380,7 +293,7 @@ def test_one_number_changed_anywhere_uploads_that_document(place: int | None) ->
     if place is not None:
         numbers[place + 1] = (numbers[place + 1][0] + 1, numbers[place + 1][1])
 
-    todo, final = plan(site_of_numbers(numbers), replace(before, token="f00d"))
+    todo, final = plan(site_of_numbers(numbers), before)
 
     changed = [] if place is None else [(document(place + 1), place)]
     assert (list(todo.uploads()), todo.removals) == (changed, [])
@@ -388,98 +301,76 @@ def test_one_number_changed_anywhere_uploads_that_document(place: int | None) ->
     assert encode(final) == encode(local_state(site_of_numbers(numbers))[0])
 
 
-@pytest.mark.parametrize(
-    ("after", "base_url", "changed", "removed", "unchanged"),
-    [
-        ({4: (2, 1), 9: (1, 1), 1: (5, 1), 3: (3, 2)}, BASE, [9, 3], [2], 3),
-        (
-            {1: (5, 1), 2: (4, 1), 3: (3, 1), 4: (2, 1)},
-            "https://other.example",
-            [1, 2, 3, 4],
-            [],
-            1,
-        ),
-    ],
-    ids=["added-moved-removed", "another-base-url"],
-)
-def test_what_the_plan_uploads_and_removes(
-    after: dict[int, tuple[int, int]],
-    base_url: str,
-    changed: list[int],
-    removed: list[int],
-    unchanged: int,
-) -> None:
-    before = published(site_of_numbers({1: (5, 1), 2: (4, 1), 3: (3, 1), 4: (2, 1)}))
-
-    todo, _ = plan(site_of_numbers(after, base_url), before)
-
-    assert uploads(todo) == [document(n) for n in changed]
-    assert todo.removals == [document(n) for n in removed]
-    assert todo.unchanged == unchanged
-
-
-def test_marks_record_each_touched_file_as_unknown() -> None:
-    before = published(site_of_numbers({1: (5, 1), 2: (4, 1), 3: (3, 1)}))
-    site = site_of_numbers({1: (5, 1), 2: (4, 2), 8: (1, 1)})
-    site = replace(site, others={"index.html": b"changed\n", "new.css": b"a {}\n"})
-    todo, final = plan(site, before)
-
-    marks = marked(final, todo)
-
-    assert dict(marks.entries()) == {
-        document(1): True,
-        **dict.fromkeys([document(2), document(8), document(3), "index.html", "new.css"], False),
-    }
-    assert dict(final.entries())[document(2)]  # the final state is left as it was
-
-
 def by_md5(numbers: dict[int, tuple[int, int]]) -> BucketState:
     """What a version that let numbers pass 64 bits recorded: every document by its MD5."""
     site = site_of_numbers(numbers)
-    state = local_state(site)[0]
     documents = {path: md5(site.body(path, place)) for path, place in site.documents()}
+    state = local_state(site)[0]
     return BucketState(state.stamp, files={**state.files, **documents})
 
 
-def test_a_state_of_documents_by_md5_is_upgraded_by_one_publish() -> None:
-    """Each listed document is uploaded and recorded by its numbers; the others removed."""
-    old = decode(encode(by_md5({1: (5, 1), 2: (4, 1), 3: (3, 1)})))
-
-    todo, final = plan(site_of_numbers({1: (5, 1), 2: (9, 2)}), old)
-
-    assert sorted(uploads(todo)) == [document(1), document(2)]
-    assert todo.removals == [document(3)]
-    assert dict(final.entries()) == {document(1): True, document(2): True, "index.html": True}
-    assert list(final.ids) == [1, 2]
-
-
-def recorded_twice() -> BucketState:
-    """What an earlier version's marks could say: article 1 by its numbers and, stale, by MD5."""
-    state = local_state(site_of_numbers({1: (5, 1), 2: (4, 1)}))[0]
-    return replace(state, files={**state.files, document(1): md5(b"stale\n")})
+FOUR: Final = {1: (5, 1), 2: (4, 1), 3: (3, 1), 4: (2, 1)}
+OLD: Final = site_of_numbers({**BEFORE, 4: (2, 1)})
+RECORDED_TWICE: Final = local_state(site_of_numbers({1: (5, 1), 2: (4, 1)}))[0]
+PLANS: Final = {  # the state, the site, the files to upload, to remove, and left unchanged
+    "added-moved-removed": (
+        published(OLD),
+        site_of_numbers({4: (2, 1), 9: (1, 1), 1: (5, 1), 3: (3, 2)}),
+        [document(9), document(3)],
+        [document(2)],
+        3,
+    ),
+    "another-base-url": (
+        published(OLD),
+        site_of_numbers(FOUR, "https://other.example"),
+        [document(n) for n in FOUR],
+        [],
+        1,
+    ),
+    "documents-by-md5": (  # each listed one uploaded and recorded by its numbers
+        by_md5(BEFORE),
+        site_of_numbers({1: (5, 1), 2: (9, 2)}),
+        [document(1), document(2)],
+        [document(3)],
+        1,
+    ),
+    "recorded-twice": (  # an earlier version's marks: by its numbers and, stale, by MD5
+        replace(RECORDED_TWICE, files={**RECORDED_TWICE.files, document(1): md5(b"stale\n")}),
+        site_of_numbers({1: (5, 1), 2: (4, 1)}),
+        [document(1)],
+        [],
+        2,
+    ),
+    "numbers-index-and-new-files": (
+        published(site_of_numbers(BEFORE)),
+        site_of_numbers(
+            {1: (5, 1), 2: (4, 2), 8: (1, 1)},
+            others={"index.html": b"changed\n", "new.css": b"a {}\n"},
+        ),
+        [document(2), document(8), "index.html", "new.css"],
+        [document(3)],
+        1,
+    ),
+}
 
 
 @pytest.mark.parametrize(
-    "state", [by_md5({1: (6, 1), 2: (4, 1)}), recorded_twice()], ids=["by-md5", "both-at-once"]
+    ("state", "site", "uploads", "removals", "unchanged"), PLANS.values(), ids=PLANS.keys()
 )
-def test_marks_record_each_file_a_plan_touches_as_unknown_once(state: BucketState) -> None:
-    todo, final = plan(site_of_numbers({1: (5, 1), 2: (4, 1)}), decode(encode(state)))
+def test_the_plan_and_its_marks_record_each_file_it_touches_as_unknown_once(
+    state: BucketState, site: Site, uploads: list[str], removals: list[str], unchanged: int
+) -> None:
+    """The final state is every file known by the site's numbers and MD5s, the marks the
+    same with each file the plan touches unknown: it never records a wrong file."""
+    todo, final = plan(site, decode(encode(state)))
 
     marks = list(marked(final, todo).entries())
 
-    touched = {*uploads(todo), *todo.removals}
-    assert document(1) in touched
+    assert ([path for path, _ in todo.uploads()], todo.removals) == (uploads, removals)
+    assert todo.unchanged == unchanged
+    assert encode(final) == encode(local_state(site)[0])
     assert len(marks) == len(dict(marks))  # no file twice
-    assert touched <= {path for path, known in marks if not known}
-
-
-def test_a_state_written_with_other_headers_knows_no_file() -> None:
-    data = gzip.decompress(encode(local_state(site_of_numbers({1: (5, 1)}))[0]))
-    other = data.replace(CACHE_CONTROL.encode(), b"public, max-age=60", 1)
-
-    read = decode(gzip.compress(other))
-
-    assert dict(read.entries()) == {document(1): False, "index.html": False}
+    assert {path for path, known in marks if not known} == {*uploads, *removals}
 
 
 DAMAGES: Final[dict[str, Callable[[bytes], bytes]]] = {
@@ -512,35 +403,33 @@ def test_a_damaged_state_is_refused_with_one_line(damage: Callable[[bytes], byte
     assert str(error.value) == UNREADABLE.removeprefix("s3://b/p: ")
 
 
-def test_a_first_publish_plans_every_file_without_a_path_each() -> None:
-    site = site_of_numbers({n: (n, 1) for n in range(1, 100_001)})
+@pytest.mark.parametrize(
+    ("articles", "workers", "most"),
+    [(100_000, 1, 4_000_000), (3, 3_000_000, 1_000_000)],
+    ids=["first-plan-of-100000", "3000000-workers"],
+)
+def test_memory_stays_flat_however_many_files_or_workers(
+    articles: int, workers: int, most: int
+) -> None:
+    """A first plan holds columns of numbers, not a (path, place) each (about 15 MB); a
+    publish of 4 files with --publish-workers 3000000 starts 4 workers, not a coroutine
+    each (about 3 GB)."""
+    memory, site = Memory(), site_of_numbers({n: (n, 1) for n in range(1, articles + 1)})
     tracemalloc.start()
     try:
-        todo, _ = plan(site, BucketState())
+        if workers == 1:
+            todo = plan(site, BucketState())[0]
+        else:
+            todo = run(publication(Seen(memory), site, workers=workers).carry_out()).plan
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
 
-    assert todo.upload_count == 100_001
     paths = list(todo.uploads())
-    assert paths[:1] + paths[-2:] == [
-        (document(1), 0),
-        (document(100_000), 99_999),
-        ("index.html", -1),
-    ]
-    # Columns of numbers: a list of (path, place) would take about 15 MB.
-    assert peak < 4_000_000
-
-
-def test_workers_never_outnumber_the_requests() -> None:
-    """--publish-workers 3000000 on a site of 4 files: 4 workers, not 3 million coroutines."""
-    memory, site = Memory(), site_of_numbers(BEFORE)
-    tracemalloc.start()
-    try:
-        outcome = run(publication(Seen(memory), site, workers=3_000_000).carry_out())
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert outcome.uploaded == 4
-    assert_holds(run(contents(memory)), site)
-    assert peak < 1_000_000  # a coroutine each would take about 3 GB
+    assert (len(paths), paths[-2:]) == (
+        articles + 1,
+        [(document(articles), articles - 1), ("index.html", -1)],
+    )
+    assert peak < most
+    if workers > 1:
+        assert_holds(memory.contents(), site)
