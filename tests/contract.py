@@ -513,26 +513,17 @@ def reasons_list(differences: Mapping[str, Mapping[str, Difference]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def differences(table: str) -> dict[str, Difference]:
-    """A host's differences, from a table of lines ``point | what it answers | why``."""
-    found = {}
-    for line in table.strip().splitlines():
-        point, value, why = line.split(" | ")
-        assert point in POINTS, point
-        found[point] = Difference(int(value) if value.isdigit() else value, why)
+def read_differences(hosts: Iterable[str]) -> dict[str, dict[str, Difference]]:
+    """Where each of ``hosts`` answers otherwise than the app, and why: tests/host-differences.txt,
+    a line ``point | what it answers | why`` under the names of the hosts it concerns."""
+    found: dict[str, dict[str, Difference]] = {name: {} for name in hosts}
+    names: list[str] = []
+    for line in (REPO / "tests" / "host-differences.txt").read_text(encoding="utf-8").splitlines():
+        if line.startswith("["):
+            names = line.strip("[]").split(", ")
+        elif line and not line.startswith("#"):
+            point, value, why = line.split(" | ")
+            assert point in POINTS, point
+            for name in names:
+                found[name][point] = Difference(int(value) if value.isdigit() else value, why)
     return found
-
-
-# nginx's own answers to ranges and conditions, and its own reading of the request line
-# before any configuration applies: the same in front of a folder and of a bucket.
-NGINX_OWN: Final = differences(r"""
-the 416's body | 190 bytes of `text/html` | nginx's range filter answers a 416 with its own page, as `return 301` does
-`Range` past 2⁶³ (`bytes=0-99999999999999999999`) | 416 and `Content-Range: bytes */<size>` | nginx refuses a number too large for its 64-bit file offsets, as an invalid range
-`If-None-Match` with the `ETag` and an older or invalid `If-Modified-Since` | 200 | nginx answers 304 only when both conditions hold, where HTTP ignores If-Modified-Since when If-None-Match is sent (RFC 9110, 13.1.3)
-above the root (`../`, `%2e%2e`, `..%2f`, 1,300 × `../`) | 400 | nginx resolves `..` segments, decoded, before any location applies, and refuses a path that climbs above the root
-an absolute-form target (`http://127.0.0.1/../secret.txt`) | 400 | the same: its path climbs above the root
-`%00` in the path | 400 | nginx refuses a path that decodes to a NUL byte
-a NUL byte in the request line | 400 | nginx refuses a request line holding a NUL byte
-another control byte in the request line (`\x01`, `\x7f`) | 400 | nginx refuses a control byte in the request line
-a malformed `%` escape (`/%3G`, `/%`) | 400 | nginx refuses a `%` not followed by two hex digits
-""")

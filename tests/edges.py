@@ -19,7 +19,6 @@ from ratings_api.bucket_state import STATE_NAME
 from ratings_api.contract import CACHE_CONTROL
 from ratings_api.publish import content_type
 from tests.contract import (
-    NGINX_OWN,
     NOT_RUN,
     POINTS,
     RATINGS,
@@ -27,7 +26,6 @@ from tests.contract import (
     USER_FILES,
     Difference,
     Host,
-    differences,
     hermetic_environ,
     run_ok,
 )
@@ -230,31 +228,4 @@ NOT_MEASURED: Final = {
     point: Difference(NOT_RUN, NOT_RUN_WHY)
     for point in POINTS
     if point not in CLOUDFRONT_FUNCTION_POINTS
-}
-
-# What each edge answers where it differs from the app, as measured, and why:
-# a line each, `point | what it answers | why`.
-DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
-    "nginx → S3": differences(r"""
-the `charset` of HTML and text files | `charset=utf-8` | --publish sets the parameter unquoted, as most servers do; quoted or not, it is the same value (RFC 9110, 5.6.6)
-`ETag` | `"<32 hex digits>"` (of the content) | the store's own ETag, the MD5 of the object, passed on: it changes with the content
-a rebuild (in the same second, same size) | the new document, with a new `ETag`, after up to 2 s (its cache) | the edge keeps each object for 1 s (`proxy_cache_valid`), counted in whole seconds: a publish is seen within 2 s, when the edge asks the store again with `If-None-Match`
-the no-slash redirect's body | 162 bytes of `text/html` | nginx's `return 301` always sends its own HTML page
-""")
-    | NGINX_OWN,
-    "Worker → R2": differences(r"""
-the `charset` of HTML and text files | `charset=utf-8` | the same: the object's own type, as --publish set it
-`ETag` | `"<32 hex digits>"` (of the content) | R2's own ETag, the MD5 of the object: it changes with the content
-dot segments inside the root (`api/./articles`, `rating/.`) | 200 and the file | workerd resolves `.` segments (WHATWG URL parsing) before the Worker sees the URL: the document, inside the root
-an absolute-form target (`http://127.0.0.1/../secret.txt`) | 500 | workerd fails to parse the target (kj/compat/url.c++: invalid URL), as under `wrangler pages dev`
-a NUL byte in the request line | 400 | workerd refuses it
-another control byte in the request line (`\x01`, `\x7f`) | 200 and the file | workerd reads the target as a WHATWG URL, which drops a control byte at its end: the document, inside the root
-"""),
-    # CloudFront joins the table, not the suite: tests/test_cloudfront.py runs its function.
-    "CloudFront": NOT_MEASURED
-    | differences(r"""
-no slash, no article (`2/rating`, `abc/rating`) | `2/rating`: 301 to `rating/`; `abc/rating`: 404 | a CloudFront Function cannot ask S3 whether an object exists: the redirect of a well-formed id comes first, the 404 after it
-POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating | POST, PUT, PATCH, DELETE: as the app; PROPFIND, TRACE: not run here | a distribution takes only GET, HEAD, OPTIONS, PUT, PATCH, POST and DELETE: the function answers those, CloudFront the others
-the same on an unknown id and on `/` | POST, PUT, PATCH, DELETE: as the app; PROPFIND, TRACE: not run here | the same
-"""),
 }

@@ -18,15 +18,13 @@ from typing import Final
 
 from ratings_api.build import build
 from tests.contract import (
-    NGINX_OWN,
     RATINGS,
     READY_SECONDS,
     REPO,
-    Difference,
     Host,
-    differences,
     hermetic_environ,
     make_project,
+    read_differences,
     run_ok,
     start,
     stop,
@@ -257,114 +255,10 @@ HOSTS: Final[dict[str, Callable[..., Host]]] = {
     "wrangler pages dev": start_wrangler,
 }
 
-# What each host answers where it differs from the app, as measured, and why:
-# a line each, `point | what it answers | why`.
-DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
-    "generate --serve": {},
-    "gunicorn": differences(r"""
-a request line over 4094 bytes | 414 | gunicorn refuses a request line longer than --limit-request-line (4094 bytes) before the app sees it
-a NUL byte in the request line | 400 | gunicorn refuses control characters in the request line
-another control byte in the request line (`\x01`, `\x7f`) | 400 | the same
-a non-ASCII byte in the request line | 400 | gunicorn refuses bytes outside ASCII in the request target
-"""),
-    "nginx": differences(r"""
-`ETag` | `"<hex>-<hex>"` (mtime in s, size) | nginx's own ETag, from whole seconds
-a rebuild (in the same second, same size) | the new document, with the old `ETag`: a client's copy gets 304 | nginx's ETag is the mtime in whole seconds and the size: a document rewritten within the same second at the same length keeps its ETag until the next change
-the no-slash redirect's body | 162 bytes of `text/html` | nginx's `return 301` always sends its own HTML page
-the `charset` of HTML and text files | `charset=utf-8` | nginx's `charset utf-8` writes the parameter unquoted, as most servers do; quoted or not, it is the same value (RFC 9110, 5.6.6)
-""")
-    | NGINX_OWN,
-    "netlify dev": differences(r"""
-`Content-Type` of a JSON file | `application/json; charset=utf-8` | netlify dev's static server adds the parameter
-`ETag` | `W/"<size>-<hash>"`, weak | netlify dev's static server makes its own, of the content
-`Last-Modified` | none | netlify dev sends none
-HEAD: the headers of GET, no body | not the same `ETag` | netlify dev's ETag on HEAD is that of the empty body
-`Cache-Control` of a file (200, 206, 304) | `public, max-age=0` | netlify dev's static server sets its own on the files it sends, over netlify.toml's (its proxy's own answers keep netlify.toml's)
-`Cache-Control` of a 404 | `public, max-age=0` | the same
-`If-Modified-Since` the `Last-Modified` or later | no `Last-Modified` to send | no Last-Modified
-`Range: bytes=0-9` | 200 and the whole document | netlify dev ignores Range
-`Range`: one byte (`bytes=0-0`, `bytes=-1`) | 200 and the whole document | the same: it ignores Range
-`Range`: none satisfiable (`bytes=-0`, `bytes=500-`) or invalid (`bytes=5-2`) | 200 and the whole document | the same: it ignores Range
-the 416's body | no 416 | the same: it ignores Range
-`Range` past 2⁶³ (`bytes=0-99999999999999999999`) | 200 and the whole document | the same: it ignores Range
-no slash (`7/rating`): GET, HEAD, with a query | 200 and the file | Netlify matches a rule with or without the trailing slash: the rewrite serves both forms, and the redirect rule is never reached
-the no-slash redirect's body | no redirect | the same
-an encoded slash and no slash (`7%2Frating`) | 200 and the file | the rewrite reads `%2F` as a slash, and serves `7/rating` so
-`Content-Type` of a 404 | `text/html; charset=utf-8` | 404.html is sent with the type its name gives
-the document's own path (`7/rating/index.json`) | 200 | Netlify serves every file at its own path as well
-a folder without its slash (`/about`) | 200 | netlify dev serves a folder's index.html without the slash too
-a dotfile of yours (`/.hidden`) | 200 | netlify dev serves every file of the folder; `netlify deploy` leaves out names that start with a dot (netlify-cli's getDeployFilesFilter, said to match Netlify's builds)
-POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating | 200, no `Allow`, `text/plain` “Method Not Allowed” | after the 200 rewrite, netlify dev's proxy answers other methods with its own text, and the rule's 200
-the same on an unknown id and on `/` | 405, no `Allow`, `text/plain` “Method Not Allowed” | its proxy's own 405
-OPTIONS, with or without CORS, on a rating | 200, no `Allow`, `text/plain` “Method Not Allowed” | the same as other methods: a preflight fails, so a browser sends only simple cross-origin GETs (which need none)
-OPTIONS on an unknown id | 405, no `Allow`, `text/plain` “Method Not Allowed” | the same
-the `charset` of HTML and text files | `charset=utf-8` | unquoted; the same value (RFC 9110, 5.6.6)
-`/..%5csecret.txt` (an encoded backslash) | 403 | netlify dev answers this path with a 403 of its own
-`rating\index.json` (a backslash for a slash) | 200 and the file | netlify dev reads `\` as `/`, as WHATWG URL parsing does in an http URL: the document, inside the root
-dot segments inside the root (`api/./articles`, `rating/.`) | 200 and the file | netlify dev resolves `.` segments: the document, inside the root
-an empty segment (`/away//api/…`) | 200 and the file | netlify dev merges the slashes: the document, inside the root
-`%00` in the path | 400 | netlify dev refuses a path with a NUL byte
-a NUL byte in the request line | 400 | netlify dev refuses it
-another control byte in the request line (`\x01`, `\x7f`) | 400 | netlify dev refuses it
-a non-ASCII byte in the request line | 400 | netlify dev refuses it
-a symlink to a folder outside the root (`site/system -> /etc`) | 200 and the file | netlify dev follows every symlink in the folder it serves, wherever it leads: keep symlinks out of site/ (the build never makes one)
-a symlink to a file outside the root (`-> ../secret.txt`) | 200 and the file | the same
-a symlink to a file inside the root (`-> robots.txt`) | 200 and the file | the same
-a symlink to a folder inside the root (`-> away`) | 200 and the file | the same
-a symlink loop (`loop -> loop`) | 500 | netlify dev answers the ELOOP of its file lookup with a JSON 500 of its own
-`If-None-Match: *`, a list, or the weak form of the `ETag` | `*`: 200 with an empty body; a list: 200; the weak form: 304 | netlify dev's static server reads one tag, and answers `*` with a 200 and no body
-a malformed `%` escape (`/%3G`, `/%`) | no answer: the server exits | the same as overlong UTF-8 below: decodeURIComponent throws a URIError that ends the process; the suite starts it again
-`/..%c0%af..%c0%afsecret.txt` (overlong UTF-8) | no answer: the server exits | netlify dev's rewriter (rules-proxy.js) calls decodeURIComponent on the path and the URIError it throws ends the process; the suite starts it again
-"""),
-    "wrangler pages dev": differences(r"""
-`Content-Length` of a file | none | wrangler pages dev streams every file with `Transfer-Encoding: chunked`
-`ETag` | `"<32 hex digits>"` (of the content) | wrangler pages dev's own: it changes with the content, the mtime plays no part
-`Last-Modified` | none | wrangler pages dev sends none
-`If-Modified-Since` the `Last-Modified` or later | no `Last-Modified` to send | the same
-`If-None-Match` with the `ETag`, GET and HEAD | 304 without an `ETag` | wrangler pages dev's 304 leaves the ETag out
-`Range: bytes=0-9` | 200 and the whole document | wrangler pages dev ignores Range
-`Range`: one byte (`bytes=0-0`, `bytes=-1`) | 200 and the whole document | the same: it ignores Range
-`Range`: none satisfiable (`bytes=-0`, `bytes=500-`) or invalid (`bytes=5-2`) | 200 and the whole document | the same: it ignores Range
-the 416's body | no 416 | the same: it ignores Range
-`Range` past 2⁶³ (`bytes=0-99999999999999999999`) | 200 and the whole document | the same: it ignores Range
-`If-None-Match: *`, a list, or the weak form of the `ETag` | `*`: 200; a list: 200; the weak form: 304 | wrangler pages dev compares If-None-Match with its ETag as one value, weak or strong: `*` and lists are not read
-no slash (`7/rating`): GET, HEAD, with a query | 301 to `/away/api/articles/7/rating/` | Pages matches `_redirects` rules exactly, so the second rule answers, and it sends the rule's target as written: an absolute path
-the no-slash redirect's body | `text/plain` “Redirecting to /away/api/articles/7/rating/” | wrangler pages dev writes a short text body on its redirects
-no slash, no article (`2/rating`, `abc/rating`) | 301 to the path with a slash, then 404 | a `_redirects` rule cannot ask whether the file exists: the redirect comes first, the 404 after it
-`Content-Type` of a 404 | `text/html; charset=utf-8` | 404.html is sent with the type its name gives
-`Cache-Control` of a 404 | `no-store` | wrangler pages dev replaces the `_headers` value on its 404s
-`Content-Length` of a 404 | none | the same: chunked
-an id of 300 digits | 502 | its local asset server looks the path up on disk, fails (ENAMETOOLONG: the name is longer than a file name may be) and answers 502 with the error's text
-a path of 2,000 or 3,000 bytes | 502 | the same (ENAMETOOLONG)
-`%00` in the path | 502 | the same: Node refuses a file path with a NUL byte (ERR_INVALID_ARG_VALUE)
-the document's own path (`7/rating/index.json`) | 200 | Pages serves every file at its own path as well
-a folder without its slash (`/about`) | 308 to the path with a slash, then 200 | wrangler pages dev redirects a folder's name to the folder
-a dotfile of yours (`/.hidden`) | 200 | wrangler pages dev serves dotfiles, and `wrangler pages deploy` uploads them (its IGNORE_LIST holds only `.DS_Store`, `.git`, `.wrangler`, `node_modules` and the config files): the build keeps its record beside site/, not in it
-POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating | 405, no `Allow`, an empty body; TRACE: no answer within 2 s | wrangler pages dev answers every method but GET and HEAD with an empty 405 of its own, but TRACE: its proxy throws ("'TRACE' HTTP method is unsupported", from undici) and never answers
-the same on an unknown id and on `/` | 405, no `Allow`, an empty body | the same
-OPTIONS, with or without CORS, on a rating | 405, no `Allow`, an empty body | the same: a preflight fails, so a browser sends only simple cross-origin GETs (which need none)
-OPTIONS on an unknown id | 405, no `Allow`, an empty body | the same
-the front page `/index.html` | 308 to `/`, then 200 | wrangler pages dev redirects `/index.html` to `/`
-the `charset` of HTML and text files | `charset=utf-8` | unquoted; the same value (RFC 9110, 5.6.6)
-`rating\index.json` (a backslash for a slash) | 200 and the file | wrangler pages dev reads `\` as `/`, as WHATWG URL parsing does in an http URL: the document, inside the root
-dot segments inside the root (`api/./articles`, `rating/.`) | 200 and the file | wrangler pages dev resolves `.` segments: the document, inside the root
-an encoded slash (`7%2Frating%2F`) | 404 | wrangler pages dev does not take `%2F` for a separator
-an absolute-form target (`http://127.0.0.1/../secret.txt`) | 500 | workerd fails to parse the target (kj/compat/url.c++: invalid URL)
-a request line over 4094 bytes | 502 | ENAMETOOLONG, as above
-a symlink to a folder outside the root (`site/system -> /etc`) | 200 and the file | wrangler pages dev follows a symlinked folder, wherever it leads: keep symlinks out of site/ (the build never makes one)
-a symlink to a file outside the root (`-> ../secret.txt`) | 502 | wrangler pages dev fails on a symlinked file and answers 502 with the error's text
-a symlink to a file inside the root (`-> robots.txt`) | 502 | the same
-a symlink to a folder inside the root (`-> away`) | 200 and the file | it follows a symlinked folder
-a symlink loop (`loop -> loop`) | 502 | the same as a symlinked file
-a NUL byte in the request line | 400 | wrangler pages dev refuses it
-another control byte in the request line (`\x01`, `\x7f`) | 200 and the file | workerd reads the target as a WHATWG URL, which drops a control byte at its end: the document, inside the root
-"""),
-}
-
-
 # The edges in front of a published bucket join the same suite and table. Imported
 # last: tests/edges.py starts its hosts with this module's helpers.
 from tests import edges  # noqa: E402
 
 HOSTS.update(edges.EDGES)
-DIFFERENCES.update(edges.DIFFERENCES)
+DIFFERENCES: Final = read_differences([*HOSTS, "CloudFront"])
+DIFFERENCES["CloudFront"] = edges.NOT_MEASURED | DIFFERENCES["CloudFront"]

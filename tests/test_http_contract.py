@@ -71,7 +71,6 @@ from tests.contract import (
     wait_until,
 )
 from tests.edges import CLOUDFRONT_FUNCTION_POINTS
-from tests.edges import DIFFERENCES as EDGE_DIFFERENCES
 from tests.hosts import (
     BASE_URL,
     DIFFERENCES,
@@ -929,7 +928,7 @@ def no_slash_no_article(asked: Asked, result: dict[str, Any]) -> bool:
 
 
 CLOUDFRONT_REFUSED: Final = ("POST", "PUT", "PATCH", "DELETE")
-CLOUDFRONT_DIFFERENCES: Final = EDGE_DIFFERENCES["CloudFront"]
+CLOUDFRONT_DIFFERENCES: Final = DIFFERENCES["CloudFront"]
 NO_SLASH_ASKED: Final = (("GET", NO_SLASH), ("HEAD", NO_SLASH), ("GET", NO_SLASH + "?v=2"))
 # The requests of each point that the function answers alone, or sends on to an object.
 CLOUDFRONT_ASKED: Final = {
