@@ -173,7 +173,8 @@ class Host:
     log: Path
     differences: Mapping[str, Difference] = field(default_factory=dict)
     app: WSGIApplication | None = None  # asked in this process, as gunicorn calls it
-    # Starts the same host again, in the same folder, for one that exits on a request.
+    # Starts the same host again, in the same folder, for one that exits on a request:
+    # at its next request, so that a host that exits on the suite's last point is not.
     restart: Callable[[], Host] | None = None
     # For a host that serves a bucket: publishes ``site`` again after a rebuild,
     # and returns once the host serves it (an edge may keep the old for ``stale_seconds``).
@@ -212,7 +213,7 @@ class Host:
         """The host's answer to ``method`` on ``path``, over HTTP (or from the app in-process)."""
         if self.app is not None:
             return self.raw(path.encode(), method, headers)
-        return request(self.port, method, path, headers, body, timeout)
+        return request(self.live_port, method, path, headers, body, timeout)
 
     def raw(
         self, target: bytes, method: str = "GET", headers: Mapping[str, str] | None = None
@@ -221,7 +222,7 @@ class Host:
         if self.app is None:
             lines = [f"{name}: {value}\r\n".encode() for name, value in (headers or {}).items()]
             lines += [b"Content-Length: 0\r\n"] if method in ("POST", "PUT") else []
-            return raw_request(self.port, target, method, b"".join(lines))
+            return raw_request(self.live_port, target, method, b"".join(lines))
         status, sent, body = call_app(self.app, method, target, headers)
         message = Message()
         for name, value in sent:
@@ -232,16 +233,22 @@ class Host:
         """What the host sends after its answer's headers to HEAD: nothing, by HTTP."""
         if self.app is not None:
             return self.raw(path.encode(), "HEAD").body
-        return after_head(self.port, path)
+        return after_head(self.live_port, path)
 
     def document(self, article_id: int) -> bytes:
         return (self.site / f"away/api/articles/{article_id}/rating/index.json").read_bytes()
 
-    def revive(self) -> None:
-        """After the host exited on a request, start it again (on a new port)."""
-        assert self.restart is not None, f"{self.name} cannot be started again"
-        fresh = self.restart()
-        self.port, self.process, self.log = fresh.port, fresh.process, fresh.log
+    @property
+    def live_port(self) -> int:
+        """The port, once a host that exited on a request is started again (on a new port)."""
+        if (
+            self.restart is not None
+            and self.process is not None
+            and self.process.poll() is not None
+        ):
+            fresh = self.restart()
+            self.port, self.process, self.log = fresh.port, fresh.process, fresh.log
+        return self.port
 
 
 # Processes
