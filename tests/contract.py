@@ -77,81 +77,6 @@ WHOLE: Final = "200 and the whole document"
 WHOLE_206: Final = "206 and the whole document"
 NOT_SATISFIABLE: Final = "416 and `Content-Range: bytes */<size>`"
 
-# The contract's lines, in the order of tests/README.md's table, and what the app answers.
-POINTS: Final[dict[str, object]] = {
-    # A rating
-    "GET a rating": FOUND,
-    "`Content-Type` of a JSON file": "`application/json`",
-    "`Content-Length` of a file": ITS_LENGTH,
-    "`ETag`": '`"<hex>-<hex>"` (mtime in ns, size)',
-    "`Last-Modified`": "an HTTP date",
-    "HEAD: the headers of GET, no body": "the same",
-    "`Cache-Control` of a file (200, 206, 304)": f"`{CACHE_CONTROL}`",
-    "`Cache-Control` of a 404": f"`{CACHE_CONTROL}`",
-    "`Cache-Control` of a redirect, 405 or OPTIONS": f"`{CACHE_CONTROL}`",
-    "CORS and `nosniff` on every answer": "both",
-    "no slash (`7/rating`): GET, HEAD, with a query": "301 to `rating/`",
-    "the no-slash redirect's body": "empty",
-    "an encoded slash (`7%2Frating%2F`)": FOUND,
-    "an encoded slash and no slash (`7%2Frating`)": 404,
-    "280 requests from 32 threads at once": "all as expected",
-    "a rebuild (in the same second, same size)": "the new document, with a new `ETag`",
-    # Not found
-    "an unknown or malformed id, any other missing path": 404,
-    "a 404's body": JSON_ERROR,
-    "`Content-Type` of a 404": "`application/json`",
-    "`Content-Length` of a 404": ITS_LENGTH,
-    "no slash, no article (`2/rating`, `abc/rating`)": 404,
-    "an id of 300 digits": 404,
-    "the document's own path (`7/rating/index.json`)": 404,
-    "a folder without its slash (`/about`)": 404,
-    "a dotfile of yours (`/.hidden`)": 404,
-    # Methods
-    "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating": NOT_ALLOWED,
-    "the same on an unknown id and on `/`": NOT_ALLOWED,
-    "OPTIONS, with or without CORS, on a rating": PREFLIGHT,
-    "OPTIONS on an unknown id": PREFLIGHT,
-    # Conditional and partial requests
-    "`If-None-Match` with the `ETag`, GET and HEAD": "304 with the `ETag`",
-    "`If-None-Match: *`, a list, or the weak form of the `ETag`": 304,
-    "`If-Modified-Since` the `Last-Modified` or later": 304,
-    "`If-None-Match` with the `ETag` and an older or invalid `If-Modified-Since`": 304,
-    "`Range: bytes=0-9`": "206 and those 10 bytes",
-    "`Range`: one byte (`bytes=0-0`, `bytes=-1`)": "206 and that byte",
-    "`Range`: several (`bytes=0-1,3-4`)": WHOLE,
-    "`Range`: none satisfiable (`bytes=-0`, `bytes=500-`) or invalid (`bytes=5-2`)": NOT_SATISFIABLE,
-    "the 416's body": "empty",
-    "`Range` past 2⁶³ (`bytes=0-99999999999999999999`)": WHOLE_206,
-    "`If-Range` with another `ETag` or an older date": WHOLE,
-    # Other files
-    "the front page `/index.html`": FOUND,
-    "the `charset` of HTML and text files": '`charset="utf-8"`',
-    "the front page's `Content-Security-Policy`": "on `/` and `/index.html`, not on other files",
-    # Paths that try to leave the root, sent byte for byte
-    "above the root (`../`, `%2e%2e`, `..%2f`, 1,300 × `../`)": 404,
-    "`/..%5csecret.txt` (an encoded backslash)": 404,
-    "`rating\\index.json` (a backslash for a slash)": 404,
-    "`/..%c0%af..%c0%afsecret.txt` (overlong UTF-8)": 404,
-    "`%00` in the path": 404,
-    "dot segments inside the root (`api/./articles`, `rating/.`)": 404,
-    "an empty segment (`/away//api/…`)": 404,
-    "an absolute-form target (`http://127.0.0.1/../secret.txt`)": 404,
-    "a path of 2,000 or 3,000 bytes": 404,
-    "other paths out (`//etc/passwd`, `/./secret.txt`, `/..\\secret.txt`)": 404,
-    "a leading `//` (`//away/api/articles/7/rating/`)": 404,
-    "a request line over 4094 bytes": 404,
-    "a NUL byte in the request line": 404,
-    "a non-ASCII byte in the request line": 404,
-    "another control byte in the request line (`\\x01`, `\\x7f`)": 404,
-    "a malformed `%` escape (`/%3G`, `/%`)": 404,
-    # Symlinks in the site: none is followed, wherever it leads
-    "a symlink to a folder outside the root (`site/system -> /etc`)": 404,
-    "a symlink to a file outside the root (`-> ../secret.txt`)": 404,
-    "a symlink to a file inside the root (`-> robots.txt`)": 404,
-    "a symlink to a folder inside the root (`-> away`)": 404,
-    "a symlink loop (`loop -> loop`)": 404,
-}
-
 
 @dataclass(frozen=True)
 class Difference:
@@ -159,6 +84,42 @@ class Difference:
 
     value: object
     why: str
+
+
+def value(text: str) -> object:
+    """A cell of tests/contract-table.txt: a status code, or words (the contract's value named)."""
+    return int(text) if text.isdigit() else text.replace("{CACHE_CONTROL}", CACHE_CONTROL)
+
+
+def read_table() -> dict[str, dict[str, list[str]]]:
+    """tests/contract-table.txt: each line's cells after the point (``point | value [| why]``),
+    by point, under each name of its section's heading."""
+    table: dict[str, dict[str, list[str]]] = {}
+    names: list[str] = []
+    for line in (REPO / "tests" / "contract-table.txt").read_text(encoding="utf-8").splitlines():
+        if line.startswith("["):
+            names = line.strip("[]").split(", ")
+        elif line and not line.startswith("#"):
+            point, *cells = line.split(" | ")
+            for name in names:
+                table.setdefault(name, {})[point] = cells
+    return table
+
+
+TABLE: Final = read_table()
+# The contract's points, in the order of tests/hosts-contract.md's table, and what the app answers.
+POINTS: Final = {point: value(text) for point, (text,) in TABLE.pop("the app").items()}
+
+
+def read_differences(hosts: Iterable[str]) -> dict[str, dict[str, Difference]]:
+    """Where each of ``hosts`` answers otherwise than the app, and why."""
+    assert set(TABLE) <= set(hosts), set(TABLE) - set(hosts)
+    found = {
+        name: {p: Difference(value(v), why) for p, (v, why) in TABLE.get(name, {}).items()}
+        for name in hosts
+    }
+    assert {p for points in found.values() for p in points} <= set(POINTS)
+    return found
 
 
 @dataclass
@@ -518,19 +479,3 @@ def reasons_list(differences: Mapping[str, Mapping[str, Difference]]) -> str:
             if difference.value != NOT_RUN
         ]
     return "\n".join(lines) + "\n"
-
-
-def read_differences(hosts: Iterable[str]) -> dict[str, dict[str, Difference]]:
-    """Where each of ``hosts`` answers otherwise than the app, and why: tests/host-differences.txt,
-    a line ``point | what it answers | why`` under the names of the hosts it concerns."""
-    found: dict[str, dict[str, Difference]] = {name: {} for name in hosts}
-    names: list[str] = []
-    for line in (REPO / "tests" / "host-differences.txt").read_text(encoding="utf-8").splitlines():
-        if line.startswith("["):
-            names = line.strip("[]").split(", ")
-        elif line and not line.startswith("#"):
-            point, value, why = line.split(" | ")
-            assert point in POINTS, point
-            for name in names:
-                found[name][point] = Difference(int(value) if value.isdigit() else value, why)
-    return found
