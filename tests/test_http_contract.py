@@ -993,83 +993,71 @@ def serve_project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def serving_line(port: int) -> str:
-    return (
-        f"Serving site/ at http://127.0.0.1:{port}/ — "
-        f"try http://127.0.0.1:{port}/away/api/articles/1/rating/"
-    )
-
-
-@pytest.mark.real_world
-def test_serve_prints_the_build_and_a_sample_url_and_stops_on_ctrl_c(serve_project: Path) -> None:
-    log = serve_project / "serve.log"
-    process = start(serve_command(), serve_project, log)
-    try:
-        port = int(wait_for(SERVING, log, process)[1])
-        document = request(port, "GET", R7).body
-        process.send_signal(signal.SIGINT)
-        assert process.wait(STOP_SECONDS) == 0
-    finally:
-        stop(process)
-    lines = log.read_text().splitlines()
-    # The build's own summary line first, in the build's own words.
-    assert lines[0].startswith("built site: 5 articles")
-    assert lines[1] == serving_line(port)
-    assert "Traceback" not in log.read_text()
-    # No base URL anywhere: the served address is the base URL.
-    assert document.startswith(
-        f'{{"article_url": "http://127.0.0.1:{port}/away/api/articles/7/", "id": 7,'.encode()
-    )
-
-
 @pytest.mark.real_world
 @pytest.mark.parametrize("quiet", [False, True])
-def test_serve_keeps_the_last_good_site_when_a_rebuild_fails(
+def test_serve_says_where_keeps_the_last_good_site_and_stops_on_ctrl_c(
     serve_project: Path, quiet: bool
 ) -> None:
-    """A bad edit is one error, the last good site stays served, and a fix is rebuilt."""
+    """The build's line and a sample URL; a bad edit is one error, the last good site stays
+    served, and a fix is rebuilt; Ctrl-C stops it with 0, and no traceback."""
     log = serve_project / "serve.log"
     process = start(serve_command(*(["--quiet"] if quiet else [])), serve_project, log)
     source = serve_project / "ratings.yaml"
     try:
         port = int(wait_for(SERVING, log, process)[1])
         good = request(port, "GET", R7).body
+        # No base URL anywhere: the served address is the base URL.
+        url = f"http://127.0.0.1:{port}/away/api/articles/7/"
+        assert good.startswith(f'{{"article_url": "{url}", "id": 7,'.encode())
         source.write_text(RATINGS.replace("[5, 4, 5", "[5, 4, 50"), encoding="utf-8")
         wait_for(r"^still serving the last good build$", log, process)
         assert request(port, "GET", R7).body == good
         source.write_text(RATINGS.replace("7: [5, 4", "7: [1, 4"), encoding="utf-8")
         fixed = b'"rating_sum": 25, "rating_count": 6, "rating_value": "4.2"'
         wait_until(lambda: fixed in request(port, "GET", R7).body, process, log)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(STOP_SECONDS) == 0
     finally:
         stop(process)
     # The lines but the request log's (127.0.0.1 - - [24/Nov/2026 18:15:27] "GET ...).
     lines = [line for line in log.read_text().splitlines() if " - - [" not in line]
-    error = ["ratings.yaml:4:13: article 7: rating 50 is outside the scale 1..5"]
-    error += ["still serving the last good build"]
+    said = [
+        f"Serving site/ at http://127.0.0.1:{port}/ — try http://127.0.0.1:{port}/away/api/articles/1/rating/"
+    ]
+    said += ["ratings.yaml:4:13: article 7: rating 50 is outside the scale 1..5"]
+    said += ["still serving the last good build"]
     if quiet:
-        assert lines == [serving_line(port), *error]
-    else:
-        assert lines[2:4] == error
+        assert lines == said
+    else:  # the build's own summary line first, in the build's own words
+        assert lines[1:4] == said
+        assert lines[0].startswith("built site: 5 articles")
         assert lines[4].startswith("ratings.yaml changed: built site: 5 ")
+        assert len(lines) == 5
 
 
 @pytest.mark.real_world
-def test_serve_refuses_a_bad_input_with_exit_2(serve_project: Path) -> None:
-    (serve_project / "ratings.yaml").write_text("articles:\n  7: [5, 9]\nscale: [1, 5]\n")
-    done = refused_serve(serve_project)
-    assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == "ratings.yaml:2:10: article 7: rating 9 is outside the scale 1..5\n"
-
-
-@pytest.mark.real_world
-def test_serve_refuses_a_port_in_use_with_exit_2(serve_project: Path) -> None:
+@pytest.mark.parametrize(
+    ("ratings", "port", "error"),
+    [
+        (
+            "articles:\n  7: [5, 9]\nscale: [1, 5]\n",
+            None,
+            "ratings.yaml:2:10: article 7: rating 9 is outside the scale 1..5",
+        ),
+        (RATINGS, "taken", "cannot serve at 127.0.0.1:{port}: Address already in use"),
+    ],
+)
+def test_serve_refuses_a_bad_input_or_a_port_in_use_with_exit_2(
+    serve_project: Path, ratings: str, port: str | None, error: str
+) -> None:
+    (serve_project / "ratings.yaml").write_text(ratings, encoding="utf-8")
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        port = taken.getsockname()[1]
-        done = refused_serve(serve_project, str(port))
+        number = str(taken.getsockname()[1])
+        done = refused_serve(serve_project, number if port else "0")
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == f"cannot serve at 127.0.0.1:{port}: Address already in use\n"
+    assert done.stderr == error.format(port=number) + "\n"
 
 
 # What only the WSGI app does
