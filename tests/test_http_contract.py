@@ -18,7 +18,6 @@ import signal
 import socket
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from email.message import Message
 from pathlib import Path
 from typing import Any, Final
@@ -736,7 +735,10 @@ assert set(OBSERVE) == set(POINTS), set(POINTS) ^ set(OBSERVE)
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Host:
     """The app, called in this process as gunicorn calls it, on the contract's test project."""
-    return oracle(build_project(tmp_path_factory.mktemp("app")))
+    site = build_project(tmp_path_factory.mktemp("app"))
+    return Host(
+        "the app", 0, site, BASE_URL, None, site.parent / "no.log", app=create_app(str(site))
+    )
 
 
 @pytest.fixture(scope="module", params=list(HOSTS))
@@ -813,123 +815,26 @@ def test_the_differences_are_points_with_a_reason_and_the_readme_renders_them() 
     assert reasons_list(DIFFERENCES) in page
 
 
-# The app, what each host is compared with; and the CloudFront function, in node.
+# CloudFront: the function, run in node, held to the app on each point it answers alone.
 
 # The headers of the contract, compared with the app's.
 CONTRACT_HEADERS: Final = (
     *("Content-Type", "Content-Range", "Location", "Content-Security-Policy"),
     *(name for name, _ in (*COMMON_HEADERS, *CONTRACT_PREFLIGHT)),
 )
-
-
-@dataclass(frozen=True)
-class Asked:
-    """A request, sent byte for byte."""
-
-    method: str
-    target: bytes
-
-    def of(self, host: Host) -> Reply:
-        return host.raw(self.target, self.method)
-
-
-APPS: dict[Path, Host] = {}
-
-
-def oracle(site: Path) -> Host:
-    """The app in this process, serving ``site``: what each host is compared with."""
-    if site not in APPS:
-        log = site.parent / "no.log"
-        APPS[site] = Host("the app", 0, site, BASE_URL, None, log, app=create_app(str(site)))
-    return APPS[site]
-
-
-def differing(expected: Reply, got: Reply) -> list[str]:
-    """What differs: "status", "body" or a contract header's name in lower case."""
-    said = ["status"] if expected.status != got.status else []
-    said += ["body"] if expected.body != got.body else []
-    headers = (name for name in CONTRACT_HEADERS if expected.header(name) != got.header(name))
-    return said + [name.lower() for name in headers]
-
-
-def decoded(asked: Asked) -> str:
-    path = asked.target.partition(b"?")[0]
-    return urllib.parse.unquote_to_bytes(path).decode("utf-8", "replace")
-
-
-NOT_ALLOWED_POINTS: Final = (
-    "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating",
-    "the same on an unknown id and on `/`",
-)
-
-
-# CloudFront: the function in node, and the bucket as the site's own files.
-
-
-def stored(site: Path, key: str) -> bool:
-    """Whether the bucket holds an object at ``key``: a regular file of the site, by no link."""
-    path = site
-    for name in key.split("/"):
-        path = path / name
-        if path.is_symlink():
-            return False
-    return path.is_file()
-
-
 # A URI that S3 reads as one key: unreserved characters, slashes and %XX escapes.
 FORWARDED: Final = re.compile(r"(?:[A-Za-z0-9._~!*'()/-]|%[0-9A-F]{2})*")
-RATING_PATH: Final = re.compile(r"/away/api/articles/[1-9][0-9]*/rating/")
-
-
-def cloudfront_reply(asked: Asked, result: dict[str, Any]) -> Reply:
-    """The function's own answer as CloudFront sends it: no body after HEAD, and a
-    Content-Length of CloudFront's own (not a header of the contract)."""
-    message = Message()
-    for name, value in cloudfront_headers(result).items():
-        message[name] = value
-    body = result.get("body", {}).get("data", "").encode() if asked.method != "HEAD" else b""
-    return Reply(result["statusCode"], message, body)
-
-
-def cloudfront_agrees(site: Path, asked: Asked, result: dict[str, Any]) -> str | None:
-    """Why the function's result for ``asked`` is not the app's answer, or None when it is."""
-    app, wanted = asked.of(oracle(site)), decoded(asked)
-    if "statusCode" not in result:  # passed on to S3, for the object at its key
-        if not FORWARDED.fullmatch(result["uri"]):  # S3 would read `?`, `#` or `;` itself
-            return f"on to {result['uri']!r}"
-        key = urllib.parse.unquote(result["uri"])[1:]
-        asked_for = (wanted + "index.html" if wanted.endswith("/") else wanted)[1:]
-        if key != asked_for and not RATING_PATH.fullmatch(wanted):
-            return f"on to {key!r}, not the path asked for"
-        if app.status == 200:  # the object holds the very bytes the app sends
-            sent = Asked("GET", asked.target).of(oracle(site)).body
-            return (
-                None
-                if stored(site, key) and (site / key).read_bytes() == sent
-                else f"on to {key!r}"
-            )
-        # S3's answer for a missing key is the 404 page, the JSON error.
-        return None if not stored(site, key) else f"on to {key!r}"
-    got = cloudfront_reply(asked, result)
-    differ = differing(app, got)
-    return f"{got.status} {got.headers.items()} {got.body!r}: {differ}" if differ else None
-
-
-def no_slash_no_article(asked: Asked, result: dict[str, Any]) -> bool:
-    """A redirect of `<id>/rating`: the function cannot ask S3 whether the article exists."""
-    return result.get("statusCode") == 301 and decoded(asked).endswith("/rating")
-
-
-CLOUDFRONT_REFUSED: Final = ("POST", "PUT", "PATCH", "DELETE")
-CLOUDFRONT_DIFFERENCES: Final = DIFFERENCES["CloudFront"]
+CLOUDFRONT_REFUSED: Final = ("POST", "PUT", "PATCH", "DELETE")  # a distribution takes no other
 NO_SLASH_ASKED: Final = (("GET", NO_SLASH), ("HEAD", NO_SLASH), ("GET", NO_SLASH + "?v=2"))
 # The requests of each point that the function answers alone, or sends on to an object.
 CLOUDFRONT_ASKED: Final = {
     "no slash (`7/rating`): GET, HEAD, with a query": NO_SLASH_ASKED,
     "the no-slash redirect's body": NO_SLASH_ASKED,
     "an encoded slash and no slash (`7%2Frating`)": (("GET", "/away/api/articles/7%2Frating"),),
-    NOT_ALLOWED_POINTS[0]: tuple((method, R7) for method in CLOUDFRONT_REFUSED),
-    NOT_ALLOWED_POINTS[1]: tuple(
+    "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating": tuple(
+        (method, R7) for method in CLOUDFRONT_REFUSED
+    ),
+    "the same on an unknown id and on `/`": tuple(
         (method, path) for path in (rating_path(2), "/") for method in CLOUDFRONT_REFUSED
     ),
     "OPTIONS, with or without CORS, on a rating": (("OPTIONS", R7),),
@@ -946,26 +851,56 @@ CLOUDFRONT_ASKED: Final = {
 }
 
 
+def differing(expected: Reply, got: Reply) -> list[str]:
+    """What differs: "status", "body" or a contract header's name in lower case."""
+    said = ["status"] if expected.status != got.status else []
+    said += ["body"] if expected.body != got.body else []
+    headers = (name for name in CONTRACT_HEADERS if expected.header(name) != got.header(name))
+    return said + [name.lower() for name in headers]
+
+
+def cloudfront_differs(app: Host, method: str, target: str, result: dict[str, Any]) -> object:
+    """How the function's answer, or S3's to the request it passes on, is not the app's.
+
+    The object's key itself is tests/test_cloudfront.py's: here S3 answers with the bytes of
+    the site's regular file at the key, reached by no link, or the JSON 404 page."""
+    expected = app.raw(target.encode(), method)
+    if "statusCode" not in result:
+        if not FORWARDED.fullmatch(result["uri"]):  # S3 would read `?`, `#` or `;` itself
+            return f"on to {result['uri']!r}"
+        key = urllib.parse.unquote(result["uri"])[1:]
+        links = [app.site.joinpath(*key.split("/")[:n]) for n in range(1, key.count("/") + 2)]
+        held = links[-1].is_file() and not any(path.is_symlink() for path in links)
+        s3 = (200, links[-1].read_bytes()) if held else (404, NOT_FOUND)
+        return None if s3 == (expected.status, app.raw(target.encode()).body) else f"on to {key!r}"
+    message = Message()
+    for name, value in cloudfront_headers(result).items():
+        message[name] = value
+    # CloudFront sends no body after HEAD, and a Content-Length of its own (not the contract's).
+    body = result.get("body", {}).get("data", "").encode() if method != "HEAD" else b""
+    return differing(expected, Reply(result["statusCode"], message, body)) or None
+
+
 @pytest.mark.real_world
 def test_the_cloudfront_function_answers_each_point_as_the_app_or_as_documented(app: Host) -> None:
     asked = [
-        (point, Asked(method, target.encode()))
+        (point, method, target)
         for point, pairs in CLOUDFRONT_ASKED.items()
         for method, target in pairs
         if target.isprintable()
     ]
     events = []
-    for _, one in asked:
-        path, _, query = one.target.decode().partition("?")
-        events.append(viewer_request(path, one.method, dict(urllib.parse.parse_qsl(query))))
+    for _, method, target in asked:
+        path, _, query = target.partition("?")
+        events.append(viewer_request(path, method, dict(urllib.parse.parse_qsl(query))))
     wrong: dict[str, list[str]] = {}
-    for (point, one), result in zip(asked, node(events), strict=True):
-        if (why := cloudfront_agrees(app.site, one, result)) is not None:
-            wrong.setdefault(point, []).append(f"{one.method} {one.target!r}: {why}")
+    for (point, method, target), result in zip(asked, node(events), strict=True):
+        if (why := cloudfront_differs(app, method, target, result)) is not None:
+            wrong.setdefault(point, []).append(f"{method} {target!r}: {why}")
     # Where the function answers as the app, the table must say so: ✓, or "as the app".
     documented = {
         point
-        for point, difference in CLOUDFRONT_DIFFERENCES.items()
+        for point, difference in DIFFERENCES["CloudFront"].items()
         if point in CLOUDFRONT_FUNCTION_POINTS and "as the app" not in str(difference.value)
     }
     assert set(wrong) == documented, wrong
