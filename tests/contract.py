@@ -62,20 +62,7 @@ SYMLINKS: Final = {
     "loop": "loop",
 }
 
-# Outcomes that are not answers, and a host that cannot run here (CloudFront).
-STOPS: Final = "no answer: the server exits"
-NO_ANSWER_SECONDS: Final = 2.0
-NO_ANSWER: Final = f"no answer within {NO_ANSWER_SECONDS:g} s"
-NOT_RUN: Final = "not run here"
-
-FOUND: Final = "200 and the file"
-JSON_ERROR: Final = "the JSON error"
-ITS_LENGTH: Final = "the body's length"
-PREFLIGHT: Final = "204, `Allow` and the `Access-Control-Allow-*` headers"
-NOT_ALLOWED: Final = "405, `Allow` and " + JSON_ERROR
-WHOLE: Final = "200 and the whole document"
-WHOLE_206: Final = "206 and the whole document"
-NOT_SATISFIABLE: Final = "416 and `Content-Range: bytes */<size>`"
+NOT_RUN: Final = "not run here"  # a host that cannot run here (CloudFront)
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ the CloudFront function, run in node, is held to the app on each point it answer
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import datetime
 import email.utils
-import ipaddress
 import os
 import re
 import signal
@@ -41,22 +41,12 @@ from ratings_api.errors import InputError
 from ratings_api.server import create_app
 from tests.contract import (
     ARTICLES,
-    FOUND,
-    ITS_LENGTH,
-    JSON_ERROR,
-    NO_ANSWER,
-    NO_ANSWER_SECONDS,
-    NOT_ALLOWED,
     POINTS,
-    PREFLIGHT,
     RATINGS,
     REPO,
     SECRET,
     STOP_SECONDS,
-    STOPS,
     USER_FILES,
-    WHOLE,
-    WHOLE_206,
     Host,
     Reply,
     contract_table,
@@ -82,6 +72,19 @@ from tests.hosts import (
 from tests.test_cloudfront import headers as cloudfront_headers
 from tests.test_cloudfront import node, viewer_request
 
+# What a host answers, in the few words of the table: outcomes that are not answers, then answers.
+STOPS: Final = "no answer: the server exits"
+NO_ANSWER_SECONDS: Final = 2.0
+NO_ANSWER: Final = f"no answer within {NO_ANSWER_SECONDS:g} s"
+
+FOUND: Final = "200 and the file"
+JSON_ERROR: Final = "the JSON error"
+ITS_LENGTH: Final = "the body's length"
+PREFLIGHT: Final = "204, `Allow` and the `Access-Control-Allow-*` headers"
+NOT_ALLOWED: Final = "405, `Allow` and " + JSON_ERROR
+WHOLE: Final = "200 and the whole document"
+WHOLE_206: Final = "206 and the whole document"
+
 
 def rating_path(article_id: int | str) -> str:
     return f"/away/api/articles/{article_id}/rating/"
@@ -89,6 +92,8 @@ def rating_path(article_id: int | str) -> str:
 
 R7: Final = rating_path(7)
 NO_SLASH: Final = "/away/api/articles/7/rating"
+# 127.0.0.1 and ::1 as /proc/net/tcp and tcp6 write them: 32-bit words in the machine's order.
+LOOPBACK: Final = ("0100007F", "00000000000000000000000001000000")
 REBUILD: Final = "a rebuild (in the same second, same size)"
 
 # A reply in the few words of the README's table
@@ -764,9 +769,9 @@ ORDER: Final = [point for point in OBSERVE if point not in LAST] + list(LAST)
 def test_the_host_listens_on_loopback_only(server: Host) -> None:
     """Every listening socket of the host's processes is on 127.0.0.1 (or ::1)."""
     assert server.process is not None
-    addresses = listening_addresses(process_tree(server.process.pid))
-    assert f"127.0.0.1:{server.port}" in addresses
-    assert {address.rsplit(":", 1)[0] for address in addresses} <= {"127.0.0.1", "[::1]"}, addresses
+    addresses = listening(process_tree(server.process.pid))
+    assert (LOOPBACK[0], server.port) in addresses
+    assert {address for address, _ in addresses} <= set(LOOPBACK), addresses
 
 
 @pytest.mark.parametrize("point", ORDER)
@@ -780,29 +785,21 @@ def test_each_host_holds_each_point_as_the_app_or_as_documented(server: Host, po
     server.holds(point, OBSERVE[point](server))
 
 
-def listening_addresses(pids: set[int]) -> set[str]:
-    """The TCP addresses that sockets held by ``pids`` listen on, as ``host:port``."""
+def listening(pids: set[int]) -> set[tuple[str, int]]:
+    """The TCP addresses that sockets held by ``pids`` listen on: each address as /proc writes it
+    (LOOPBACK), and its port."""
     inodes = set()
     for pid in pids:
-        try:
+        with contextlib.suppress(OSError):  # a process gone meanwhile
             links = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
-        except OSError:
-            continue
-        inodes |= {link[8:-1] for link in links if link.startswith("socket:[")}
-    addresses = set()
-    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] != "0A" or fields[9] not in inodes:  # 0A: LISTEN
-                continue
-            host, port = fields[1].split(":")
-            packed = bytes.fromhex(host)
-            # /proc writes each 32-bit word in the machine's (little-endian) order.
-            raw = b"".join(packed[i : i + 4][::-1] for i in range(0, width // 2, 4))
-            address = ipaddress.ip_address(raw)
-            shown = str(address) if address.version == 4 else f"[{address}]"
-            addresses.add(f"{shown}:{int(port, 16)}")
-    return addresses
+            inodes |= {link[8:-1] for link in links if link.startswith("socket:[")}
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for fields in (line.split() for line in Path(table).read_text().splitlines()[1:]):
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                address, port = fields[1].split(":")
+                found.add((address, int(port, 16)))
+    return found
 
 
 def test_the_differences_are_points_with_a_reason_and_the_readme_renders_them() -> None:
