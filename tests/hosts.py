@@ -192,10 +192,14 @@ def nginx_command(folder: Path, server: str) -> list[str]:
 
 
 def run_nginx(folder: Path, port: int, server: str) -> tuple[subprocess.Popen[bytes], int, Path]:
-    """nginx in the foreground (``nginx_command``): its process, port and log."""
+    """nginx in the foreground (``nginx_command``), which warned of nothing: its process, port, log."""
     command = [*nginx_command(folder, server), "-g", "daemon off;"]
     log = folder / "nginx-error.log"
-    return started(command, folder, "start worker process", port=port, log=log)
+    process = started(command, folder, "start worker process", port=port, log=log)
+    if "[warn]" in log.read_text():  # as `nginx -t` would say: a shipped file warns of nothing
+        stop(process[0])
+        raise AssertionError(log.read_text())
+    return process
 
 
 # No telemetry, no browser, no questions; offline, it asks the network for nothing. It

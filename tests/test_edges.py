@@ -14,16 +14,14 @@ from pathlib import Path
 import pytest
 
 from ratings_api.contract import ERROR_TYPE, NOT_FOUND
-from tests.contract import Host, request, run_ok, stop
+from tests.contract import Host, request, stop
 from tests.edges import (
     NGINX_EDGE_CACHE_SECONDS,
     NGINX_EDGE_STALE_SECONDS,
     nginx_edge,
-    nginx_edge_conf,
     start_edge_nginx,
     store_reads,
 )
-from tests.hosts import install_host_tools, nginx_command, nginx_site_conf
 from tests.objectstore import Store
 
 pytestmark = pytest.mark.real_world
@@ -133,17 +131,3 @@ def test_a_store_that_answers_403_in_xml_gives_the_json_404(tmp_path: Path) -> N
         finally:
             stop(process)
             store.shutdown()
-
-
-@pytest.mark.parametrize("shipped", ["nginx.conf", "nginx-object-storage.conf"])
-def test_nginx_t_is_clean_on_the_shipped_configurations(tmp_path: Path, shipped: str) -> None:
-    """`nginx -t` on each file with its documented edits: ok, and not one warning."""
-    install_host_tools()
-    (tmp_path / "site").mkdir()
-    if shipped == "nginx.conf":
-        server = nginx_site_conf(8080, tmp_path / "site")
-    else:
-        server = nginx_edge_conf(8080, 8333, tmp_path)
-    done = run_ok([*nginx_command(tmp_path, server), "-t"])
-    assert "[warn]" not in done.stderr, done.stderr
-    assert done.stderr.endswith("test is successful\n"), done.stderr
