@@ -130,6 +130,8 @@ class Host:
     stale_seconds: float = 0.0
     # What else the host started (a store behind an edge), stopped after it.
     stop_also: Callable[[], None] | None = None
+    # For an edge: how many reads the store behind it has answered, by its own count.
+    reads: Callable[[], int] | None = None
 
     def stop(self) -> None:
         """Stop the server, then what it stands in front of, waiting until they exit."""

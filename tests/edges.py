@@ -4,6 +4,7 @@ nginx in front of SeaweedFS, and the R2 Worker under ``wrangler dev``.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -176,6 +177,7 @@ def nginx_edge(folder: Path, ratings: str = RATINGS) -> tuple[Host, Store]:
         time.sleep(NGINX_EDGE_STALE_SECONDS + 0.1)  # until the cached copies expire
 
     edge.publish, edge.stop_also = publish_again, store.stop
+    edge.reads = functools.partial(store_reads, store)
     edge.stale_seconds = NGINX_EDGE_STALE_SECONDS
     return edge, store
 

@@ -1,7 +1,7 @@
-"""The HTTP contract: the one conformance suite, then what only ``--serve`` or the app does.
+"""The HTTP contract: the one conformance suite, then what only the nginx edge, ``--serve`` or
+the app does.
 
-Each point of ``POINTS`` (tests/contract.py) has an observation in the words of tests/README.md's
-table: the app, called in this process, must answer each as the contract says (the quick tier),
+Each point of ``POINTS`` (tests/contract-table.txt) has an observation in the words of its table: the app, called in this process, must answer each as the contract says (the quick tier),
 and every real host (tests/hosts.py, tests/edges.py) as the app or as its documented difference;
 the CloudFront function, run in node, is held to the app on each point it answers alone.
 """
@@ -12,10 +12,13 @@ import concurrent.futures
 import contextlib
 import datetime
 import email.utils
+import http.server
 import os
 import re
 import signal
 import socket
+import threading
+import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
 from email.message import Message
@@ -59,7 +62,12 @@ from tests.contract import (
     wait_for,
     wait_until,
 )
-from tests.edges import CLOUDFRONT_FUNCTION_POINTS
+from tests.edges import (
+    CLOUDFRONT_FUNCTION_POINTS,
+    NGINX_EDGE_CACHE_SECONDS,
+    NGINX_EDGE_STALE_SECONDS,
+    start_edge_nginx,
+)
 from tests.hosts import (
     BASE_URL,
     DIFFERENCES,
@@ -772,6 +780,118 @@ def test_the_host_listens_on_loopback_only(server: Host) -> None:
     addresses = listening(process_tree(server.process.pid))
     assert (LOOPBACK[0], server.port) in addresses
     assert {address for address, _ in addresses} <= set(LOOPBACK), addresses
+
+
+# What only the nginx edge in front of a bucket does: its cache, counted at the store. Before
+# the points, on the edge they use, so that its cache is fresh.
+HOT: Final = "/away/api/articles/7/rating/"
+EDGE: Final = pytest.mark.parametrize("server", ["nginx → S3"], indirect=True)
+
+
+@EDGE
+def test_a_hot_article_reaches_the_store_once_per_cache_lifetime(server: Host) -> None:
+    host, store_reads = server, server.reads
+    assert store_reads is not None
+    before = store_reads()
+    first = request(host.port, "GET", HOT)
+    assert (first.status, first.header("X-Cache-Status")) == (200, "MISS")
+    assert store_reads() == before + 1
+    started = time.monotonic()
+    statuses = [request(host.port, "GET", HOT).header("X-Cache-Status") for _ in range(20)]
+    assert time.monotonic() - started < NGINX_EDGE_CACHE_SECONDS, "too slow to tell"
+    assert statuses == ["HIT"] * 20
+    assert store_reads() == before + 1  # none of the 20 reached the store
+    time.sleep(NGINX_EDGE_STALE_SECONDS + 0.1)
+    # Expired: asked again with If-None-Match, and the store's 304 renews the copy.
+    again = request(host.port, "GET", HOT)
+    assert (again.status, again.body) == (200, first.body)
+    assert again.header("X-Cache-Status") == "REVALIDATED"
+    assert store_reads() == before + 2
+
+
+@EDGE
+def test_a_query_is_not_a_new_copy_and_a_404_is_cached_too(server: Host) -> None:
+    host, store_reads = server, server.reads
+    assert store_reads is not None
+    request(host.port, "GET", "/away/api/articles/12/rating/")
+    before = store_reads()
+    replies = [request(host.port, "GET", f"/away/api/articles/12/rating/?v={n}") for n in range(5)]
+    assert [reply.header("X-Cache-Status") for reply in replies] == ["HIT"] * 5
+    assert store_reads() == before
+    replies = [request(host.port, "GET", "/away/api/articles/2/rating/") for _ in range(3)]
+    assert [(reply.status, reply.body) for reply in replies] == [(404, NOT_FOUND)] * 3
+    assert store_reads() == before + 1
+
+
+@EDGE
+def test_no_path_reads_or_poisons_the_cache_entry_of_the_existence_check(
+    server: Host,
+) -> None:
+    """The check behind `7/rating`'s redirect fills no entry that `GET /7/exists` could
+    read, and a 404 cached for `GET /12/exists` does not take `12/rating`'s redirect offline."""
+    host = server
+    assert request(host.port, "GET", "/away/api/articles/7/rating").status == 301
+    for path in ("/12/exists", "/away/api/articles/12/rating/index.json", "/1000000/exists"):
+        assert request(host.port, "GET", path).status == 404
+    for method in ("GET", "HEAD"):
+        reply = request(host.port, method, "/7/exists")
+        assert (reply.status, reply.header("Content-Type")) == (404, ERROR_TYPE)
+        assert reply.body == (NOT_FOUND if method == "GET" else b"")
+        for article in (12, 1000000):
+            reply = request(host.port, method, f"/away/api/articles/{article}/rating?v=1")
+            assert (reply.status, reply.header("Location")) == (301, "rating/?v=1")
+
+
+@EDGE
+def test_the_existence_check_and_the_document_share_one_entry(server: Host) -> None:
+    """One key per object: the redirect's check fills the entry the document is read from."""
+    host, store_reads = server, server.reads
+    assert store_reads is not None
+    time.sleep(NGINX_EDGE_STALE_SECONDS + 0.1)  # every copy of article 31 expired
+    before = store_reads()
+    assert request(host.port, "GET", "/away/api/articles/31/rating").status == 301
+    reply = request(host.port, "GET", "/away/api/articles/31/rating/")
+    assert (reply.status, reply.header("X-Cache-Status")) == (200, "HIT")
+    assert reply.body == host.document(31)
+    assert store_reads() == before + 1
+
+
+# What only the nginx edge does, on a store that may not be listed
+
+
+class Forbidding(http.server.BaseHTTPRequestHandler):
+    """A store that may not be listed: every missing key is a 403 with an XML body, as S3's."""
+
+    def do_GET(self) -> None:
+        body = b"<?xml version='1.0'?><Error><Code>AccessDenied</Code></Error>"
+        self.send_response(403)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body if self.command == "GET" else b"")
+
+    def do_HEAD(self) -> None:
+        self.do_GET()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.mark.real_world
+def test_a_store_that_answers_403_in_xml_gives_the_json_404(tmp_path: Path) -> None:
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forbidding) as store:
+        threading.Thread(target=store.serve_forever, daemon=True).start()
+        process, port, _ = start_edge_nginx(tmp_path, store.server_address[1])
+        try:
+            for path in (HOT, HOT.rstrip("/"), "/", "/robots.txt", "/about/"):
+                for method in ("GET", "HEAD"):
+                    reply = request(port, method, path)
+                    assert (reply.status, reply.header("Content-Type")) == (404, ERROR_TYPE)
+                    assert reply.body == (NOT_FOUND if method == "GET" else b"")
+                    assert reply.header("Access-Control-Allow-Origin") == "*"
+        finally:
+            stop(process)
+            store.shutdown()
 
 
 @pytest.mark.parametrize("point", ORDER)
