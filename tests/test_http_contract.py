@@ -785,7 +785,9 @@ def test_the_host_listens_on_loopback_only(server: Host) -> None:
 # What only the nginx edge in front of a bucket does: its cache, counted at the store. Before
 # the points, on the edge they use, so that its cache is fresh.
 HOT: Final = "/away/api/articles/7/rating/"
-EDGE: Final = pytest.mark.parametrize("server", ["nginx → S3"], indirect=True)
+EDGE: Final = pytest.mark.parametrize(
+    "server", [pytest.param("nginx → S3", marks=pytest.mark.real_world)], indirect=True
+)
 
 
 @EDGE
