@@ -15,8 +15,7 @@ import pytest
 
 from ratings_api.contract import FRONT_PAGE_CSP
 from tests.contract import POINTS, REPO, run_ok
-from tests.edges import CLOUDFRONT_FUNCTION_POINTS
-from tests.hosts import DIFFERENCES
+from tests.hosts import CLOUDFRONT_FUNCTION_POINTS, DIFFERENCES
 
 pytestmark = pytest.mark.real_world
 

@@ -2,7 +2,7 @@
 the app does.
 
 Each point of ``POINTS`` (tests/contract-table.txt) has an observation in the words of its table: the app, called in this process, must answer each as the contract says (the quick tier),
-and every real host (tests/hosts.py, tests/edges.py) as the app or as its documented difference;
+and every real host (tests/hosts.py) as the app or as its documented difference;
 the CloudFront function, run in node, is held to the app on each point it answers alone.
 """
 
@@ -62,20 +62,18 @@ from tests.contract import (
     wait_for,
     wait_until,
 )
-from tests.edges import (
-    CLOUDFRONT_FUNCTION_POINTS,
-    NGINX_EDGE_CACHE_SECONDS,
-    NGINX_EDGE_STALE_SECONDS,
-    start_edge_nginx,
-)
 from tests.hosts import (
     BASE_URL,
+    CLOUDFRONT_FUNCTION_POINTS,
     DIFFERENCES,
     HOSTS,
+    NGINX_EDGE_CACHE_SECONDS,
+    NGINX_EDGE_STALE_SECONDS,
     SERVING,
     build_project,
     refused_serve,
     serve_command,
+    start_edge_nginx,
 )
 from tests.test_cloudfront import headers as cloudfront_headers
 from tests.test_cloudfront import node, viewer_request
