@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -43,7 +42,7 @@ from tests.contract import (
     wait_answering,
     wait_for,
 )
-from tests.objectstore import Store, start_store
+from tests.objectstore import Store, free_port, start_store
 
 INSTALL: Final = REPO / "scripts" / "install-host-tools"
 NODE_PROJECT: Final = REPO / "tests" / "hosts-node"
@@ -135,13 +134,6 @@ def start_gunicorn(folder: Path, ratings: str = RATINGS) -> Host:
 def install_host_tools() -> None:
     """Run scripts/install-host-tools once a session; fail with its output if it fails."""
     run_ok([str(INSTALL)], timeout=1800)
-
-
-def free_port() -> int:
-    """A port nothing listens on now, for a server that cannot be told to take port 0."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def build_project(folder: Path, ratings: str = RATINGS) -> Path:
