@@ -53,7 +53,7 @@ REPO: Final = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # a script in bench/: the package is one folder up
 
 from tests.contract import Host, process_tree, request  # noqa: E402
-from tests.hosts import HOSTS, install_host_tools, nginx_edge, store_reads  # noqa: E402  # noqa: E402
+from tests.hosts import HOSTS, install_host_tools, nginx_edge, store_reads  # noqa: E402
 from tests.objectstore import Store  # noqa: E402
 
 SEED: Final = 20261122

@@ -28,7 +28,6 @@ from tests.contract import (
     NOT_RUN,
     POINTS,
     RATINGS,
-    READY_SECONDS,
     REPO,
     USER_FILES,
     Difference,
@@ -87,19 +86,6 @@ SERVING: Final = r"^Serving site/ at http://127\.0\.0\.1:(\d+)/ "
 def serve_command(*options: str, port: str = "0") -> list[str]:
     generate = str(REPO / "generate.py")
     return [sys.executable, "-W", "error", generate, "--serve", "--port", port, *options]
-
-
-def refused_serve(folder: Path, port: str = "0") -> subprocess.CompletedProcess[str]:
-    """``python generate.py --serve --port PORT`` in ``folder``, which must stop by itself."""
-    return subprocess.run(  # check=False: the exit code is what the test reads
-        serve_command(port=port),
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        env=hermetic_environ(),
-        timeout=READY_SECONDS,
-        check=False,
-    )
 
 
 def start_serve(folder: Path, ratings: str = RATINGS) -> Host:
