@@ -99,13 +99,15 @@ POINTS: Final = {point: value(text) for point, (text,) in TABLE.pop("the app").i
 
 
 def read_differences(hosts: Iterable[str]) -> dict[str, dict[str, Difference]]:
-    """Where each of ``hosts`` answers otherwise than the app, and why."""
+    """Where each of ``hosts`` answers otherwise than the app, and why: each a point, a value
+    other than the app's, and a reason (test_docs.py holds the page rendered from them)."""
     assert set(TABLE) <= set(hosts), set(TABLE) - set(hosts)
-    found = {
-        name: {p: Difference(value(v), why) for p, (v, why) in TABLE.get(name, {}).items()}
-        for name in hosts
-    }
-    assert {p for points in found.values() for p in points} <= set(POINTS)
+    found: dict[str, dict[str, Difference]] = {name: {} for name in hosts}
+    for name, points in TABLE.items():
+        for point, (text, why) in points.items():
+            found[name][point] = Difference(value(text), why)
+            assert found[name][point].value != POINTS[point], point
+            assert why, point
     return found
 
 
@@ -185,11 +187,7 @@ class Host:
     @property
     def live_port(self) -> int:
         """The port, once a host that exited on a request is started again (on a new port)."""
-        if (
-            self.restart is not None
-            and self.process is not None
-            and self.process.poll() is not None
-        ):
+        if self.restart and self.process and self.process.poll() is not None:
             fresh = self.restart()
             self.port, self.process, self.log = fresh.port, fresh.process, fresh.log
         return self.port
