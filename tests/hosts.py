@@ -129,11 +129,8 @@ def build_project(folder: Path, ratings: str = RATINGS) -> Path:
     return folder / "site"
 
 
-# The two lines of deploy/nginx.conf a user edits, as shipped.
+# The line of both shipped nginx files a user edits to say where it listens.
 NGINX_LISTEN: Final = "    listen 80;  # EDIT: the port (and address) to listen on\n"
-NGINX_ROOT: Final = (
-    "    root /var/www/ratings/site;  # EDIT: the absolute path of the built site/\n"
-)
 NGINX_MAIN: Final = """\
 {user}pid {folder}/nginx.pid;
 error_log {folder}/nginx-error.log notice;
@@ -156,41 +153,35 @@ def edited(path: Path, edits: dict[str, str]) -> str:
     return text
 
 
-def nginx_site_conf(port: int, site: Path) -> str:
-    """deploy/nginx.conf with the two documented edits: the port and the site's path."""
-    listen, root = f"    listen 127.0.0.1:{port};\n", f"    root {site};\n"
-    return edited(NGINX_CONF, {NGINX_LISTEN: listen, NGINX_ROOT: root})
-
-
-def start_nginx(folder: Path, ratings: str = RATINGS) -> Host:
-    """Debian's nginx with deploy/nginx.conf, in the foreground, its files in ``folder``."""
-    install_host_tools()
-    site = build_project(folder, ratings)
+def run_nginx(
+    folder: Path, shipped: Path, edits: dict[str, str]
+) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """Debian's nginx in the foreground with ``shipped`` and a user's ``edits`` of it, on a free
+    port, its files and log in ``folder``; it warns of nothing, as `nginx -t` would not."""
     port = free_port()
-    return host("nginx", site, run_nginx(folder, port, nginx_site_conf(port, site)))
-
-
-def nginx_command(folder: Path, server: str) -> list[str]:
-    """Debian's nginx with the server block ``server``, its files and its log in ``folder``."""
+    server = edited(shipped, {**edits, NGINX_LISTEN: f"    listen 127.0.0.1:{port};\n"})
     (folder / "ratings.conf").write_text(server, encoding="utf-8")
     # As root, nginx's workers would run as nobody, who cannot enter pytest's 0700 folders.
     user = "user root;\n" if os.geteuid() == 0 else ""
     main = folder / "nginx.conf"
     main.write_text(NGINX_MAIN.format(user=user, folder=folder), encoding="utf-8")
-    (folder / "nginx-error.log").touch()
-    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-    return [nginx, "-p", str(folder), "-c", str(main), "-e", str(folder / "nginx-error.log")]
-
-
-def run_nginx(folder: Path, port: int, server: str) -> tuple[subprocess.Popen[bytes], int, Path]:
-    """nginx in the foreground (``nginx_command``), which warned of nothing: its process, port, log."""
-    command = [*nginx_command(folder, server), "-g", "daemon off;"]
     log = folder / "nginx-error.log"
+    log.touch()
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    command = [nginx, "-p", str(folder), "-c", str(main), "-e", str(log), "-g", "daemon off;"]
     process = started(command, folder, "start worker process", port=port, log=log)
-    if "[warn]" in log.read_text():  # as `nginx -t` would say: a shipped file warns of nothing
+    if "[warn]" in log.read_text():
         stop(process[0])
         raise AssertionError(log.read_text())
     return process
+
+
+def start_nginx(folder: Path, ratings: str = RATINGS) -> Host:
+    """Debian's nginx with deploy/nginx.conf and its documented edits, its files in ``folder``."""
+    install_host_tools()
+    site = build_project(folder, ratings)
+    root = "    root /var/www/ratings/site;  # EDIT: the absolute path of the built site/\n"
+    return host("nginx", site, run_nginx(folder, NGINX_CONF, {root: f"    root {site};\n"}))
 
 
 # No telemetry, no browser, no questions; offline, it asks the network for nothing. It
@@ -336,24 +327,17 @@ NGINX_EDGE_CACHE_SECONDS: Final = 1.0
 NGINX_EDGE_STALE_SECONDS: Final = 2.0
 
 
-def nginx_edge_conf(port: int, store_port: int, folder: Path) -> str:
-    """deploy/nginx-object-storage.conf with its documented edits for a store on ``store_port``."""
+def start_edge_nginx(folder: Path, store_port: int) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """nginx with deploy/nginx-object-storage.conf and its documented edits for a store on
+    ``store_port``, its files in ``folder``: process, port, log."""
     server = "    server 127.0.0.1:8333;  # EDIT: the store's host:port (port 443 for https)\n"
-    listen = "    listen 80;  # EDIT: the port (and address) to listen on\n"
     root = "    set $ratings_edge_root /BUCKET/PREFIX;\n"
     edits = {
         server: f"    server 127.0.0.1:{store_port};\n",
         "proxy_cache_path /var/cache/nginx/ratings ": f"proxy_cache_path {folder / 'cache'} ",
-        listen: f"    listen 127.0.0.1:{port};\n",
         root: f"    set $ratings_edge_root /{BUCKET}/{PREFIX};\n",
     }
-    return edited(NGINX_EDGE_CONF, edits)
-
-
-def start_edge_nginx(folder: Path, store_port: int) -> tuple[subprocess.Popen[bytes], int, Path]:
-    """nginx with deploy/nginx-object-storage.conf, its files in ``folder``: process, port, log."""
-    port = free_port()
-    return run_nginx(folder, port, nginx_edge_conf(port, store_port, folder))
+    return run_nginx(folder, NGINX_EDGE_CONF, edits)
 
 
 def nginx_edge(folder: Path, ratings: str = RATINGS) -> tuple[Host, Store]:
