@@ -1,5 +1,5 @@
-"""The HTTP contract's points (POINTS: each line of tests/README.md's table, with the
-app's answer), a host's ``Difference`` on one and why, processes, a client, the tables."""
+"""The HTTP contract's points (POINTS, with the app's answer) and each host's ``Difference`` on
+one and why, both read from tests/contract-table.txt; processes, a client, the tables."""
 
 from __future__ import annotations
 
@@ -413,7 +413,7 @@ def call_app(
     return int(said[0][0].split()[0]), said[0][1], body
 
 
-# tests/README.md's table
+# tests/hosts-contract.md's table
 
 
 def cell(value: object) -> str:
@@ -425,7 +425,7 @@ def contract_table(
     points: Iterable[str] = POINTS,
     head: str = "| contract line | the contract: the app (✓) |",
 ) -> str:
-    """tests/README.md's host × contract table (or ``points`` of it): ✓ where as the app."""
+    """tests/hosts-contract.md's host × contract table (or ``points`` of it): ✓ where as the app."""
     hosts = list(differences)
     lines = [head + "".join(f" `{name}` |" for name in hosts), "|---|---|" + "---|" * len(hosts)]
     for point in points:
@@ -435,7 +435,7 @@ def contract_table(
 
 
 def reasons_list(differences: Mapping[str, Mapping[str, Difference]]) -> str:
-    """Why each host differs where it does: tests/README.md's list under the table."""
+    """Why each host differs where it does: tests/hosts-contract.md's list under the table."""
     lines = []
     for host, points in differences.items():
         not_run = {d.why for d in points.values() if d.value == NOT_RUN}
