@@ -7,7 +7,7 @@ For each size, a synthetic catalogue (fixed seed) is served at once by every
 host of tests/hosts.py, started by the contract suite's own functions with
 the configuration this repository ships: the WhiteNoise app under
 ``generate.py --serve`` and gunicorn, nginx, ``netlify dev``, ``wrangler
-pages dev``, and the edges in front of a published bucket (tests/edges.py):
+pages dev``, and the edges in front of a published bucket (tests/hosts.py):
 nginx with its cache in front of SeaweedFS, and the Worker over wrangler's
 local R2. Each host's processes (and the store behind the nginx edge) are
 pinned to CPU 0 and the load generator, wrk (Debian's, installed if missing,
@@ -53,8 +53,7 @@ REPO: Final = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # a script in bench/: the package is one folder up
 
 from tests.contract import Host, process_tree, request  # noqa: E402
-from tests.edges import nginx_edge, store_reads  # noqa: E402
-from tests.hosts import HOSTS, install_host_tools  # noqa: E402
+from tests.hosts import HOSTS, install_host_tools, nginx_edge, store_reads  # noqa: E402
 from tests.objectstore import Store  # noqa: E402
 
 SEED: Final = 20261122

@@ -1,5 +1,5 @@
-"""The HTTP contract's points (POINTS: each line of tests/README.md's table, with the
-app's answer), a host's ``Difference`` on one and why, processes, a client, the tables."""
+"""The HTTP contract's points (POINTS, with the app's answer) and each host's ``Difference`` on
+one and why, both read from tests/contract-table.txt; processes, a client, the tables."""
 
 from __future__ import annotations
 
@@ -62,95 +62,7 @@ SYMLINKS: Final = {
     "loop": "loop",
 }
 
-# Outcomes that are not answers, and a host that cannot run here (CloudFront).
-STOPS: Final = "no answer: the server exits"
-NO_ANSWER_SECONDS: Final = 2.0
-NO_ANSWER: Final = f"no answer within {NO_ANSWER_SECONDS:g} s"
-NOT_RUN: Final = "not run here"
-
-FOUND: Final = "200 and the file"
-JSON_ERROR: Final = "the JSON error"
-ITS_LENGTH: Final = "the body's length"
-PREFLIGHT: Final = "204, `Allow` and the `Access-Control-Allow-*` headers"
-NOT_ALLOWED: Final = "405, `Allow` and " + JSON_ERROR
-WHOLE: Final = "200 and the whole document"
-WHOLE_206: Final = "206 and the whole document"
-NOT_SATISFIABLE: Final = "416 and `Content-Range: bytes */<size>`"
-
-# The contract's lines, in the order of tests/README.md's table, and what the app answers.
-POINTS: Final[dict[str, object]] = {
-    # A rating
-    "GET a rating": FOUND,
-    "`Content-Type` of a JSON file": "`application/json`",
-    "`Content-Length` of a file": ITS_LENGTH,
-    "`ETag`": '`"<hex>-<hex>"` (mtime in ns, size)',
-    "`Last-Modified`": "an HTTP date",
-    "HEAD: the headers of GET, no body": "the same",
-    "`Cache-Control` of a file (200, 206, 304)": f"`{CACHE_CONTROL}`",
-    "`Cache-Control` of a 404": f"`{CACHE_CONTROL}`",
-    "`Cache-Control` of a redirect, 405 or OPTIONS": f"`{CACHE_CONTROL}`",
-    "CORS and `nosniff` on every answer": "both",
-    "no slash (`7/rating`): GET, HEAD, with a query": "301 to `rating/`",
-    "the no-slash redirect's body": "empty",
-    "an encoded slash (`7%2Frating%2F`)": FOUND,
-    "an encoded slash and no slash (`7%2Frating`)": 404,
-    "280 requests from 32 threads at once": "all as expected",
-    "a rebuild (in the same second, same size)": "the new document, with a new `ETag`",
-    # Not found
-    "an unknown or malformed id, any other missing path": 404,
-    "a 404's body": JSON_ERROR,
-    "`Content-Type` of a 404": "`application/json`",
-    "`Content-Length` of a 404": ITS_LENGTH,
-    "no slash, no article (`2/rating`, `abc/rating`)": 404,
-    "an id of 300 digits": 404,
-    "the document's own path (`7/rating/index.json`)": 404,
-    "a folder without its slash (`/about`)": 404,
-    "a dotfile of yours (`/.hidden`)": 404,
-    # Methods
-    "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating": NOT_ALLOWED,
-    "the same on an unknown id and on `/`": NOT_ALLOWED,
-    "OPTIONS, with or without CORS, on a rating": PREFLIGHT,
-    "OPTIONS on an unknown id": PREFLIGHT,
-    # Conditional and partial requests
-    "`If-None-Match` with the `ETag`, GET and HEAD": "304 with the `ETag`",
-    "`If-None-Match: *`, a list, or the weak form of the `ETag`": 304,
-    "`If-Modified-Since` the `Last-Modified` or later": 304,
-    "`If-None-Match` with the `ETag` and an older or invalid `If-Modified-Since`": 304,
-    "`Range: bytes=0-9`": "206 and those 10 bytes",
-    "`Range`: one byte (`bytes=0-0`, `bytes=-1`)": "206 and that byte",
-    "`Range`: several (`bytes=0-1,3-4`)": WHOLE,
-    "`Range`: none satisfiable (`bytes=-0`, `bytes=500-`) or invalid (`bytes=5-2`)": NOT_SATISFIABLE,
-    "the 416's body": "empty",
-    "`Range` past 2⁶³ (`bytes=0-99999999999999999999`)": WHOLE_206,
-    "`If-Range` with another `ETag` or an older date": WHOLE,
-    # Other files
-    "the front page `/index.html`": FOUND,
-    "the `charset` of HTML and text files": '`charset="utf-8"`',
-    "the front page's `Content-Security-Policy`": "on `/` and `/index.html`, not on other files",
-    # Paths that try to leave the root, sent byte for byte
-    "above the root (`../`, `%2e%2e`, `..%2f`, 1,300 × `../`)": 404,
-    "`/..%5csecret.txt` (an encoded backslash)": 404,
-    "`rating\\index.json` (a backslash for a slash)": 404,
-    "`/..%c0%af..%c0%afsecret.txt` (overlong UTF-8)": 404,
-    "`%00` in the path": 404,
-    "dot segments inside the root (`api/./articles`, `rating/.`)": 404,
-    "an empty segment (`/away//api/…`)": 404,
-    "an absolute-form target (`http://127.0.0.1/../secret.txt`)": 404,
-    "a path of 2,000 or 3,000 bytes": 404,
-    "other paths out (`//etc/passwd`, `/./secret.txt`, `/..\\secret.txt`)": 404,
-    "a leading `//` (`//away/api/articles/7/rating/`)": 404,
-    "a request line over 4094 bytes": 404,
-    "a NUL byte in the request line": 404,
-    "a non-ASCII byte in the request line": 404,
-    "another control byte in the request line (`\\x01`, `\\x7f`)": 404,
-    "a malformed `%` escape (`/%3G`, `/%`)": 404,
-    # Symlinks in the site: none is followed, wherever it leads
-    "a symlink to a folder outside the root (`site/system -> /etc`)": 404,
-    "a symlink to a file outside the root (`-> ../secret.txt`)": 404,
-    "a symlink to a file inside the root (`-> robots.txt`)": 404,
-    "a symlink to a folder inside the root (`-> away`)": 404,
-    "a symlink loop (`loop -> loop`)": 404,
-}
+NOT_RUN: Final = "not run here"  # a host that cannot run here (CloudFront)
 
 
 @dataclass(frozen=True)
@@ -159,6 +71,44 @@ class Difference:
 
     value: object
     why: str
+
+
+def value(text: str) -> object:
+    """A cell of tests/contract-table.txt: a status code, or words (the contract's value named)."""
+    return int(text) if text.isdigit() else text.replace("{CACHE_CONTROL}", CACHE_CONTROL)
+
+
+def read_table() -> dict[str, dict[str, list[str]]]:
+    """tests/contract-table.txt: each line's cells after the point (``point | value [| why]``),
+    by point, under each name of its section's heading."""
+    table: dict[str, dict[str, list[str]]] = {}
+    names: list[str] = []
+    for line in (REPO / "tests" / "contract-table.txt").read_text(encoding="utf-8").splitlines():
+        if line.startswith("["):
+            names = line.strip("[]").split(", ")
+        elif line and not line.startswith("#"):
+            point, *cells = line.split(" | ")
+            for name in names:
+                table.setdefault(name, {})[point] = cells
+    return table
+
+
+TABLE: Final = read_table()
+# The contract's points, in the order of tests/hosts-contract.md's table, and what the app answers.
+POINTS: Final = {point: value(text) for point, (text,) in TABLE.pop("the app").items()}
+
+
+def read_differences(hosts: Iterable[str]) -> dict[str, dict[str, Difference]]:
+    """Where each of ``hosts`` answers otherwise than the app, and why: each a point, a value
+    other than the app's, and a reason (test_docs.py holds the page rendered from them)."""
+    assert set(TABLE) <= set(hosts), set(TABLE) - set(hosts)
+    found: dict[str, dict[str, Difference]] = {name: {} for name in hosts}
+    for name, points in TABLE.items():
+        for point, (text, why) in points.items():
+            found[name][point] = Difference(value(text), why)
+            assert found[name][point].value != POINTS[point], point
+            assert why, point
+    return found
 
 
 @dataclass
@@ -173,7 +123,8 @@ class Host:
     log: Path
     differences: Mapping[str, Difference] = field(default_factory=dict)
     app: WSGIApplication | None = None  # asked in this process, as gunicorn calls it
-    # Starts the same host again, in the same folder, for one that exits on a request.
+    # Starts the same host again, in the same folder, for one that exits on a request:
+    # at its next request, so that a host that exits on the suite's last point is not.
     restart: Callable[[], Host] | None = None
     # For a host that serves a bucket: publishes ``site`` again after a rebuild,
     # and returns once the host serves it (an edge may keep the old for ``stale_seconds``).
@@ -181,6 +132,8 @@ class Host:
     stale_seconds: float = 0.0
     # What else the host started (a store behind an edge), stopped after it.
     stop_also: Callable[[], None] | None = None
+    # For an edge: how many reads the store behind it has answered, by its own count.
+    reads: Callable[[], int] | None = None
 
     def stop(self) -> None:
         """Stop the server, then what it stands in front of, waiting until they exit."""
@@ -212,7 +165,7 @@ class Host:
         """The host's answer to ``method`` on ``path``, over HTTP (or from the app in-process)."""
         if self.app is not None:
             return self.raw(path.encode(), method, headers)
-        return request(self.port, method, path, headers, body, timeout)
+        return request(self.live_port, method, path, headers, body, timeout)
 
     def raw(
         self, target: bytes, method: str = "GET", headers: Mapping[str, str] | None = None
@@ -221,27 +174,23 @@ class Host:
         if self.app is None:
             lines = [f"{name}: {value}\r\n".encode() for name, value in (headers or {}).items()]
             lines += [b"Content-Length: 0\r\n"] if method in ("POST", "PUT") else []
-            return raw_request(self.port, target, method, b"".join(lines))
+            return raw_request(self.live_port, target, method, b"".join(lines))
         status, sent, body = call_app(self.app, method, target, headers)
         message = Message()
         for name, value in sent:
             message[name] = value
         return Reply(status, message, body)
 
-    def after_head(self, path: str) -> bytes:
-        """What the host sends after its answer's headers to HEAD: nothing, by HTTP."""
-        if self.app is not None:
-            return self.raw(path.encode(), "HEAD").body
-        return after_head(self.port, path)
-
     def document(self, article_id: int) -> bytes:
         return (self.site / f"away/api/articles/{article_id}/rating/index.json").read_bytes()
 
-    def revive(self) -> None:
-        """After the host exited on a request, start it again (on a new port)."""
-        assert self.restart is not None, f"{self.name} cannot be started again"
-        fresh = self.restart()
-        self.port, self.process, self.log = fresh.port, fresh.process, fresh.log
+    @property
+    def live_port(self) -> int:
+        """The port, once a host that exited on a request is started again (on a new port)."""
+        if self.restart and self.process and self.process.poll() is not None:
+            fresh = self.restart()
+            self.port, self.process, self.log = fresh.port, fresh.process, fresh.log
+        return self.port
 
 
 # Processes
@@ -412,7 +361,7 @@ def raw_request(port: int, target: bytes, method: str = "GET", headers: bytes = 
     """Send ``method`` for ``target`` exactly as given (``headers``: lines ending in CRLF).
 
     No client tidies the target up, and the answer is read as its headers
-    frame it, so a server that keeps the connection open costs no time.
+    frame it, so a server that keeps the connection open costs no time (but after HEAD).
     """
     with socket.create_connection(("127.0.0.1", port), timeout=REQUEST_SECONDS) as connection:
         connection.sendall(
@@ -426,7 +375,16 @@ def raw_request(port: int, target: bytes, method: str = "GET", headers: bytes = 
         response = http.client.HTTPResponse(connection, method=method)
         try:
             response.begin()
-            return Reply(response.status, response.headers, response.read())
+            if method != "HEAD":
+                return Reply(response.status, response.headers, response.read())
+            # http.client reads no body after HEAD: whatever follows the headers (nothing, by
+            # HTTP) is read to the end, or for HEAD_SECONDS where the server keeps it open.
+            connection.settimeout(HEAD_SECONDS)
+            body = b""
+            with contextlib.suppress(TimeoutError):
+                while chunk := response.fp.read1(65536):
+                    body += chunk
+            return Reply(response.status, response.headers, body)
         finally:
             response.close()
 
@@ -455,29 +413,7 @@ def call_app(
     return int(said[0][0].split()[0]), said[0][1], body
 
 
-def after_head(port: int, path: str) -> bytes:
-    """What a server sends after the headers of its answer to HEAD: nothing, by HTTP.
-
-    http.client never reads a body after HEAD, so this reads the socket itself:
-    to the end, or for HEAD_SECONDS more where the server keeps it open.
-    """
-    with socket.create_connection(("127.0.0.1", port), timeout=REQUEST_SECONDS) as connection:
-        connection.sendall(
-            f"HEAD {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode()
-        )
-        answer = b""
-        while b"\r\n\r\n" not in answer and (chunk := connection.recv(65536)):
-            answer += chunk
-        connection.settimeout(HEAD_SECONDS)
-        try:
-            while chunk := connection.recv(65536):
-                answer += chunk
-        except TimeoutError:
-            pass
-    return answer.partition(b"\r\n\r\n")[2]
-
-
-# tests/README.md's table
+# tests/hosts-contract.md's table
 
 
 def cell(value: object) -> str:
@@ -489,7 +425,7 @@ def contract_table(
     points: Iterable[str] = POINTS,
     head: str = "| contract line | the contract: the app (✓) |",
 ) -> str:
-    """tests/README.md's host × contract table (or ``points`` of it): ✓ where as the app."""
+    """tests/hosts-contract.md's host × contract table (or ``points`` of it): ✓ where as the app."""
     hosts = list(differences)
     lines = [head + "".join(f" `{name}` |" for name in hosts), "|---|---|" + "---|" * len(hosts)]
     for point in points:
@@ -499,7 +435,7 @@ def contract_table(
 
 
 def reasons_list(differences: Mapping[str, Mapping[str, Difference]]) -> str:
-    """Why each host differs where it does: tests/README.md's list under the table."""
+    """Why each host differs where it does: tests/hosts-contract.md's list under the table."""
     lines = []
     for host, points in differences.items():
         not_run = {d.why for d in points.values() if d.value == NOT_RUN}
@@ -511,28 +447,3 @@ def reasons_list(differences: Mapping[str, Mapping[str, Difference]]) -> str:
             if difference.value != NOT_RUN
         ]
     return "\n".join(lines) + "\n"
-
-
-def differences(table: str) -> dict[str, Difference]:
-    """A host's differences, from a table of lines ``point | what it answers | why``."""
-    found = {}
-    for line in table.strip().splitlines():
-        point, value, why = line.split(" | ")
-        assert point in POINTS, point
-        found[point] = Difference(int(value) if value.isdigit() else value, why)
-    return found
-
-
-# nginx's own answers to ranges and conditions, and its own reading of the request line
-# before any configuration applies: the same in front of a folder and of a bucket.
-NGINX_OWN: Final = differences(r"""
-the 416's body | 190 bytes of `text/html` | nginx's range filter answers a 416 with its own page, as `return 301` does
-`Range` past 2⁶³ (`bytes=0-99999999999999999999`) | 416 and `Content-Range: bytes */<size>` | nginx refuses a number too large for its 64-bit file offsets, as an invalid range
-`If-None-Match` with the `ETag` and an older or invalid `If-Modified-Since` | 200 | nginx answers 304 only when both conditions hold, where HTTP ignores If-Modified-Since when If-None-Match is sent (RFC 9110, 13.1.3)
-above the root (`../`, `%2e%2e`, `..%2f`, 1,300 × `../`) | 400 | nginx resolves `..` segments, decoded, before any location applies, and refuses a path that climbs above the root
-an absolute-form target (`http://127.0.0.1/../secret.txt`) | 400 | the same: its path climbs above the root
-`%00` in the path | 400 | nginx refuses a path that decodes to a NUL byte
-a NUL byte in the request line | 400 | nginx refuses a request line holding a NUL byte
-another control byte in the request line (`\x01`, `\x7f`) | 400 | nginx refuses a control byte in the request line
-a malformed `%` escape (`/%3G`, `/%`) | 400 | nginx refuses a `%` not followed by two hex digits
-""")

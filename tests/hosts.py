@@ -1,38 +1,47 @@
 """The hosts of the HTTP contract suite, and where each differs from the app (DIFFERENCES).
 
 Each ``start_*`` builds the test project and starts a host on 127.0.0.1, configured as shipped:
-``--serve``, gunicorn, nginx, ``netlify dev``, ``wrangler pages dev`` (scripts/install-host-tools).
+``--serve``, gunicorn, nginx, ``netlify dev``, ``wrangler pages dev`` (scripts/install-host-tools),
+and the edges in front of a published bucket: nginx → SeaweedFS, the R2 Worker (``wrangler dev``).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
+import re
 import shutil
-import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
+from ratings_api.bucket_state import STATE_NAME
 from ratings_api.build import build
+from ratings_api.contract import CACHE_CONTROL
+from ratings_api.publish import content_type
 from tests.contract import (
-    NGINX_OWN,
+    NOT_RUN,
+    POINTS,
     RATINGS,
-    READY_SECONDS,
     REPO,
+    USER_FILES,
     Difference,
     Host,
-    differences,
     hermetic_environ,
     make_project,
+    read_differences,
     run_ok,
     start,
     stop,
     wait_answering,
     wait_for,
 )
+from tests.objectstore import Store, free_port, start_store
 
 INSTALL: Final = REPO / "scripts" / "install-host-tools"
 NODE_PROJECT: Final = REPO / "tests" / "hosts-node"
@@ -79,19 +88,6 @@ def serve_command(*options: str, port: str = "0") -> list[str]:
     return [sys.executable, "-W", "error", generate, "--serve", "--port", port, *options]
 
 
-def refused_serve(folder: Path, port: str = "0") -> subprocess.CompletedProcess[str]:
-    """``python generate.py --serve --port PORT`` in ``folder``, which must stop by itself."""
-    return subprocess.run(  # check=False: the exit code is what the test reads
-        serve_command(port=port),
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        env=hermetic_environ(),
-        timeout=READY_SECONDS,
-        check=False,
-    )
-
-
 def start_serve(folder: Path, ratings: str = RATINGS) -> Host:
     """``python generate.py --serve`` with no base URL: the served address is used."""
     make_project(folder, ratings)
@@ -126,13 +122,6 @@ def install_host_tools() -> None:
     run_ok([str(INSTALL)], timeout=1800)
 
 
-def free_port() -> int:
-    """A port nothing listens on now, for a server that cannot be told to take port 0."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def build_project(folder: Path, ratings: str = RATINGS) -> Path:
     """The contract's test project, built with BASE_URL (and so the hosts' files); its site/."""
     source = make_project(folder, ratings)
@@ -140,11 +129,8 @@ def build_project(folder: Path, ratings: str = RATINGS) -> Path:
     return folder / "site"
 
 
-# The two lines of deploy/nginx.conf a user edits, as shipped.
+# The line of both shipped nginx files a user edits to say where it listens.
 NGINX_LISTEN: Final = "    listen 80;  # EDIT: the port (and address) to listen on\n"
-NGINX_ROOT: Final = (
-    "    root /var/www/ratings/site;  # EDIT: the absolute path of the built site/\n"
-)
 NGINX_MAIN: Final = """\
 {user}pid {folder}/nginx.pid;
 error_log {folder}/nginx-error.log notice;
@@ -167,37 +153,35 @@ def edited(path: Path, edits: dict[str, str]) -> str:
     return text
 
 
-def nginx_site_conf(port: int, site: Path) -> str:
-    """deploy/nginx.conf with the two documented edits: the port and the site's path."""
-    listen, root = f"    listen 127.0.0.1:{port};\n", f"    root {site};\n"
-    return edited(NGINX_CONF, {NGINX_LISTEN: listen, NGINX_ROOT: root})
-
-
-def start_nginx(folder: Path, ratings: str = RATINGS) -> Host:
-    """Debian's nginx with deploy/nginx.conf, in the foreground, its files in ``folder``."""
-    install_host_tools()
-    site = build_project(folder, ratings)
+def run_nginx(
+    folder: Path, shipped: Path, edits: dict[str, str]
+) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """Debian's nginx in the foreground with ``shipped`` and a user's ``edits`` of it, on a free
+    port, its files and log in ``folder``; it warns of nothing, as `nginx -t` would not."""
     port = free_port()
-    return host("nginx", site, run_nginx(folder, port, nginx_site_conf(port, site)))
-
-
-def nginx_command(folder: Path, server: str) -> list[str]:
-    """Debian's nginx with the server block ``server``, its files and its log in ``folder``."""
+    server = edited(shipped, {**edits, NGINX_LISTEN: f"    listen 127.0.0.1:{port};\n"})
     (folder / "ratings.conf").write_text(server, encoding="utf-8")
     # As root, nginx's workers would run as nobody, who cannot enter pytest's 0700 folders.
     user = "user root;\n" if os.geteuid() == 0 else ""
     main = folder / "nginx.conf"
     main.write_text(NGINX_MAIN.format(user=user, folder=folder), encoding="utf-8")
-    (folder / "nginx-error.log").touch()
-    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-    return [nginx, "-p", str(folder), "-c", str(main), "-e", str(folder / "nginx-error.log")]
-
-
-def run_nginx(folder: Path, port: int, server: str) -> tuple[subprocess.Popen[bytes], int, Path]:
-    """nginx in the foreground (``nginx_command``): its process, port and log."""
-    command = [*nginx_command(folder, server), "-g", "daemon off;"]
     log = folder / "nginx-error.log"
-    return started(command, folder, "start worker process", port=port, log=log)
+    log.touch()
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    command = [nginx, "-p", str(folder), "-c", str(main), "-e", str(log), "-g", "daemon off;"]
+    process = started(command, folder, "start worker process", port=port, log=log)
+    if "[warn]" in log.read_text():
+        stop(process[0])
+        raise AssertionError(log.read_text())
+    return process
+
+
+def start_nginx(folder: Path, ratings: str = RATINGS) -> Host:
+    """Debian's nginx with deploy/nginx.conf and its documented edits, its files in ``folder``."""
+    install_host_tools()
+    site = build_project(folder, ratings)
+    root = "    root /var/www/ratings/site;  # EDIT: the absolute path of the built site/\n"
+    return host("nginx", site, run_nginx(folder, NGINX_CONF, {root: f"    root {site};\n"}))
 
 
 # No telemetry, no browser, no questions; offline, it asks the network for nothing. It
@@ -249,122 +233,191 @@ def start_wrangler(folder: Path, ratings: str = RATINGS) -> Host:
     return host("wrangler pages dev", folder / "site", process)
 
 
+# The edges of deploy/ that make a published bucket the API: nginx in front of SeaweedFS,
+# and the R2 Worker under ``wrangler dev``.
+WORKER: Final = REPO / "deploy" / "cloudflare-r2-worker"
+FILL_R2: Final = REPO / "tests" / "hosts-node" / "fill-r2.mjs"
+BUCKET: Final = "ratings"
+PREFIX: Final = "live"  # a prefix, so that the edges are shown to honour one
+
+
+def bucket_object(site: Path, name: str) -> dict[str, str]:
+    """The file ``name`` of the site as an object under PREFIX, with its headers."""
+    kind = "text/plain; charset=utf-8" if name.endswith(".txt") else content_type(name)
+    return {"key": f"{PREFIX}/{name}", "file": str(site / name), "contentType": kind}
+
+
+def publish_with_cli(folder: Path, store: Store) -> None:
+    """``python generate.py --publish s3://BUCKET/PREFIX`` in the project, as a user runs it,
+    and the user's own files (CNAME, robots.txt, about/, a dotfile), which --publish leaves
+    out, copied by hand, so that the edges are shown to serve (or hide) them as other hosts do."""
+    command = [sys.executable, "-W", "error", str(REPO / "generate.py"), "--quiet"]
+    command += ["--base-url", BASE_URL, "--publish", f"s3://{BUCKET}/{PREFIX}"]
+    run_ok(command, cwd=folder, env={**hermetic_environ(), **store.environ()})
+    client = store.client()
+    for name in USER_FILES:
+        entry = bucket_object(folder / "site", name)
+        extra = {"ContentType": entry["contentType"], "CacheControl": CACHE_CONTROL}
+        client.upload_file(entry["file"], BUCKET, entry["key"], ExtraArgs=extra)
+
+
+# Worker → R2
+
+
+def worker_config(folder: Path) -> Path:
+    """deploy/cloudflare-r2-worker with its two documented edits: the bucket and the prefix."""
+    text = edited(
+        WORKER / "wrangler.toml",
+        {
+            'bucket_name = "ratings"  # EDIT': f'bucket_name = "{BUCKET}"  # EDIT',
+            'PREFIX = ""  # EDIT': f'PREFIX = "{PREFIX}"  # EDIT',
+        },
+    )
+    (folder / "worker.js").write_bytes((WORKER / "worker.js").read_bytes())
+    (folder / "wrangler.toml").write_text(text, encoding="utf-8")
+    return folder / "wrangler.toml"
+
+
+def fill_r2(folder: Path, site: Path) -> None:
+    """Put the site into the local R2 that ``wrangler dev`` reads, as --publish and a user would.
+
+    wrangler's R2 has no S3 interface for --publish to write to: every file of
+    the site (no link, and not `_redirects`, which only Netlify and Pages read and
+    --publish leaves out) with the headers --publish gives it, and a state object.
+    """
+    walked = [(top, name) for top, _, names in os.walk(site) for name in names]
+    files = [os.path.relpath(os.path.join(*file), site) for file in walked]
+    kept = [name for name in files if name != "_redirects" and not (site / name).is_symlink()]
+    objects = [bucket_object(site, name) for name in kept]
+    (folder / "state.gz").write_bytes(b"the publisher's state, never served")
+    objects.append({"key": f"{PREFIX}/{STATE_NAME}", "file": str(folder / "state.gz")})
+    for entry in objects:
+        entry.update(
+            cacheControl=CACHE_CONTROL, contentType=entry.get("contentType", "application/gzip")
+        )
+    (folder / "objects.json").write_text(json.dumps(objects), encoding="utf-8")
+    objects_file = str(folder / "objects.json")
+    run_ok(["node", str(FILL_R2), str(folder / "state"), BUCKET, objects_file], cwd=folder)
+
+
+def start_worker(folder: Path, ratings: str = RATINGS) -> Host:
+    """``wrangler dev`` running deploy/cloudflare-r2-worker over a local R2, offline."""
+    install_host_tools()
+    site = build_project(folder, ratings)
+    config = worker_config(folder)
+    fill_r2(folder, site)
+    port = free_port()
+    command = [str(NODE_BIN / "wrangler"), "dev", "--config", str(config), "--local"]
+    command += ["--persist-to", str(folder / "state"), "--ip", "127.0.0.1", "--port", str(port)]
+    command += ["--inspector-port", str(free_port())]
+    # Offline: no fetch of the Request.cf object from Cloudflare (a placeholder is used).
+    environ = wrangler_environ(folder) | {"CLOUDFLARE_CF_FETCH_ENABLED": "false"}
+    ready = started(command, folder, WRANGLER_READY, environ, port)
+    worker = host("Worker → R2", site, ready)
+    worker.publish = lambda: fill_r2(folder, site)
+    return worker
+
+
+# nginx → S3
+
+NGINX_EDGE_CONF: Final = REPO / "deploy" / "nginx-object-storage.conf"
+# The cache's lifetime in deploy/nginx-object-storage.conf (proxy_cache_valid 1s),
+# and how long a copy may really live: nginx's clock counts whole seconds.
+NGINX_EDGE_CACHE_SECONDS: Final = 1.0
+NGINX_EDGE_STALE_SECONDS: Final = 2.0
+
+
+def start_edge_nginx(folder: Path, store_port: int) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """nginx with deploy/nginx-object-storage.conf and its documented edits for a store on
+    ``store_port``, its files in ``folder``: process, port, log."""
+    server = "    server 127.0.0.1:8333;  # EDIT: the store's host:port (port 443 for https)\n"
+    root = "    set $ratings_edge_root /BUCKET/PREFIX;\n"
+    edits = {
+        server: f"    server 127.0.0.1:{store_port};\n",
+        "proxy_cache_path /var/cache/nginx/ratings ": f"proxy_cache_path {folder / 'cache'} ",
+        root: f"    set $ratings_edge_root /{BUCKET}/{PREFIX};\n",
+    }
+    return run_nginx(folder, NGINX_EDGE_CONF, edits)
+
+
+def nginx_edge(folder: Path, ratings: str = RATINGS) -> tuple[Host, Store]:
+    """Debian's nginx with deploy/nginx-object-storage.conf in front of SeaweedFS, and the
+    store (stopped with it)."""
+    install_host_tools()
+    site = build_project(folder, ratings)
+    store = start_store(folder / "store")
+    try:
+        store.create_bucket(BUCKET)
+        publish_with_cli(folder, store)
+        edge = host("nginx → S3", site, start_edge_nginx(folder, store.ports["s3.port"]))
+    except BaseException:
+        store.stop()
+        raise
+
+    def publish_again() -> None:
+        publish_with_cli(folder, store)
+        time.sleep(NGINX_EDGE_STALE_SECONDS + 0.1)  # until the cached copies expire
+
+    edge.publish, edge.stop_also = publish_again, store.stop
+    edge.reads = functools.partial(store_reads, store)
+    edge.stale_seconds = NGINX_EDGE_STALE_SECONDS
+    return edge, store
+
+
+def store_reads(store: Store, bucket: str = BUCKET) -> int:
+    """How many GET and HEAD requests the store has answered on ``bucket`` (its own count).
+
+    SeaweedFS counts a request once its answer is sent: a count read the moment the
+    answer arrives can miss it, so the count is read a moment later.
+    """
+    time.sleep(0.05)
+    url = f"http://127.0.0.1:{store.ports['metricsPort']}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    kind = rf'\{{bucket="{bucket}",code="\d+",type="(?:GET|HEAD)"\}}'
+    found = re.findall(rf"^SeaweedFS_s3_request_total{kind} (\d+)$", text, re.MULTILINE)
+    return sum(int(count) for count in found)
+
+
+# CloudFront: its function runs in node (tests/test_cloudfront.py); CloudFront
+# itself and S3 cannot run here. These lines are decided by the function alone,
+# from the event CloudFront passes it, and the node tests assert them.
+CLOUDFRONT_FUNCTION_POINTS: Final = (
+    "no slash (`7/rating`): GET, HEAD, with a query",
+    "the no-slash redirect's body",
+    "no slash, no article (`2/rating`, `abc/rating`)",
+    "an encoded slash and no slash (`7%2Frating`)",
+    "an id of 300 digits",
+    "the document's own path (`7/rating/index.json`)",
+    "a dotfile of yours (`/.hidden`)",
+    "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating",
+    "the same on an unknown id and on `/`",
+    "OPTIONS, with or without CORS, on a rating",
+    "OPTIONS on an unknown id",
+    "the front page's `Content-Security-Policy`",
+)
+NOT_RUN_WHY: Final = (
+    "CloudFront and S3 cannot run here, so these lines are not measured; the function "
+    "is run in node on the events CloudFront would pass it, and its answers held to the "
+    "app's (tests/test_http_contract.py): its JSON 404 for malformed ids, traversals, "
+    "dotfiles and paths too long for a key, its 405, its preflight and its redirect; its "
+    "rewrites in tests/test_cloudfront.py"
+)
+NOT_MEASURED: Final = {
+    point: Difference(NOT_RUN, NOT_RUN_WHY)
+    for point in POINTS
+    if point not in CLOUDFRONT_FUNCTION_POINTS
+}
+
+
 HOSTS: Final[dict[str, Callable[..., Host]]] = {
     "generate --serve": start_serve,
     "gunicorn": start_gunicorn,
     "nginx": start_nginx,
     "netlify dev": start_netlify_dev,
     "wrangler pages dev": start_wrangler,
+    "nginx → S3": lambda folder, ratings=RATINGS: nginx_edge(folder, ratings)[0],
+    "Worker → R2": start_worker,
 }
-
-# What each host answers where it differs from the app, as measured, and why:
-# a line each, `point | what it answers | why`.
-DIFFERENCES: Final[dict[str, dict[str, Difference]]] = {
-    "generate --serve": {},
-    "gunicorn": differences(r"""
-a request line over 4094 bytes | 414 | gunicorn refuses a request line longer than --limit-request-line (4094 bytes) before the app sees it
-a NUL byte in the request line | 400 | gunicorn refuses control characters in the request line
-another control byte in the request line (`\x01`, `\x7f`) | 400 | the same
-a non-ASCII byte in the request line | 400 | gunicorn refuses bytes outside ASCII in the request target
-"""),
-    "nginx": differences(r"""
-`ETag` | `"<hex>-<hex>"` (mtime in s, size) | nginx's own ETag, from whole seconds
-a rebuild (in the same second, same size) | the new document, with the old `ETag`: a client's copy gets 304 | nginx's ETag is the mtime in whole seconds and the size: a document rewritten within the same second at the same length keeps its ETag until the next change
-the no-slash redirect's body | 162 bytes of `text/html` | nginx's `return 301` always sends its own HTML page
-the `charset` of HTML and text files | `charset=utf-8` | nginx's `charset utf-8` writes the parameter unquoted, as most servers do; quoted or not, it is the same value (RFC 9110, 5.6.6)
-""")
-    | NGINX_OWN,
-    "netlify dev": differences(r"""
-`Content-Type` of a JSON file | `application/json; charset=utf-8` | netlify dev's static server adds the parameter
-`ETag` | `W/"<size>-<hash>"`, weak | netlify dev's static server makes its own, of the content
-`Last-Modified` | none | netlify dev sends none
-HEAD: the headers of GET, no body | not the same `ETag` | netlify dev's ETag on HEAD is that of the empty body
-`Cache-Control` of a file (200, 206, 304) | `public, max-age=0` | netlify dev's static server sets its own on the files it sends, over netlify.toml's (its proxy's own answers keep netlify.toml's)
-`Cache-Control` of a 404 | `public, max-age=0` | the same
-`If-Modified-Since` the `Last-Modified` or later | no `Last-Modified` to send | no Last-Modified
-`Range: bytes=0-9` | 200 and the whole document | netlify dev ignores Range
-`Range`: one byte (`bytes=0-0`, `bytes=-1`) | 200 and the whole document | the same: it ignores Range
-`Range`: none satisfiable (`bytes=-0`, `bytes=500-`) or invalid (`bytes=5-2`) | 200 and the whole document | the same: it ignores Range
-the 416's body | no 416 | the same: it ignores Range
-`Range` past 2⁶³ (`bytes=0-99999999999999999999`) | 200 and the whole document | the same: it ignores Range
-no slash (`7/rating`): GET, HEAD, with a query | 200 and the file | Netlify matches a rule with or without the trailing slash: the rewrite serves both forms, and the redirect rule is never reached
-the no-slash redirect's body | no redirect | the same
-an encoded slash and no slash (`7%2Frating`) | 200 and the file | the rewrite reads `%2F` as a slash, and serves `7/rating` so
-`Content-Type` of a 404 | `text/html; charset=utf-8` | 404.html is sent with the type its name gives
-the document's own path (`7/rating/index.json`) | 200 | Netlify serves every file at its own path as well
-a folder without its slash (`/about`) | 200 | netlify dev serves a folder's index.html without the slash too
-a dotfile of yours (`/.hidden`) | 200 | netlify dev serves every file of the folder; `netlify deploy` leaves out names that start with a dot (netlify-cli's getDeployFilesFilter, said to match Netlify's builds)
-POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating | 200, no `Allow`, `text/plain` “Method Not Allowed” | after the 200 rewrite, netlify dev's proxy answers other methods with its own text, and the rule's 200
-the same on an unknown id and on `/` | 405, no `Allow`, `text/plain` “Method Not Allowed” | its proxy's own 405
-OPTIONS, with or without CORS, on a rating | 200, no `Allow`, `text/plain` “Method Not Allowed” | the same as other methods: a preflight fails, so a browser sends only simple cross-origin GETs (which need none)
-OPTIONS on an unknown id | 405, no `Allow`, `text/plain` “Method Not Allowed” | the same
-the `charset` of HTML and text files | `charset=utf-8` | unquoted; the same value (RFC 9110, 5.6.6)
-`/..%5csecret.txt` (an encoded backslash) | 403 | netlify dev answers this path with a 403 of its own
-`rating\index.json` (a backslash for a slash) | 200 and the file | netlify dev reads `\` as `/`, as WHATWG URL parsing does in an http URL: the document, inside the root
-dot segments inside the root (`api/./articles`, `rating/.`) | 200 and the file | netlify dev resolves `.` segments: the document, inside the root
-an empty segment (`/away//api/…`) | 200 and the file | netlify dev merges the slashes: the document, inside the root
-`%00` in the path | 400 | netlify dev refuses a path with a NUL byte
-a NUL byte in the request line | 400 | netlify dev refuses it
-another control byte in the request line (`\x01`, `\x7f`) | 400 | netlify dev refuses it
-a non-ASCII byte in the request line | 400 | netlify dev refuses it
-a symlink to a folder outside the root (`site/system -> /etc`) | 200 and the file | netlify dev follows every symlink in the folder it serves, wherever it leads: keep symlinks out of site/ (the build never makes one)
-a symlink to a file outside the root (`-> ../secret.txt`) | 200 and the file | the same
-a symlink to a file inside the root (`-> robots.txt`) | 200 and the file | the same
-a symlink to a folder inside the root (`-> away`) | 200 and the file | the same
-a symlink loop (`loop -> loop`) | 500 | netlify dev answers the ELOOP of its file lookup with a JSON 500 of its own
-`If-None-Match: *`, a list, or the weak form of the `ETag` | `*`: 200 with an empty body; a list: 200; the weak form: 304 | netlify dev's static server reads one tag, and answers `*` with a 200 and no body
-a malformed `%` escape (`/%3G`, `/%`) | no answer: the server exits | the same as overlong UTF-8 below: decodeURIComponent throws a URIError that ends the process; the suite starts it again
-`/..%c0%af..%c0%afsecret.txt` (overlong UTF-8) | no answer: the server exits | netlify dev's rewriter (rules-proxy.js) calls decodeURIComponent on the path and the URIError it throws ends the process; the suite starts it again
-"""),
-    "wrangler pages dev": differences(r"""
-`Content-Length` of a file | none | wrangler pages dev streams every file with `Transfer-Encoding: chunked`
-`ETag` | `"<32 hex digits>"` (of the content) | wrangler pages dev's own: it changes with the content, the mtime plays no part
-`Last-Modified` | none | wrangler pages dev sends none
-`If-Modified-Since` the `Last-Modified` or later | no `Last-Modified` to send | the same
-`If-None-Match` with the `ETag`, GET and HEAD | 304 without an `ETag` | wrangler pages dev's 304 leaves the ETag out
-`Range: bytes=0-9` | 200 and the whole document | wrangler pages dev ignores Range
-`Range`: one byte (`bytes=0-0`, `bytes=-1`) | 200 and the whole document | the same: it ignores Range
-`Range`: none satisfiable (`bytes=-0`, `bytes=500-`) or invalid (`bytes=5-2`) | 200 and the whole document | the same: it ignores Range
-the 416's body | no 416 | the same: it ignores Range
-`Range` past 2⁶³ (`bytes=0-99999999999999999999`) | 200 and the whole document | the same: it ignores Range
-`If-None-Match: *`, a list, or the weak form of the `ETag` | `*`: 200; a list: 200; the weak form: 304 | wrangler pages dev compares If-None-Match with its ETag as one value, weak or strong: `*` and lists are not read
-no slash (`7/rating`): GET, HEAD, with a query | 301 to `/away/api/articles/7/rating/` | Pages matches `_redirects` rules exactly, so the second rule answers, and it sends the rule's target as written: an absolute path
-the no-slash redirect's body | `text/plain` “Redirecting to /away/api/articles/7/rating/” | wrangler pages dev writes a short text body on its redirects
-no slash, no article (`2/rating`, `abc/rating`) | 301 to the path with a slash, then 404 | a `_redirects` rule cannot ask whether the file exists: the redirect comes first, the 404 after it
-`Content-Type` of a 404 | `text/html; charset=utf-8` | 404.html is sent with the type its name gives
-`Cache-Control` of a 404 | `no-store` | wrangler pages dev replaces the `_headers` value on its 404s
-`Content-Length` of a 404 | none | the same: chunked
-an id of 300 digits | 502 | its local asset server looks the path up on disk, fails (ENAMETOOLONG: the name is longer than a file name may be) and answers 502 with the error's text
-a path of 2,000 or 3,000 bytes | 502 | the same (ENAMETOOLONG)
-`%00` in the path | 502 | the same: Node refuses a file path with a NUL byte (ERR_INVALID_ARG_VALUE)
-the document's own path (`7/rating/index.json`) | 200 | Pages serves every file at its own path as well
-a folder without its slash (`/about`) | 308 to the path with a slash, then 200 | wrangler pages dev redirects a folder's name to the folder
-a dotfile of yours (`/.hidden`) | 200 | wrangler pages dev serves dotfiles, and `wrangler pages deploy` uploads them (its IGNORE_LIST holds only `.DS_Store`, `.git`, `.wrangler`, `node_modules` and the config files): the build keeps its record beside site/, not in it
-POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating | 405, no `Allow`, an empty body; TRACE: no answer within 2 s | wrangler pages dev answers every method but GET and HEAD with an empty 405 of its own, but TRACE: its proxy throws ("'TRACE' HTTP method is unsupported", from undici) and never answers
-the same on an unknown id and on `/` | 405, no `Allow`, an empty body | the same
-OPTIONS, with or without CORS, on a rating | 405, no `Allow`, an empty body | the same: a preflight fails, so a browser sends only simple cross-origin GETs (which need none)
-OPTIONS on an unknown id | 405, no `Allow`, an empty body | the same
-the front page `/index.html` | 308 to `/`, then 200 | wrangler pages dev redirects `/index.html` to `/`
-the `charset` of HTML and text files | `charset=utf-8` | unquoted; the same value (RFC 9110, 5.6.6)
-`rating\index.json` (a backslash for a slash) | 200 and the file | wrangler pages dev reads `\` as `/`, as WHATWG URL parsing does in an http URL: the document, inside the root
-dot segments inside the root (`api/./articles`, `rating/.`) | 200 and the file | wrangler pages dev resolves `.` segments: the document, inside the root
-an encoded slash (`7%2Frating%2F`) | 404 | wrangler pages dev does not take `%2F` for a separator
-an absolute-form target (`http://127.0.0.1/../secret.txt`) | 500 | workerd fails to parse the target (kj/compat/url.c++: invalid URL)
-a request line over 4094 bytes | 502 | ENAMETOOLONG, as above
-a symlink to a folder outside the root (`site/system -> /etc`) | 200 and the file | wrangler pages dev follows a symlinked folder, wherever it leads: keep symlinks out of site/ (the build never makes one)
-a symlink to a file outside the root (`-> ../secret.txt`) | 502 | wrangler pages dev fails on a symlinked file and answers 502 with the error's text
-a symlink to a file inside the root (`-> robots.txt`) | 502 | the same
-a symlink to a folder inside the root (`-> away`) | 200 and the file | it follows a symlinked folder
-a symlink loop (`loop -> loop`) | 502 | the same as a symlinked file
-a NUL byte in the request line | 400 | wrangler pages dev refuses it
-another control byte in the request line (`\x01`, `\x7f`) | 200 and the file | workerd reads the target as a WHATWG URL, which drops a control byte at its end: the document, inside the root
-"""),
-}
-
-
-# The edges in front of a published bucket join the same suite and table. Imported
-# last: tests/edges.py starts its hosts with this module's helpers.
-from tests import edges  # noqa: E402
-
-HOSTS.update(edges.EDGES)
-DIFFERENCES.update(edges.DIFFERENCES)
+DIFFERENCES: Final = read_differences([*HOSTS, "CloudFront"])
+DIFFERENCES["CloudFront"] = NOT_MEASURED | DIFFERENCES["CloudFront"]

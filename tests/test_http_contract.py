@@ -1,24 +1,27 @@
-"""The HTTP contract: the one conformance suite, then what only ``--serve`` or the app does.
+"""The HTTP contract: the one conformance suite, then what only the nginx edge, ``--serve`` or
+the app does.
 
-Each point of ``POINTS`` (tests/contract.py) has an observation in the words of tests/README.md's
-table: the app, called in this process, must answer each as the contract says (the quick tier),
-and every real host (tests/hosts.py, tests/edges.py) as the app or as its documented difference;
+Each point of ``POINTS`` (tests/contract-table.txt) has an observation in the words of its table: the app, called in this process, must answer each as the contract says (the quick tier),
+and every real host (tests/hosts.py) as the app or as its documented difference;
 the CloudFront function, run in node, is held to the app on each point it answers alone.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import datetime
 import email.utils
-import ipaddress
+import http.server
 import os
 import re
 import signal
 import socket
+import subprocess
+import threading
+import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from email.message import Message
 from pathlib import Path
 from typing import Any, Final
@@ -42,47 +45,51 @@ from ratings_api.errors import InputError
 from ratings_api.server import create_app
 from tests.contract import (
     ARTICLES,
-    FOUND,
-    ITS_LENGTH,
-    JSON_ERROR,
-    NO_ANSWER,
-    NO_ANSWER_SECONDS,
-    NOT_ALLOWED,
     POINTS,
-    PREFLIGHT,
     RATINGS,
+    READY_SECONDS,
     REPO,
     SECRET,
     STOP_SECONDS,
-    STOPS,
     USER_FILES,
-    WHOLE,
-    WHOLE_206,
     Host,
     Reply,
-    contract_table,
+    hermetic_environ,
     make_project,
     process_tree,
-    reasons_list,
     request,
     start,
     stop,
     wait_for,
     wait_until,
 )
-from tests.edges import CLOUDFRONT_FUNCTION_POINTS
-from tests.edges import DIFFERENCES as EDGE_DIFFERENCES
 from tests.hosts import (
     BASE_URL,
+    CLOUDFRONT_FUNCTION_POINTS,
     DIFFERENCES,
     HOSTS,
+    NGINX_EDGE_CACHE_SECONDS,
+    NGINX_EDGE_STALE_SECONDS,
     SERVING,
     build_project,
-    refused_serve,
     serve_command,
+    start_edge_nginx,
 )
 from tests.test_cloudfront import headers as cloudfront_headers
 from tests.test_cloudfront import node, viewer_request
+
+# What a host answers, in the few words of the table: outcomes that are not answers, then answers.
+STOPS: Final = "no answer: the server exits"
+NO_ANSWER_SECONDS: Final = 2.0
+NO_ANSWER: Final = f"no answer within {NO_ANSWER_SECONDS:g} s"
+
+FOUND: Final = "200 and the file"
+JSON_ERROR: Final = "the JSON error"
+ITS_LENGTH: Final = "the body's length"
+PREFLIGHT: Final = "204, `Allow` and the `Access-Control-Allow-*` headers"
+NOT_ALLOWED: Final = "405, `Allow` and " + JSON_ERROR
+WHOLE: Final = "200 and the whole document"
+WHOLE_206: Final = "206 and the whole document"
 
 
 def rating_path(article_id: int | str) -> str:
@@ -91,9 +98,11 @@ def rating_path(article_id: int | str) -> str:
 
 R7: Final = rating_path(7)
 NO_SLASH: Final = "/away/api/articles/7/rating"
+# 127.0.0.1 and ::1 as /proc/net/tcp and tcp6 write them: 32-bit words in the machine's order.
+LOOPBACK: Final = ("0100007F", "00000000000000000000000001000000")
 REBUILD: Final = "a rebuild (in the same second, same size)"
 
-# A reply in the few words of the README's table
+# A reply in the few words of the table
 
 
 def one(said: Iterable[object]) -> object:
@@ -199,7 +208,7 @@ def _last_modified(host: Host) -> object:
 @observes("HEAD: the headers of GET, no body")
 def _head(host: Host) -> object:
     got, reply = host.request("GET", R7), host.request("HEAD", R7)
-    assert (reply.status, host.after_head(R7)) == (200, b"")
+    assert (reply.status, host.raw(R7.encode(), "HEAD").body) == (200, b"")
     names = ("Content-Type", "Content-Length", "ETag", "Last-Modified")
     differ = [f"`{name}`" for name in names if reply.header(name) != got.header(name)]
     return "not the same " + ", ".join(differ) if differ else "the same"
@@ -328,7 +337,7 @@ for _point, _paths in NOT_FOUND_PATHS.items():
 
 @observes("a 404's body")
 def _not_found_body(host: Host) -> object:
-    assert host.after_head(rating_path(2)) == b""
+    assert host.raw(rating_path(2).encode(), "HEAD").body == b""
     said = [host.request("GET", path) for path in MISSING]
     return one(JSON_ERROR if reply.body == NOT_FOUND else body_said(reply) for reply in said)
 
@@ -591,6 +600,7 @@ def _front_page_policy(host: Host) -> object:
 ABOVE: Final = "above the root (`../`, `%2e%2e`, `..%2f`, 1,300 × `../`)"
 NUL: Final = "`%00` in the path"
 DOTS: Final = "dot segments inside the root (`api/./articles`, `rating/.`)"
+TRAVERSAL_EXITS: Final = "`/..%c0%af..%c0%afsecret.txt` (overlong UTF-8)"
 OUT: Final = "other paths out (`//etc/passwd`, `/./secret.txt`, `/..\\secret.txt`)"
 TRAVERSALS: Final[dict[str, tuple[bytes, ...]]] = {
     ABOVE: (
@@ -627,7 +637,7 @@ TRAVERSALS: Final[dict[str, tuple[bytes, ...]]] = {
     ),
     # netlify dev exits on these two: the suite starts it again.
     "a malformed `%` escape (`/%3G`, `/%`)": (b"/robots.txt%3G",),
-    "`/..%c0%af..%c0%afsecret.txt` (overlong UTF-8)": (b"/..%c0%af..%c0%afsecret.txt",),
+    TRAVERSAL_EXITS: (b"/..%c0%af..%c0%afsecret.txt",),
 }
 
 
@@ -637,8 +647,7 @@ def _traversals(host: Host, point: str, targets: tuple[bytes, ...]) -> object:
         if host.expect(point) == STOPS:
             with pytest.raises(ConnectionResetError):  # http.client.RemoteDisconnected
                 host.raw(target)
-            host.process.wait(STOP_SECONDS)
-            host.revive()
+            host.process.wait(STOP_SECONDS)  # started again at its next request
             said.append(STOPS)
             continue
         reply = host.raw(target)
@@ -688,77 +697,27 @@ def _symlink(host: Host, path: str, reached: bytes | None) -> object:
 for _point, (_path, _reached) in SYMLINK_PATHS.items():
     observes(_point, path=_path, reached=_reached)(_symlink)
 
-assert set(OBSERVE) == set(POINTS) - {REBUILD}, set(POINTS) - {REBUILD} ^ set(OBSERVE)
 
-
-# The hosts: the app in this process (the quick tier), and each real one, started once.
-
-
-@pytest.fixture(scope="module")
-def app(tmp_path_factory: pytest.TempPathFactory) -> Host:
-    """The app, called in this process as gunicorn calls it, on the contract's test project."""
-    return oracle(build_project(tmp_path_factory.mktemp("app")))
-
-
-@pytest.fixture(scope="module", params=list(HOSTS))
-def server(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Host]:
-    """Each real host (tests/hosts.py), running, one at a time, started once for this module."""
-    folder = tmp_path_factory.mktemp(request.param.replace(" ", "_"))
-    host = HOSTS[request.param](folder)
-    try:
-        yield host
-    finally:
-        host.stop()
-
-
-@pytest.mark.parametrize("point", list(OBSERVE))
-def test_the_app_holds_each_point(app: Host, point: str) -> None:
-    app.holds(point, OBSERVE[point](app))
-
-
-@pytest.mark.real_world
-@pytest.mark.parametrize("point", list(OBSERVE))
-def test_each_host_holds_each_point_as_the_app_or_as_documented(server: Host, point: str) -> None:
-    server.holds(point, OBSERVE[point](server))
-
-
-def test_the_app_serves_a_rebuild_at_the_next_request(app: Host) -> None:
-    rebuilt_in_the_same_second(app)
-
-
-@pytest.mark.real_world
-def test_each_host_serves_a_rebuild_as_documented(server: Host) -> None:
-    rebuilt_in_the_same_second(server)
-
-
-def rebuilt_in_the_same_second(server: Host) -> None:
-    """Within the same second and at the same size, the hardest case for a validator."""
+@observes(REBUILD)
+def _rebuilt_in_the_same_second(server: Host) -> object:
+    """Within the same second and at the same size, the hardest case for a validator.
+    The site stays rebuilt: the points after this one read their documents from it."""
     old = server.request("GET", R7)
     document = server.site / "away/api/articles/7/rating/index.json"
     before = os.stat(document).st_mtime_ns
     rebuild(server, RATINGS.replace("7: [5, 4, 5, 5, 5, 5]", "7: [5, 4, 5, 5, 5, 4]"))
-    try:
-        # The new document is as long as the old, and written in the same second.
-        second = before - before % 10**9
-        os.utime(document, ns=(second + (before + 1) % 10**9,) * 2)
-        reply = server.request("GET", R7)
-        assert reply.body == old.body.replace(b'"rating_sum": 29', b'"rating_sum": 28').replace(
-            b'"4.8"', b'"4.7"'
-        )
-        stale = server.request("GET", R7, {"If-None-Match": old.header("ETag") or ""})
-        if reply.header("ETag") != old.header("ETag"):
-            assert (stale.status, stale.body) == (200, reply.body)
-            said = "the new document, with a new `ETag`"
-            if server.stale_seconds:
-                said += f", after up to {server.stale_seconds:g} s (its cache)"
-        else:
-            said = f"the new document, with the old `ETag`: a client's copy gets {stale.status}"
-        server.holds(REBUILD, said)
-    finally:
-        rebuild(server, RATINGS)
-    assert server.request("GET", R7).body == old.body
+    # The new document is as long as the old, and written in the same second.
+    second = before - before % 10**9
+    os.utime(document, ns=(second + (before + 1) % 10**9,) * 2)
+    reply = server.request("GET", R7)
+    new = old.body.replace(b'"rating_sum": 29', b'"rating_sum": 28')
+    assert reply.body == new.replace(b'"4.8"', b'"4.7"')
+    stale = server.request("GET", R7, {"If-None-Match": old.header("ETag") or ""})
+    if reply.header("ETag") == old.header("ETag"):
+        return f"the new document, with the old `ETag`: a client's copy gets {stale.status}"
+    assert (stale.status, stale.body) == (200, reply.body)
+    later = f", after up to {server.stale_seconds:g} s (its cache)" if server.stale_seconds else ""
+    return "the new document, with a new `ETag`" + later
 
 
 REBUILT: Final = "\nratings.yaml changed: built site: "
@@ -778,166 +737,204 @@ def rebuild(host: Host, ratings: str) -> None:
             host.publish()
 
 
+assert set(OBSERVE) == set(POINTS), set(POINTS) ^ set(OBSERVE)
+
+
+# The hosts: the app in this process (the quick tier), and each real one, started once.
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Host:
+    """The app, called in this process as gunicorn calls it, on the contract's test project."""
+    site = build_project(tmp_path_factory.mktemp("app"))
+    return Host(
+        "the app", 0, site, BASE_URL, None, site.parent / "no.log", app=create_app(str(site))
+    )
+
+
+@pytest.fixture(scope="module", params=list(HOSTS))
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Host]:
+    """Each real host (tests/hosts.py), running, one at a time, started once for this module."""
+    folder = tmp_path_factory.mktemp(request.param.replace(" ", "_"))
+    host = HOSTS[request.param](folder)
+    try:
+        yield host
+    finally:
+        host.stop()
+
+
+# Last, the points after which a host is not the same: a rebuild, and the requests on which
+# netlify dev exits (started again for the next one, not after the last).
+LAST: Final = (REBUILD, "a malformed `%` escape (`/%3G`, `/%`)", TRAVERSAL_EXITS)
+ORDER: Final = [point for point in OBSERVE if point not in LAST] + list(LAST)
+
+
 @pytest.mark.real_world
 def test_the_host_listens_on_loopback_only(server: Host) -> None:
     """Every listening socket of the host's processes is on 127.0.0.1 (or ::1)."""
-    addresses = listening_addresses(process_tree(server.process.pid))
-    assert f"127.0.0.1:{server.port}" in addresses
-    assert {address.rsplit(":", 1)[0] for address in addresses} <= {"127.0.0.1", "[::1]"}, addresses
+    assert server.process is not None
+    addresses = listening(process_tree(server.process.pid))
+    assert (LOOPBACK[0], server.port) in addresses
+    assert {address for address, _ in addresses} <= set(LOOPBACK), addresses
 
 
-def listening_addresses(pids: set[int]) -> set[str]:
-    """The TCP addresses that sockets held by ``pids`` listen on, as ``host:port``."""
+# What only the nginx edge in front of a bucket does: its cache, counted at the store. Before
+# the points, on the edge they use, so that its cache is fresh.
+HOT: Final = "/away/api/articles/7/rating/"
+EDGE: Final = pytest.mark.parametrize(
+    "server", [pytest.param("nginx → S3", marks=pytest.mark.real_world)], indirect=True
+)
+
+
+def edge_reads(edge: Host) -> int:
+    """How many reads the store behind ``edge`` has answered, by its own count."""
+    assert edge.reads is not None
+    return edge.reads()
+
+
+@EDGE
+def test_a_hot_article_reaches_the_store_once_per_cache_lifetime(server: Host) -> None:
+    """And the check behind a redirect fills the very entry its document is read from."""
+    before = edge_reads(server)
+    first = request(server.port, "GET", HOT)
+    assert (first.status, first.header("X-Cache-Status")) == (200, "MISS")
+    assert edge_reads(server) == before + 1
+    started = time.monotonic()
+    statuses = [request(server.port, "GET", HOT).header("X-Cache-Status") for _ in range(20)]
+    assert time.monotonic() - started < NGINX_EDGE_CACHE_SECONDS, "too slow to tell"
+    assert statuses == ["HIT"] * 20
+    assert edge_reads(server) == before + 1  # none of the 20 reached the store
+    time.sleep(NGINX_EDGE_STALE_SECONDS + 0.1)  # every copy expired, article 31's too
+    # Expired: asked again with If-None-Match, and the store's 304 renews the copy.
+    again = request(server.port, "GET", HOT)
+    assert (again.status, again.body) == (200, first.body)
+    assert again.header("X-Cache-Status") == "REVALIDATED"
+    assert edge_reads(server) == before + 2
+    # One key per object: the redirect's check reads the store, its document is then a HIT.
+    assert request(server.port, "GET", "/away/api/articles/31/rating").status == 301
+    reply = request(server.port, "GET", "/away/api/articles/31/rating/")
+    assert (reply.status, reply.header("X-Cache-Status")) == (200, "HIT")
+    assert reply.body == server.document(31)
+    assert edge_reads(server) == before + 3
+
+
+@EDGE
+def test_a_query_is_not_a_new_copy_and_a_404_is_cached_too(server: Host) -> None:
+    request(server.port, "GET", "/away/api/articles/12/rating/")
+    before = edge_reads(server)
+    asked = [f"/away/api/articles/12/rating/?v={n}" for n in range(5)]
+    replies = [request(server.port, "GET", path) for path in asked]
+    assert [reply.header("X-Cache-Status") for reply in replies] == ["HIT"] * 5
+    assert edge_reads(server) == before
+    replies = [request(server.port, "GET", "/away/api/articles/2/rating/") for _ in range(3)]
+    assert [(reply.status, reply.body) for reply in replies] == [(404, NOT_FOUND)] * 3
+    assert edge_reads(server) == before + 1
+
+
+@EDGE
+def test_no_path_reads_or_poisons_the_cache_entry_of_the_existence_check(server: Host) -> None:
+    """The check behind `7/rating`'s redirect fills no entry that `GET /7/exists` could
+    read, and a 404 cached for `GET /12/exists` does not take `12/rating`'s redirect offline."""
+    assert request(server.port, "GET", "/away/api/articles/7/rating").status == 301
+    for path in ("/12/exists", "/away/api/articles/12/rating/index.json", "/1000000/exists"):
+        assert request(server.port, "GET", path).status == 404
+    for method in ("GET", "HEAD"):
+        reply = request(server.port, method, "/7/exists")
+        assert (reply.status, reply.header("Content-Type")) == (404, ERROR_TYPE)
+        assert reply.body == (NOT_FOUND if method == "GET" else b"")
+        for article in (12, 1000000):
+            reply = request(server.port, method, f"/away/api/articles/{article}/rating?v=1")
+            assert (reply.status, reply.header("Location")) == (301, "rating/?v=1")
+
+
+# What only the nginx edge does, on a store that may not be listed
+
+
+class Forbidding(http.server.BaseHTTPRequestHandler):
+    """A store that may not be listed: every missing key is a 403 with an XML body, as S3's."""
+
+    def do_GET(self) -> None:
+        body = b"<?xml version='1.0'?><Error><Code>AccessDenied</Code></Error>"
+        self.send_response(403)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body if self.command == "GET" else b"")
+
+    def do_HEAD(self) -> None:
+        self.do_GET()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.mark.real_world
+def test_a_store_that_answers_403_in_xml_gives_the_json_404(tmp_path: Path) -> None:
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forbidding) as store:
+        threading.Thread(target=store.serve_forever, daemon=True).start()
+        process, port, _ = start_edge_nginx(tmp_path, store.server_address[1])
+        try:
+            for path in (HOT, HOT.rstrip("/"), "/", "/robots.txt", "/about/"):
+                for method in ("GET", "HEAD"):
+                    reply = request(port, method, path)
+                    assert (reply.status, reply.header("Content-Type")) == (404, ERROR_TYPE)
+                    assert reply.body == (NOT_FOUND if method == "GET" else b"")
+                    assert reply.header("Access-Control-Allow-Origin") == "*"
+        finally:
+            stop(process)
+            store.shutdown()
+
+
+@pytest.mark.parametrize("point", ORDER)
+def test_the_app_holds_each_point(app: Host, point: str) -> None:
+    app.holds(point, OBSERVE[point](app))
+
+
+@pytest.mark.real_world
+@pytest.mark.parametrize("point", ORDER)
+def test_each_host_holds_each_point_as_the_app_or_as_documented(server: Host, point: str) -> None:
+    server.holds(point, OBSERVE[point](server))
+
+
+def listening(pids: set[int]) -> set[tuple[str, int]]:
+    """The TCP addresses that sockets held by ``pids`` listen on: each address as /proc writes it
+    (LOOPBACK), and its port."""
     inodes = set()
     for pid in pids:
-        try:
+        with contextlib.suppress(OSError):  # a process gone meanwhile
             links = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
-        except OSError:
-            continue
-        inodes |= {link[8:-1] for link in links if link.startswith("socket:[")}
-    addresses = set()
-    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] != "0A" or fields[9] not in inodes:  # 0A: LISTEN
-                continue
-            host, port = fields[1].split(":")
-            packed = bytes.fromhex(host)
-            # /proc writes each 32-bit word in the machine's (little-endian) order.
-            raw = b"".join(packed[i : i + 4][::-1] for i in range(0, width // 2, 4))
-            address = ipaddress.ip_address(raw)
-            shown = str(address) if address.version == 4 else f"[{address}]"
-            addresses.add(f"{shown}:{int(port, 16)}")
-    return addresses
+            inodes |= {link[8:-1] for link in links if link.startswith("socket:[")}
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for fields in (line.split() for line in Path(table).read_text().splitlines()[1:]):
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                address, port = fields[1].split(":")
+                found.add((address, int(port, 16)))
+    return found
 
 
-def test_the_differences_are_points_with_a_reason_and_the_readme_renders_them() -> None:
-    for points in DIFFERENCES.values():
-        for point, difference in points.items():
-            assert difference.value != POINTS[point], point
-            assert difference.why, point
-    page = (REPO / "tests" / "hosts-contract.md").read_text(encoding="utf-8")
-    assert contract_table(DIFFERENCES) in page
-    assert reasons_list(DIFFERENCES) in page
-
-
-# The app, what each host is compared with; and the CloudFront function, in node.
+# CloudFront: the function, run in node, held to the app on each point it answers alone.
 
 # The headers of the contract, compared with the app's.
 CONTRACT_HEADERS: Final = (
     *("Content-Type", "Content-Range", "Location", "Content-Security-Policy"),
     *(name for name, _ in (*COMMON_HEADERS, *CONTRACT_PREFLIGHT)),
 )
-
-
-@dataclass(frozen=True)
-class Asked:
-    """A request, sent byte for byte."""
-
-    method: str
-    target: bytes
-
-    def of(self, host: Host) -> Reply:
-        return host.raw(self.target, self.method)
-
-
-APPS: dict[Path, Host] = {}
-
-
-def oracle(site: Path) -> Host:
-    """The app in this process, serving ``site``: what each host is compared with."""
-    if site not in APPS:
-        log = site.parent / "no.log"
-        APPS[site] = Host("the app", 0, site, BASE_URL, None, log, app=create_app(str(site)))
-    return APPS[site]
-
-
-def differing(expected: Reply, got: Reply) -> list[str]:
-    """What differs: "status", "body" or a contract header's name in lower case."""
-    said = ["status"] if expected.status != got.status else []
-    said += ["body"] if expected.body != got.body else []
-    headers = (name for name in CONTRACT_HEADERS if expected.header(name) != got.header(name))
-    return said + [name.lower() for name in headers]
-
-
-def decoded(asked: Asked) -> str:
-    path = asked.target.partition(b"?")[0]
-    return urllib.parse.unquote_to_bytes(path).decode("utf-8", "replace")
-
-
-NOT_ALLOWED_POINTS: Final = (
-    "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating",
-    "the same on an unknown id and on `/`",
-)
-
-
-# CloudFront: the function in node, and the bucket as the site's own files.
-
-
-def stored(site: Path, key: str) -> bool:
-    """Whether the bucket holds an object at ``key``: a regular file of the site, by no link."""
-    path = site
-    for name in key.split("/"):
-        path = path / name
-        if path.is_symlink():
-            return False
-    return path.is_file()
-
-
 # A URI that S3 reads as one key: unreserved characters, slashes and %XX escapes.
 FORWARDED: Final = re.compile(r"(?:[A-Za-z0-9._~!*'()/-]|%[0-9A-F]{2})*")
-RATING_PATH: Final = re.compile(r"/away/api/articles/[1-9][0-9]*/rating/")
-
-
-def cloudfront_reply(asked: Asked, result: dict[str, Any]) -> Reply:
-    """The function's own answer as CloudFront sends it: no body after HEAD, and a
-    Content-Length of CloudFront's own (not a header of the contract)."""
-    message = Message()
-    for name, value in cloudfront_headers(result).items():
-        message[name] = value
-    body = result.get("body", {}).get("data", "").encode() if asked.method != "HEAD" else b""
-    return Reply(result["statusCode"], message, body)
-
-
-def cloudfront_agrees(site: Path, asked: Asked, result: dict[str, Any]) -> str | None:
-    """Why the function's result for ``asked`` is not the app's answer, or None when it is."""
-    app, wanted = asked.of(oracle(site)), decoded(asked)
-    if "statusCode" not in result:  # passed on to S3, for the object at its key
-        if not FORWARDED.fullmatch(result["uri"]):  # S3 would read `?`, `#` or `;` itself
-            return f"on to {result['uri']!r}"
-        key = urllib.parse.unquote(result["uri"])[1:]
-        asked_for = (wanted + "index.html" if wanted.endswith("/") else wanted)[1:]
-        if key != asked_for and not RATING_PATH.fullmatch(wanted):
-            return f"on to {key!r}, not the path asked for"
-        if app.status == 200:  # the object holds the very bytes the app sends
-            sent = Asked("GET", asked.target).of(oracle(site)).body
-            return (
-                None
-                if stored(site, key) and (site / key).read_bytes() == sent
-                else f"on to {key!r}"
-            )
-        # S3's answer for a missing key is the 404 page, the JSON error.
-        return None if not stored(site, key) else f"on to {key!r}"
-    got = cloudfront_reply(asked, result)
-    differ = differing(app, got)
-    return f"{got.status} {got.headers.items()} {got.body!r}: {differ}" if differ else None
-
-
-def no_slash_no_article(asked: Asked, result: dict[str, Any]) -> bool:
-    """A redirect of `<id>/rating`: the function cannot ask S3 whether the article exists."""
-    return result.get("statusCode") == 301 and decoded(asked).endswith("/rating")
-
-
-CLOUDFRONT_REFUSED: Final = ("POST", "PUT", "PATCH", "DELETE")
-CLOUDFRONT_DIFFERENCES: Final = EDGE_DIFFERENCES["CloudFront"]
+CLOUDFRONT_REFUSED: Final = ("POST", "PUT", "PATCH", "DELETE")  # a distribution takes no other
 NO_SLASH_ASKED: Final = (("GET", NO_SLASH), ("HEAD", NO_SLASH), ("GET", NO_SLASH + "?v=2"))
 # The requests of each point that the function answers alone, or sends on to an object.
 CLOUDFRONT_ASKED: Final = {
     "no slash (`7/rating`): GET, HEAD, with a query": NO_SLASH_ASKED,
     "the no-slash redirect's body": NO_SLASH_ASKED,
     "an encoded slash and no slash (`7%2Frating`)": (("GET", "/away/api/articles/7%2Frating"),),
-    NOT_ALLOWED_POINTS[0]: tuple((method, R7) for method in CLOUDFRONT_REFUSED),
-    NOT_ALLOWED_POINTS[1]: tuple(
+    "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating": tuple(
+        (method, R7) for method in CLOUDFRONT_REFUSED
+    ),
+    "the same on an unknown id and on `/`": tuple(
         (method, path) for path in (rating_path(2), "/") for method in CLOUDFRONT_REFUSED
     ),
     "OPTIONS, with or without CORS, on a rating": (("OPTIONS", R7),),
@@ -954,26 +951,56 @@ CLOUDFRONT_ASKED: Final = {
 }
 
 
+def differing(expected: Reply, got: Reply) -> list[str]:
+    """What differs: "status", "body" or a contract header's name in lower case."""
+    said = ["status"] if expected.status != got.status else []
+    said += ["body"] if expected.body != got.body else []
+    headers = (name for name in CONTRACT_HEADERS if expected.header(name) != got.header(name))
+    return said + [name.lower() for name in headers]
+
+
+def cloudfront_differs(app: Host, method: str, target: str, result: dict[str, Any]) -> object:
+    """How the function's answer, or S3's to the request it passes on, is not the app's.
+
+    The object's key itself is tests/test_cloudfront.py's: here S3 answers with the bytes of
+    the site's regular file at the key, reached by no link, or the JSON 404 page."""
+    expected = app.raw(target.encode(), method)
+    if "statusCode" not in result:
+        if not FORWARDED.fullmatch(result["uri"]):  # S3 would read `?`, `#` or `;` itself
+            return f"on to {result['uri']!r}"
+        key = urllib.parse.unquote(result["uri"])[1:]
+        links = [app.site.joinpath(*key.split("/")[:n]) for n in range(1, key.count("/") + 2)]
+        held = links[-1].is_file() and not any(path.is_symlink() for path in links)
+        s3 = (200, links[-1].read_bytes()) if held else (404, NOT_FOUND)
+        return None if s3 == (expected.status, app.raw(target.encode()).body) else f"on to {key!r}"
+    message = Message()
+    for name, value in cloudfront_headers(result).items():
+        message[name] = value
+    # CloudFront sends no body after HEAD, and a Content-Length of its own (not the contract's).
+    body = result.get("body", {}).get("data", "").encode() if method != "HEAD" else b""
+    return differing(expected, Reply(result["statusCode"], message, body)) or None
+
+
 @pytest.mark.real_world
 def test_the_cloudfront_function_answers_each_point_as_the_app_or_as_documented(app: Host) -> None:
     asked = [
-        (point, Asked(method, target.encode()))
+        (point, method, target)
         for point, pairs in CLOUDFRONT_ASKED.items()
         for method, target in pairs
         if target.isprintable()
     ]
     events = []
-    for _, one in asked:
-        path, _, query = one.target.decode().partition("?")
-        events.append(viewer_request(path, one.method, dict(urllib.parse.parse_qsl(query))))
+    for _, method, target in asked:
+        path, _, query = target.partition("?")
+        events.append(viewer_request(path, method, dict(urllib.parse.parse_qsl(query))))
     wrong: dict[str, list[str]] = {}
-    for (point, one), result in zip(asked, node(events), strict=True):
-        if (why := cloudfront_agrees(app.site, one, result)) is not None:
-            wrong.setdefault(point, []).append(f"{one.method} {one.target!r}: {why}")
+    for (point, method, target), result in zip(asked, node(events), strict=True):
+        if (why := cloudfront_differs(app, method, target, result)) is not None:
+            wrong.setdefault(point, []).append(f"{method} {target!r}: {why}")
     # Where the function answers as the app, the table must say so: ✓, or "as the app".
     documented = {
         point
-        for point, difference in CLOUDFRONT_DIFFERENCES.items()
+        for point, difference in DIFFERENCES["CloudFront"].items()
         if point in CLOUDFRONT_FUNCTION_POINTS and "as the app" not in str(difference.value)
     }
     assert set(wrong) == documented, wrong
@@ -1001,83 +1028,80 @@ def serve_project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def serving_line(port: int) -> str:
-    return (
-        f"Serving site/ at http://127.0.0.1:{port}/ — "
-        f"try http://127.0.0.1:{port}/away/api/articles/1/rating/"
-    )
-
-
-@pytest.mark.real_world
-def test_serve_prints_the_build_and_a_sample_url_and_stops_on_ctrl_c(serve_project: Path) -> None:
-    log = serve_project / "serve.log"
-    process = start(serve_command(), serve_project, log)
-    try:
-        port = int(wait_for(SERVING, log, process)[1])
-        document = request(port, "GET", R7).body
-        process.send_signal(signal.SIGINT)
-        assert process.wait(STOP_SECONDS) == 0
-    finally:
-        stop(process)
-    lines = log.read_text().splitlines()
-    # The build's own summary line first, in the build's own words.
-    assert lines[0].startswith("built site: 5 articles")
-    assert lines[1] == serving_line(port)
-    assert "Traceback" not in log.read_text()
-    # No base URL anywhere: the served address is the base URL.
-    assert document.startswith(
-        f'{{"article_url": "http://127.0.0.1:{port}/away/api/articles/7/", "id": 7,'.encode()
-    )
-
-
 @pytest.mark.real_world
 @pytest.mark.parametrize("quiet", [False, True])
-def test_serve_keeps_the_last_good_site_when_a_rebuild_fails(
+def test_serve_says_where_keeps_the_last_good_site_and_stops_on_ctrl_c(
     serve_project: Path, quiet: bool
 ) -> None:
-    """A bad edit is one error, the last good site stays served, and a fix is rebuilt."""
+    """The build's line and a sample URL; a bad edit is one error, the last good site stays
+    served, and a fix is rebuilt; Ctrl-C stops it with 0, and no traceback."""
     log = serve_project / "serve.log"
     process = start(serve_command(*(["--quiet"] if quiet else [])), serve_project, log)
     source = serve_project / "ratings.yaml"
     try:
         port = int(wait_for(SERVING, log, process)[1])
         good = request(port, "GET", R7).body
+        # No base URL anywhere: the served address is the base URL.
+        url = f"http://127.0.0.1:{port}/away/api/articles/7/"
+        assert good.startswith(f'{{"article_url": "{url}", "id": 7,'.encode())
         source.write_text(RATINGS.replace("[5, 4, 5", "[5, 4, 50"), encoding="utf-8")
         wait_for(r"^still serving the last good build$", log, process)
         assert request(port, "GET", R7).body == good
         source.write_text(RATINGS.replace("7: [5, 4", "7: [1, 4"), encoding="utf-8")
         fixed = b'"rating_sum": 25, "rating_count": 6, "rating_value": "4.2"'
         wait_until(lambda: fixed in request(port, "GET", R7).body, process, log)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(STOP_SECONDS) == 0
     finally:
         stop(process)
     # The lines but the request log's (127.0.0.1 - - [24/Nov/2026 18:15:27] "GET ...).
     lines = [line for line in log.read_text().splitlines() if " - - [" not in line]
-    error = ["ratings.yaml:4:13: article 7: rating 50 is outside the scale 1..5"]
-    error += ["still serving the last good build"]
+    said = [
+        f"Serving site/ at http://127.0.0.1:{port}/ — try http://127.0.0.1:{port}/away/api/articles/1/rating/"
+    ]
+    said += ["ratings.yaml:4:13: article 7: rating 50 is outside the scale 1..5"]
+    said += ["still serving the last good build"]
     if quiet:
-        assert lines == [serving_line(port), *error]
-    else:
-        assert lines[2:4] == error
+        assert lines == said
+    else:  # the build's own summary line first, in the build's own words
+        assert lines[1:4] == said
+        assert lines[0].startswith("built site: 5 articles")
         assert lines[4].startswith("ratings.yaml changed: built site: 5 ")
+        assert len(lines) == 5
 
 
 @pytest.mark.real_world
-def test_serve_refuses_a_bad_input_with_exit_2(serve_project: Path) -> None:
-    (serve_project / "ratings.yaml").write_text("articles:\n  7: [5, 9]\nscale: [1, 5]\n")
-    done = refused_serve(serve_project)
-    assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == "ratings.yaml:2:10: article 7: rating 9 is outside the scale 1..5\n"
-
-
-@pytest.mark.real_world
-def test_serve_refuses_a_port_in_use_with_exit_2(serve_project: Path) -> None:
+@pytest.mark.parametrize(
+    ("ratings", "port", "error"),
+    [
+        (
+            "articles:\n  7: [5, 9]\nscale: [1, 5]\n",
+            None,
+            "ratings.yaml:2:10: article 7: rating 9 is outside the scale 1..5",
+        ),
+        (RATINGS, "taken", "cannot serve at 127.0.0.1:{port}: Address already in use"),
+    ],
+)
+def test_serve_refuses_a_bad_input_or_a_port_in_use_with_exit_2(
+    serve_project: Path, ratings: str, port: str | None, error: str
+) -> None:
+    (serve_project / "ratings.yaml").write_text(ratings, encoding="utf-8")
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        port = taken.getsockname()[1]
-        done = refused_serve(serve_project, str(port))
+        number = str(taken.getsockname()[1])
+        command = serve_command(port=number if port else "0")
+        done = subprocess.run(  # check=False: the exit code is what the test reads
+            command,
+            cwd=serve_project,
+            capture_output=True,
+            text=True,
+            env=hermetic_environ(),
+            timeout=READY_SECONDS,
+            check=False,
+        )
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == f"cannot serve at 127.0.0.1:{port}: Address already in use\n"
+    assert done.stderr == error.format(port=number) + "\n"
 
 
 # What only the WSGI app does
@@ -1111,9 +1135,8 @@ def test_an_unservable_file_is_the_json_404_and_a_lost_site_a_json_500(serve_pro
         for method in ("GET", "HEAD"):
             reply = request(port, method, R7)
             assert (reply.status, reply.body) == (500, SERVER_ERROR if method == "GET" else b"")
-            assert [reply.header(name) for name in ("Content-Type", "Content-Length")] == [
-                *("application/json", str(len(SERVER_ERROR)))
-            ]
+            sent = (reply.header("Content-Type"), reply.header("Content-Length"))
+            assert sent == (ERROR_TYPE, str(len(SERVER_ERROR)))
             assert reply.header("Access-Control-Allow-Origin") == "*"
         os.rename(serve_project / "elsewhere", site)
         assert request(port, "GET", R7).status == 200
