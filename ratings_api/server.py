@@ -53,6 +53,7 @@ MAX_URL_PATH: Final = 1024  # far longer than any path the site has; bounds a re
 KEEP_BYTES: Final = 16384  # a file this size or smaller is kept in memory: every document is
 KEEP_FILES: Final = 100_000  # then all are dropped: memory stays bounded at any site's size
 CHUNK: Final = 65536
+READ: Final = os.O_RDONLY | getattr(os, "O_BINARY", 0)  # as tempfile reads: bytes on Windows too
 
 ARTICLES_URL: Final = f"/{ARTICLES_PATH}"
 ARTICLE_URL: Final = re.compile(rf"/{ARTICLES_PATH}/({ARTICLE_ID})/rating(/?)")
@@ -71,20 +72,14 @@ UNSERVABLE: Final = frozenset(
 Identity = tuple[int, int, int, int]
 
 
-class Target(NamedTuple):
-    """The file a URL path names, relative to the root."""
-
-    file: str
-    add_slash: bool  # the URL is an article's rating without its trailing slash
-
-
-def route(url: str) -> Target | None:
-    """The file that the URL path ``url`` may name, or None when it can name none."""
+def route(url: str) -> tuple[str, bool] | None:
+    """The file that the URL path ``url`` may name, relative to the root, and whether the
+    URL is an article's rating without its trailing slash; None when it can name none."""
     if len(url) > MAX_URL_PATH:
         return None
     article = ARTICLE_URL.fullmatch(url)
     if article:
-        return Target(f"{ARTICLES_PATH}/{article[1]}/rating/index.json", not article[2])
+        return f"{ARTICLES_PATH}/{article[1]}/rating/index.json", not article[2]
     lowered = url.lower()  # on a case-insensitive disk, /AWAY/ is the same folder
     if lowered == ARTICLES_URL or lowered.startswith(ARTICLES_URL + "/"):
         return None  # the generator's folder: nothing there but the ratings
@@ -95,7 +90,7 @@ def route(url: str) -> Target | None:
         names[-1] = "index.html"  # a folder's page, as static hosts serve it
     if not all(NAME.fullmatch(name) for name in names):
         return None
-    return Target("/".join(names), add_slash=False)
+    return "/".join(names), False
 
 
 def byte_range(value: str, size: int) -> tuple[int, int] | str | None:
@@ -134,7 +129,7 @@ class File(NamedTuple):
     etag: str
     modified: str  # Last-Modified
     seconds: int  # the same, as a number
-    headers: tuple[tuple[str, str], ...]  # a 200's, but Content-Length
+    headers: tuple[tuple[str, str], ...]  # a 200's, all of them, Content-Type first
     policy: tuple[tuple[str, str], ...]  # the front page's CSP, on a 304 too
     body: bytes  # the file's bytes if kept; else read from the file at each request
 
@@ -144,22 +139,31 @@ def _identity(status: os.stat_result) -> Identity:
 
 
 def _describe(relative: str, status: os.stat_result, body: bytes = b"") -> File:
-    etag = _etag(status)
-    modified = _http_date(int(status.st_mtime))
-    kind = CONTENT_TYPES.get(os.path.splitext(relative)[1]) or TYPES.guess_type(relative)[0]
-    kind, _, charset = (kind or "application/octet-stream").partition("; charset=")
-    if kind.startswith("text/"):
-        kind += f'; charset="{charset or "utf-8"}"'
-    headers = ("Content-Type", kind), ("ETag", etag), ("Last-Modified", modified)
+    etag, seconds, size = _etag(status), int(status.st_mtime), status.st_size
+    modified = _http_date(seconds)
     # The front page loads its own files only: the browser refuses any other.
     policy = (("Content-Security-Policy", FRONT_PAGE_CSP),) if relative == FRONT_PAGE else ()
-    seconds, size = int(status.st_mtime), status.st_size
+    headers = (
+        ("Content-Type", _content_type(relative.rpartition("/")[2])),
+        ("ETag", etag),
+        ("Last-Modified", modified),
+        ("Content-Length", str(size)),
+        *policy,
+        *COMMON_HEADERS,
+    )
     return File(_identity(status), size, etag, modified, seconds, headers, policy, body)
 
 
 @lru_cache(maxsize=256)
 def _http_date(seconds: int) -> str:
     return formatdate(seconds, usegmt=True)  # one date for all the files of a build: kept
+
+
+@lru_cache(maxsize=256)
+def _content_type(name: str) -> str:
+    kind = CONTENT_TYPES.get(os.path.splitext(name)[1]) or TYPES.guess_type(name)[0]
+    kind, _, charset = (kind or "application/octet-stream").partition("; charset=")
+    return f'{kind}; charset="{charset or "utf-8"}"' if kind.startswith("text/") else kind
 
 
 class ServerError(Exception):
@@ -186,25 +190,24 @@ class App:
             return _error(start_response, "405 Method Not Allowed", body, method, ("Allow", ALLOW))
         target = route(url)
         try:
-            found = None if target is None else self._open(target.file)
+            found = None if target is None else self._open(target[0])
         except ServerError as fault:
             # One line in the server's log, and the contract's answer: no traceback.
             environ["wsgi.errors"].write(f"{method} {url}: 500: {fault}\n")
             return _error(start_response, "500 Internal Server Error", SERVER_ERROR, method)
-        if target is None or found is None or (target.add_slash and not _as_sent(environ)):
+        if target is None or found is None or (target[1] and not _as_sent(environ)):
             return _error(start_response, "404 Not Found", NOT_FOUND, method)
         file, opened = found
         if file is None:  # an asset: looked up here too, so that no link leads to it
             answer: Iterable[bytes] = self.assets(environ, partial(_with_common, start_response))
             return answer
-        if target.add_slash:
+        if target[1]:
             # Relative: behind a proxy the app does not know the public scheme,
             # host or path. "rating/" against ".../7/rating".
             query = environ.get("QUERY_STRING", "")
-            location = f"rating/?{query}" if query else "rating/"
             _close(opened)
-            moved = ("Location", location), ("Content-Length", "0")
-            return _answer(start_response, "301 Moved Permanently", *moved)
+            moved = ("Location", f"rating/?{query}" if query else "rating/")
+            return _answer(start_response, "301 Moved Permanently", moved, ("Content-Length", "0"))
         return _serve(environ, start_response, file, opened)
 
     def _open(self, relative: str) -> tuple[File | None, IO[bytes] | None] | None:
@@ -222,17 +225,20 @@ class App:
             if relative.startswith(ASSETS):
                 return None, None
             try:
-                opened = open(path, "rb")  # noqa: SIM115 - closed below or by the server
+                # os's calls, not open()'s five more: the API's first requests cost them
+                descriptor = os.open(path, READ)
             except OSError as error:
                 self._fault(path, error)
                 return None
-            if _identity(os.fstat(opened.fileno())) != _identity(status):
-                opened.close()  # replaced by a rebuild, or by a link, since: again
+            if _identity(os.fstat(descriptor)) != _identity(status):
+                os.close(descriptor)  # replaced by a rebuild, or by a link, since: again
                 continue
             if status.st_size > KEEP_BYTES:
-                return _describe(relative, status), opened
-            with opened:
-                file = _describe(relative, status, opened.read())
+                return _describe(relative, status), open(descriptor, "rb")
+            try:
+                file = _describe(relative, status, os.read(descriptor, status.st_size))
+            finally:
+                os.close(descriptor)
             if len(self.kept) >= KEEP_FILES:
                 self.kept.clear()
             self.kept[relative] = file
@@ -299,25 +305,28 @@ def _serve(
     if _not_modified(environ, file):
         _close(opened)
         return _answer(start_response, "304 Not Modified", ("ETag", file.etag), *file.policy)
+    asked = environ.get("HTTP_RANGE")
     wanted = None
-    if _if_range(environ.get("HTTP_IF_RANGE"), file):
-        wanted = byte_range(environ.get("HTTP_RANGE", ""), file.size)
+    if asked is not None and _if_range(environ.get("HTTP_IF_RANGE"), file):
+        wanted = byte_range(asked, file.size)
     if isinstance(wanted, str):
         _close(opened)
         unsatisfiable = ("Content-Range", f"bytes */{file.size}")
         return _answer(start_response, "416 Requested Range Not Satisfiable", unsatisfiable)
     first, last = wanted or (0, file.size - 1)
-    length = ("Content-Length", str(last - first + 1))
     if wanted is None:
-        _answer(start_response, "200 OK", *file.headers, length, *file.policy)
+        start_response("200 OK", list(file.headers))
     else:
         spans = ("Content-Range", f"bytes {first}-{last}/{file.size}")
-        _answer(start_response, "206 Partial Content", *file.headers, *file.policy, spans, length)
+        length = ("Content-Length", str(last - first + 1))
+        _answer(
+            start_response, "206 Partial Content", *file.headers[:3], *file.policy, spans, length
+        )
     if environ["REQUEST_METHOD"] == "HEAD":
         _close(opened)
         return []
     if opened is None:
-        return [file.body[first : last + 1]]
+        return [file.body] if wanted is None else [file.body[first : last + 1]]
     return _slice(opened, first, last)
 
 
@@ -327,8 +336,11 @@ def _not_modified(environ: WSGIEnvironment, file: File) -> bool:
     if header is not None:
         tags = {tag.strip().removeprefix("W/") for tag in header.split(",")}
         return "*" in tags or file.etag in tags
-    since = parsedate(environ.get("HTTP_IF_MODIFIED_SINCE") or "")
-    return since is not None and timegm(since) >= file.seconds
+    since: str | None = environ.get("HTTP_IF_MODIFIED_SINCE")
+    if not since:
+        return False
+    parsed = parsedate(since)
+    return parsed is not None and timegm(parsed) >= file.seconds
 
 
 def _if_range(header: str | None, file: File) -> bool:
