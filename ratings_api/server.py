@@ -29,20 +29,7 @@ from wsgiref.headers import Headers
 
 from whitenoise import WhiteNoise
 
-from ratings_api.contract import (
-    ALLOW,
-    ARTICLE_ID,
-    ARTICLES_PATH,
-    COMMON_HEADERS,
-    CONTENT_TYPES,
-    ERROR_TYPE,
-    FRONT_PAGE,
-    FRONT_PAGE_CSP,
-    NOT_FOUND,
-    PREFLIGHT,
-    SERVER_ERROR,
-    not_allowed,
-)
+from ratings_api import contract
 from ratings_api.errors import InputError
 
 if TYPE_CHECKING:
@@ -55,8 +42,8 @@ KEEP_FILES: Final = 100_000  # then all are dropped: memory stays bounded at any
 CHUNK: Final = 65536
 READ: Final = os.O_RDONLY | getattr(os, "O_BINARY", 0)  # as tempfile reads: bytes on Windows too
 
-ARTICLES_URL: Final = f"/{ARTICLES_PATH}"
-ARTICLE_URL: Final = re.compile(rf"/{ARTICLES_PATH}/({ARTICLE_ID})/rating(/?)")
+ARTICLES_URL: Final = f"/{contract.ARTICLES_PATH}"
+ARTICLE_URL: Final = re.compile(rf"/{contract.ARTICLES_PATH}/({contract.ARTICLE_ID})/rating(/?)")
 # Nothing hidden, no "." or "..", no backslash or NUL, no name too long for a disk.
 NAME: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
 RANGE_SPEC: Final = re.compile(r"([0-9]*)-([0-9]*)")
@@ -79,7 +66,7 @@ def route(url: str) -> tuple[str, bool] | None:
         return None
     article = ARTICLE_URL.fullmatch(url)
     if article:
-        return f"{ARTICLES_PATH}/{article[1]}/rating/index.json", not article[2]
+        return f"{contract.ARTICLES_PATH}/{article[1]}/rating/index.json", not article[2]
     lowered = url.lower()  # on a case-insensitive disk, /AWAY/ is the same folder
     if lowered == ARTICLES_URL or lowered.startswith(ARTICLES_URL + "/"):
         return None  # the generator's folder: nothing there but the ratings
@@ -142,14 +129,15 @@ def _describe(relative: str, status: os.stat_result, body: bytes = b"") -> File:
     etag, seconds, size = _etag(status), int(status.st_mtime), status.st_size
     modified = _http_date(seconds)
     # The front page loads its own files only: the browser refuses any other.
-    policy = (("Content-Security-Policy", FRONT_PAGE_CSP),) if relative == FRONT_PAGE else ()
+    csp = ("Content-Security-Policy", contract.FRONT_PAGE_CSP)
+    policy = (csp,) if relative == contract.FRONT_PAGE else ()
     headers = (
         ("Content-Type", _content_type(relative.rpartition("/")[2])),
         ("ETag", etag),
         ("Last-Modified", modified),
         ("Content-Length", str(size)),
         *policy,
-        *COMMON_HEADERS,
+        *contract.COMMON_HEADERS,
     )
     return File(_identity(status), size, etag, modified, seconds, headers, policy, body)
 
@@ -161,7 +149,7 @@ def _http_date(seconds: int) -> str:
 
 @lru_cache(maxsize=256)
 def _content_type(name: str) -> str:
-    kind = CONTENT_TYPES.get(os.path.splitext(name)[1]) or TYPES.guess_type(name)[0]
+    kind = contract.CONTENT_TYPES.get(os.path.splitext(name)[1]) or TYPES.guess_type(name)[0]
     kind, _, charset = (kind or "application/octet-stream").partition("; charset=")
     return f'{kind}; charset="{charset or "utf-8"}"' if kind.startswith("text/") else kind
 
@@ -184,19 +172,23 @@ class App:
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         method, url = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
         if method == "OPTIONS":
-            return _answer(start_response, "204 No Content", *PREFLIGHT)
+            return _answer(start_response, "204 No Content", *contract.PREFLIGHT)
         if method != "GET" and method != "HEAD":
-            body = not_allowed(method)
-            return _error(start_response, "405 Method Not Allowed", body, method, ("Allow", ALLOW))
+            body = contract.not_allowed(method)
+            return _error(
+                start_response, "405 Method Not Allowed", body, method, ("Allow", contract.ALLOW)
+            )
         target = route(url)
         try:
             found = None if target is None else self._open(target[0])
         except ServerError as fault:
             # One line in the server's log, and the contract's answer: no traceback.
             environ["wsgi.errors"].write(f"{method} {url}: 500: {fault}\n")
-            return _error(start_response, "500 Internal Server Error", SERVER_ERROR, method)
+            return _error(
+                start_response, "500 Internal Server Error", contract.SERVER_ERROR, method
+            )
         if target is None or found is None or (target[1] and not _as_sent(environ)):
-            return _error(start_response, "404 Not Found", NOT_FOUND, method)
+            return _error(start_response, "404 Not Found", contract.NOT_FOUND, method)
         file, opened = found
         if file is None:  # an asset: looked up here too, so that no link leads to it
             answer: Iterable[bytes] = self.assets(environ, partial(_with_common, start_response))
@@ -212,7 +204,12 @@ class App:
 
     def _open(self, relative: str) -> tuple[File | None, IO[bytes] | None] | None:
         """The file at ``relative``, reached through no symlink, and its handle if too large
-        to keep (no File for an asset: WhiteNoise's); None where there is none to serve."""
+        to keep (no File for an asset: WhiteNoise's); None where there is none to serve.
+
+        Each name is checked with lstat: a file is served only if no link leads
+        to it, wherever it points, as nginx's ``disable_symlinks`` does. The root
+        itself may be a link, as deploys often make it: followed.
+        """
         path = f"{self.root}/{relative}"
         kept = self.kept.get(relative)
         if kept is not None:
@@ -221,49 +218,37 @@ class App:
                     return kept, None
             except OSError:
                 pass  # looked up again below, which tells a 404 from a 500
-        while (status := self._lookup(relative)) is not None:
-            if relative.startswith(ASSETS):
-                return None, None
+        while True:
+            where = self.root
             try:
+                for folder in relative.split("/")[:-1]:
+                    where = f"{where}/{folder}"
+                    if stat.S_ISLNK(os.lstat(where).st_mode):
+                        return None
+                where = path
+                status = os.lstat(path)  # a link is not a regular file here
+                if not stat.S_ISREG(status.st_mode):
+                    return None
+                if relative.startswith(ASSETS):
+                    return None, None
                 # os's calls, not open()'s five more: the API's first requests cost them
                 descriptor = os.open(path, READ)
             except OSError as error:
-                self._fault(path, error)
+                self._fault(where, error)
                 return None
-            if _identity(os.fstat(descriptor)) != _identity(status):
-                os.close(descriptor)  # replaced by a rebuild, or by a link, since: again
-                continue
-            if status.st_size > KEEP_BYTES:
-                return _describe(relative, status), open(descriptor, "rb")
-            try:
-                file = _describe(relative, status, os.read(descriptor, status.st_size))
-            finally:
-                os.close(descriptor)
-            if len(self.kept) >= KEEP_FILES:
-                self.kept.clear()
-            self.kept[relative] = file
-            return file, None
-        return None
-
-    def _lookup(self, relative: str) -> os.stat_result | None:
-        """The status of the regular file at ``relative``, reached through no symlink, or None.
-
-        Each name is checked with lstat: a file is served only if no link leads
-        to it, wherever it points, as nginx's ``disable_symlinks`` does.
-        """
-        *folders, name = relative.split("/")
-        path = self.root  # itself a link maybe, as deploys often make it: followed
+            if _identity(os.fstat(descriptor)) == _identity(status):
+                break
+            os.close(descriptor)  # replaced by a rebuild, or by a link, since: again
+        if status.st_size > KEEP_BYTES:
+            return _describe(relative, status), open(descriptor, "rb")
         try:
-            for folder in folders:
-                path = f"{path}/{folder}"
-                if stat.S_ISLNK(os.lstat(path).st_mode):
-                    return None
-            path = f"{path}/{name}"
-            status = os.lstat(path)  # a link is not a regular file here
-        except OSError as error:
-            self._fault(path, error)
-            return None
-        return status if stat.S_ISREG(status.st_mode) else None
+            file = _describe(relative, status, os.read(descriptor, status.st_size))
+        finally:
+            os.close(descriptor)
+        if len(self.kept) >= KEEP_FILES:
+            self.kept.clear()
+        self.kept[relative] = file
+        return file, None
 
     def _fault(self, path: str, error: OSError) -> None:
         """Raise ServerError unless ``error`` only means that nothing is there to serve."""
@@ -289,13 +274,13 @@ def _with_common(
     start_response: StartResponse, status: str, headers: list[tuple[str, str]], *exc_info: Any
 ) -> object:
     """WhiteNoise's answer, with the contract's headers that every answer carries."""
-    return start_response(status, [*headers, *COMMON_HEADERS], *exc_info)
+    return start_response(status, [*headers, *contract.COMMON_HEADERS], *exc_info)
 
 
 def _not_found(environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
     """The app WhiteNoise wraps: an asset it does not have (added since it indexed them)."""
-    start_response("404 Not Found", list(_json(NOT_FOUND)))
-    return [] if environ["REQUEST_METHOD"] == "HEAD" else [NOT_FOUND]
+    start_response("404 Not Found", list(_json(contract.NOT_FOUND)))
+    return [] if environ["REQUEST_METHOD"] == "HEAD" else [contract.NOT_FOUND]
 
 
 def _serve(
@@ -305,9 +290,10 @@ def _serve(
     if _not_modified(environ, file):
         _close(opened)
         return _answer(start_response, "304 Not Modified", ("ETag", file.etag), *file.policy)
-    asked = environ.get("HTTP_RANGE")
+    asked, validator = environ.get("HTTP_RANGE"), environ.get("HTTP_IF_RANGE")
     wanted = None
-    if asked is not None and _if_range(environ.get("HTTP_IF_RANGE"), file):
+    # A Range is read (RFC 9110, 13.1.5) with no If-Range, or with its exact validator.
+    if asked is not None and (validator is None or validator.strip() in (file.etag, file.modified)):
         wanted = byte_range(asked, file.size)
     if isinstance(wanted, str):
         _close(opened)
@@ -343,11 +329,6 @@ def _not_modified(environ: WSGIEnvironment, file: File) -> bool:
     return parsed is not None and timegm(parsed) >= file.seconds
 
 
-def _if_range(header: str | None, file: File) -> bool:
-    """Whether a Range is to be read (RFC 9110, 13.1.5): no If-Range, or its exact validator."""
-    return header is None or header.strip() in (file.etag, file.modified)
-
-
 def _slice(file: IO[bytes], first: int, last: int) -> Iterator[bytes]:
     with file:
         file.seek(first)
@@ -371,7 +352,7 @@ def _as_sent(environ: WSGIEnvironment) -> bool:
 
 
 def _answer(start_response: StartResponse, status: str, *headers: tuple[str, str]) -> list[bytes]:
-    start_response(status, [*headers, *COMMON_HEADERS])
+    start_response(status, [*headers, *contract.COMMON_HEADERS])
     return []
 
 
@@ -383,7 +364,7 @@ def _error(
 
 
 def _json(body: bytes) -> tuple[tuple[str, str], ...]:
-    return ("Content-Type", ERROR_TYPE), ("Content-Length", str(len(body)))
+    return ("Content-Type", contract.ERROR_TYPE), ("Content-Length", str(len(body)))
 
 
 def create_app(root: str = "site", *, autorefresh: bool = False) -> WSGIApplication:
