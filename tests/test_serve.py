@@ -26,19 +26,8 @@ from ratings_api.contract import COMMON_HEADERS
 from ratings_api.devserver import POLL_SECONDS
 from ratings_api.errors import InputError
 from ratings_api.server import KEEP_BYTES, create_app
-from tests.contract import (
-    NOT_FOUND,
-    READY_SECONDS,
-    SECRET,
-    Host,
-    call_app,
-    raw_request,
-    request,
-    start,
-    stop,
-    wait_for,
-)
-from tests.hosts import SERVING, serve_command, start_gunicorn, start_serve
+from tests.contract import NOT_FOUND, Host, call_app, raw_request, request, wait_for
+from tests.hosts import start_gunicorn, start_serve
 from tests.served import serving
 from tests.test_portable import RATINGS, on_windows
 
@@ -80,7 +69,7 @@ def test_the_answers_describe_the_bytes_sent_while_a_rebuild_replaces_the_file(
     """Replaced between the lookup and the open: never its old length, never a link's target."""
     site = tmp_path / "site"
     site.mkdir()
-    (tmp_path / "secret.txt").write_bytes(SECRET)
+    (tmp_path / "secret.txt").write_bytes(b"a file outside the site\n")
 
     def swap(turn: int) -> None:
         if versions[turn % 2] == LINK:
@@ -179,21 +168,14 @@ def test_serve_says_no_article_yet_and_waits_out_an_input_gone_for_a_moment(
     tmp_path: Path,
 ) -> None:
     """As while an editor saves by rename: no file at a poll is no change, and no error."""
-    source = tmp_path / "ratings.yaml"
-    source.write_text("articles: {}\n", encoding="utf-8")
-    log = tmp_path / "serve.log"
-    process = start(serve_command(), tmp_path, log)
-    try:
-        port = int(wait_for(SERVING, log, process)[1])
-        source.unlink()
+    with serving(tmp_path, "articles: {}\n") as served:
+        (tmp_path / "ratings.yaml").unlink()
         time.sleep(POLL_SECONDS * 4)  # several polls find no file
-        source.write_text(GOOD, encoding="utf-8")
-        wait_for(r"^ratings\.yaml changed: built site: 1 article", log, process)
-    finally:
-        stop(process)
-    lines = log.read_text().splitlines()
+        (tmp_path / "ratings.yaml").write_text(GOOD, encoding="utf-8")
+        wait_for(r"^ratings\.yaml changed: built site: 1 article", served.log, served.process)
+    lines = served.log.read_text().splitlines()
     assert lines[0].startswith("built site: 0 articles")
-    assert lines[1] == f"Serving site/ at http://127.0.0.1:{port}/ — no articles yet"
+    assert lines[1] == f"Serving site/ at {served.address}/ — no articles yet"
     assert [line.split(":")[0] for line in lines[2:]] == ["ratings.yaml changed"], lines
 
 
@@ -217,15 +199,14 @@ def test_the_watcher_outlives_any_exception_of_a_rebuild(tmp_path: Path) -> None
 
     said: list[str] = []
     stop_watching = threading.Event()
-    seen = devserver._signature(str(source))
-    watch = (str(source), seen, rebuild, stop_watching, said.append)
+    watch = (str(source), devserver._signature(str(source)), rebuild, stop_watching, said.append)
     with redirect_stderr(io.StringIO()) as errors:
         watcher = threading.Thread(target=devserver._watch, args=watch)
         watcher.start()
         try:
             for edit in range(4):
                 source.write_text(f"# edit {edit}\n" + GOOD, encoding="utf-8")
-                deadline = time.monotonic() + READY_SECONDS
+                deadline = time.monotonic() + 20 * POLL_SECONDS
                 while len(outcomes) > 3 - edit:
                     assert watcher.is_alive(), errors.getvalue()
                     assert time.monotonic() < deadline, errors.getvalue()
