@@ -20,6 +20,7 @@ ALLOW: Final = "GET, HEAD, OPTIONS"
 # Ratings change at every deploy, and a deploy cannot purge browsers' caches:
 # caches may keep a copy but must ask again each time, which costs a 304.
 CACHE_CONTROL: Final = "public, max-age=0, must-revalidate"
+PREFLIGHT_MAX_AGE: Final = 86400  # seconds; browsers cap it lower anyway (Chrome: 2 hours)
 # On every response, errors and 304s too: a browser reads a cross-origin
 # response, even a 404 or a redirect, only if it carries CORS headers.
 COMMON_HEADERS: Final = (
@@ -31,7 +32,7 @@ PREFLIGHT: Final = (
     ("Allow", ALLOW),
     ("Access-Control-Allow-Methods", ALLOW),
     ("Access-Control-Allow-Headers", "*"),
-    ("Access-Control-Max-Age", "86400"),  # seconds; browsers cap it lower (Chrome: 2 hours)
+    ("Access-Control-Max-Age", str(PREFLIGHT_MAX_AGE)),
 )
 
 # Everything the front page uses comes from its own site: its script, its style
