@@ -7,7 +7,6 @@ changes; a rebuild that fails leaves the last good site served and says why.
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import sys
@@ -32,7 +31,7 @@ POLL_SECONDS: Final = 0.5
 ID_NAME: Final = re.compile(r"[1-9][0-9]*")
 # An absolute-form request target (RFC 9112, 3.2.2), which a server must accept: its
 # scheme and authority, before the path that gunicorn and every server answer by.
-ABSOLUTE_FORM: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*")
+ABSOLUTE_FORM: Final = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*")
 
 
 class _Server(ThreadingMixIn, WSGIServer):
@@ -55,9 +54,7 @@ class _Handler(WSGIRequestHandler):
     def get_environ(self) -> WSGIEnvironment:
         environ = super().get_environ()
         environ["RAW_URI"] = self.requestline.split()[1]
-        path = environ["RAW_URI"].partition("?")[0]
-        if absolute := ABSOLUTE_FORM.match(path):
-            path = path[absolute.end() :]
+        path = ABSOLUTE_FORM.sub("", environ["RAW_URI"].partition("?")[0], count=1)
         environ["PATH_INFO"] = unquote(path, "iso-8859-1")
         return environ
 
@@ -82,11 +79,28 @@ def serve(
     the address served at and errors are printed.
     Returns the exit code: 0 after Ctrl-C, 2 when the input or the address is unusable.
     """
-    say = _silent if quiet else functools.partial(print, flush=True)
+
+    def say(line: str) -> None:
+        if not quiet:  # --quiet: no summary
+            print(line, flush=True)
+
     try:
         with _listen(host, port, type("Handler", (_Handler,), {"quiet": quiet})) as server:
             address = f"http://{host}:{server.server_port}"  # the bound port, for --port 0
-            rebuild = functools.partial(_build, input_path, output, base_url, address, reading)
+
+            def rebuild() -> str:
+                """Build the site, the served address as the last resort base URL; its summary."""
+                started = time.perf_counter()
+                result = build(
+                    input_path,
+                    output,
+                    base_url=base_url,
+                    environ=os.environ,
+                    fallback_base_url=address,
+                    reading=reading,
+                )
+                return result.summary(output, time.perf_counter() - started)
+
             seen = _signature(input_path)  # before the build, so no edit falls in between
             say(rebuild())
             server.set_app(create_app(output, autorefresh=True))
@@ -107,10 +121,6 @@ def serve(
     return 0
 
 
-def _silent(line: str) -> None:
-    del line  # --quiet: a summary nobody asked for
-
-
 def _listen(host: str, port: int, handler: type[WSGIRequestHandler]) -> _Server:
     try:
         # The socket module encodes a non-ASCII name with the IDNA codec, and
@@ -127,35 +137,15 @@ def _listen(host: str, port: int, handler: type[WSGIRequestHandler]) -> _Server:
         raise InputError(f"cannot serve at {host}:{port}: {error.strerror}") from None
 
 
-def _build(
-    input_path: str, output: str, base_url: str | None, address: str, reading: Reading
-) -> str:
-    """Build the site, the served address as the last resort base URL; the summary line."""
-    started = time.perf_counter()
-    result = build(
-        input_path,
-        output,
-        base_url=base_url,
-        environ=os.environ,
-        fallback_base_url=address,
-        reading=reading,
-    )
-    return result.summary(output, time.perf_counter() - started)
-
-
 def _serving_line(output: str, address: str) -> str:
-    first = first_article(output)
+    """Where the site is served, and its smallest article id's document to try."""
+    try:
+        with os.scandir(os.path.join(output, ARTICLES_PATH)) as entries:
+            first = min((int(e.name) for e in entries if ID_NAME.fullmatch(e.name)), default=0)
+    except FileNotFoundError:
+        first = 0
     sample = f"try {address}/{ARTICLES_PATH}/{first}/rating/" if first else "no articles yet"
     return f"Serving {os.path.join(output, '')} at {address}/ — {sample}"
-
-
-def first_article(root: str) -> int | None:
-    """The smallest article id in the site built in ``root``, if any."""
-    try:
-        with os.scandir(os.path.join(root, ARTICLES_PATH)) as entries:
-            return min((int(e.name) for e in entries if ID_NAME.fullmatch(e.name)), default=None)
-    except FileNotFoundError:
-        return None
 
 
 def _signature(path: str) -> tuple[int, int, int, int] | None:

@@ -29,20 +29,7 @@ from wsgiref.headers import Headers
 
 from whitenoise import WhiteNoise
 
-from ratings_api.contract import (
-    ALLOW,
-    ARTICLE_ID,
-    ARTICLES_PATH,
-    COMMON_HEADERS,
-    CONTENT_TYPES,
-    ERROR_TYPE,
-    FRONT_PAGE,
-    FRONT_PAGE_CSP,
-    NOT_FOUND,
-    PREFLIGHT,
-    SERVER_ERROR,
-    not_allowed,
-)
+from ratings_api import contract
 from ratings_api.errors import InputError
 
 if TYPE_CHECKING:
@@ -53,9 +40,10 @@ MAX_URL_PATH: Final = 1024  # far longer than any path the site has; bounds a re
 KEEP_BYTES: Final = 16384  # a file this size or smaller is kept in memory: every document is
 KEEP_FILES: Final = 100_000  # then all are dropped: memory stays bounded at any site's size
 CHUNK: Final = 65536
+READ: Final = os.O_RDONLY | getattr(os, "O_BINARY", 0)  # as tempfile reads: bytes on Windows too
 
-ARTICLES_URL: Final = f"/{ARTICLES_PATH}"
-ARTICLE_URL: Final = re.compile(rf"/{ARTICLES_PATH}/({ARTICLE_ID})/rating(/?)")
+ARTICLES_URL: Final = f"/{contract.ARTICLES_PATH}"
+ARTICLE_URL: Final = re.compile(rf"/{contract.ARTICLES_PATH}/({contract.ARTICLE_ID})/rating(/?)")
 # Nothing hidden, no "." or "..", no backslash or NUL, no name too long for a disk.
 NAME: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
 RANGE_SPEC: Final = re.compile(r"([0-9]*)-([0-9]*)")
@@ -71,20 +59,14 @@ UNSERVABLE: Final = frozenset(
 Identity = tuple[int, int, int, int]
 
 
-class Target(NamedTuple):
-    """The file a URL path names, relative to the root."""
-
-    file: str
-    add_slash: bool  # the URL is an article's rating without its trailing slash
-
-
-def route(url: str) -> Target | None:
-    """The file that the URL path ``url`` may name, or None when it can name none."""
+def route(url: str) -> tuple[str, bool] | None:
+    """The file that the URL path ``url`` may name, relative to the root, and whether the
+    URL is an article's rating without its trailing slash; None when it can name none."""
     if len(url) > MAX_URL_PATH:
         return None
     article = ARTICLE_URL.fullmatch(url)
     if article:
-        return Target(f"{ARTICLES_PATH}/{article[1]}/rating/index.json", not article[2])
+        return f"{contract.ARTICLES_PATH}/{article[1]}/rating/index.json", not article[2]
     lowered = url.lower()  # on a case-insensitive disk, /AWAY/ is the same folder
     if lowered == ARTICLES_URL or lowered.startswith(ARTICLES_URL + "/"):
         return None  # the generator's folder: nothing there but the ratings
@@ -95,7 +77,7 @@ def route(url: str) -> Target | None:
         names[-1] = "index.html"  # a folder's page, as static hosts serve it
     if not all(NAME.fullmatch(name) for name in names):
         return None
-    return Target("/".join(names), add_slash=False)
+    return "/".join(names), False
 
 
 def byte_range(value: str, size: int) -> tuple[int, int] | str | None:
@@ -134,7 +116,7 @@ class File(NamedTuple):
     etag: str
     modified: str  # Last-Modified
     seconds: int  # the same, as a number
-    headers: tuple[tuple[str, str], ...]  # a 200's, but Content-Length
+    headers: tuple[tuple[str, str], ...]  # a 200's, all of them, Content-Type first
     policy: tuple[tuple[str, str], ...]  # the front page's CSP, on a 304 too
     body: bytes  # the file's bytes if kept; else read from the file at each request
 
@@ -144,22 +126,32 @@ def _identity(status: os.stat_result) -> Identity:
 
 
 def _describe(relative: str, status: os.stat_result, body: bytes = b"") -> File:
-    etag = _etag(status)
-    modified = _http_date(int(status.st_mtime))
-    kind = CONTENT_TYPES.get(os.path.splitext(relative)[1]) or TYPES.guess_type(relative)[0]
-    kind, _, charset = (kind or "application/octet-stream").partition("; charset=")
-    if kind.startswith("text/"):
-        kind += f'; charset="{charset or "utf-8"}"'
-    headers = ("Content-Type", kind), ("ETag", etag), ("Last-Modified", modified)
+    etag, seconds, size = _etag(status), int(status.st_mtime), status.st_size
+    modified = _http_date(seconds)
     # The front page loads its own files only: the browser refuses any other.
-    policy = (("Content-Security-Policy", FRONT_PAGE_CSP),) if relative == FRONT_PAGE else ()
-    seconds, size = int(status.st_mtime), status.st_size
+    csp = ("Content-Security-Policy", contract.FRONT_PAGE_CSP)
+    policy = (csp,) if relative == contract.FRONT_PAGE else ()
+    headers = (
+        ("Content-Type", _content_type(relative.rpartition("/")[2])),
+        ("ETag", etag),
+        ("Last-Modified", modified),
+        ("Content-Length", str(size)),
+        *policy,
+        *contract.COMMON_HEADERS,
+    )
     return File(_identity(status), size, etag, modified, seconds, headers, policy, body)
 
 
 @lru_cache(maxsize=256)
 def _http_date(seconds: int) -> str:
     return formatdate(seconds, usegmt=True)  # one date for all the files of a build: kept
+
+
+@lru_cache(maxsize=256)
+def _content_type(name: str) -> str:
+    kind = contract.CONTENT_TYPES.get(os.path.splitext(name)[1]) or TYPES.guess_type(name)[0]
+    kind, _, charset = (kind or "application/octet-stream").partition("; charset=")
+    return f'{kind}; charset="{charset or "utf-8"}"' if kind.startswith("text/") else kind
 
 
 class ServerError(Exception):
@@ -180,36 +172,44 @@ class App:
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         method, url = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
         if method == "OPTIONS":
-            return _answer(start_response, "204 No Content", *PREFLIGHT)
+            return _answer(start_response, "204 No Content", *contract.PREFLIGHT)
         if method != "GET" and method != "HEAD":
-            body = not_allowed(method)
-            return _error(start_response, "405 Method Not Allowed", body, method, ("Allow", ALLOW))
+            body = contract.not_allowed(method)
+            return _error(
+                start_response, "405 Method Not Allowed", body, method, ("Allow", contract.ALLOW)
+            )
         target = route(url)
         try:
-            found = None if target is None else self._open(target.file)
+            found = None if target is None else self._open(target[0])
         except ServerError as fault:
             # One line in the server's log, and the contract's answer: no traceback.
             environ["wsgi.errors"].write(f"{method} {url}: 500: {fault}\n")
-            return _error(start_response, "500 Internal Server Error", SERVER_ERROR, method)
-        if target is None or found is None or (target.add_slash and not _as_sent(environ)):
-            return _error(start_response, "404 Not Found", NOT_FOUND, method)
+            return _error(
+                start_response, "500 Internal Server Error", contract.SERVER_ERROR, method
+            )
+        if target is None or found is None or (target[1] and not _as_sent(environ)):
+            return _error(start_response, "404 Not Found", contract.NOT_FOUND, method)
         file, opened = found
         if file is None:  # an asset: looked up here too, so that no link leads to it
             answer: Iterable[bytes] = self.assets(environ, partial(_with_common, start_response))
             return answer
-        if target.add_slash:
+        if target[1]:
             # Relative: behind a proxy the app does not know the public scheme,
             # host or path. "rating/" against ".../7/rating".
             query = environ.get("QUERY_STRING", "")
-            location = f"rating/?{query}" if query else "rating/"
             _close(opened)
-            moved = ("Location", location), ("Content-Length", "0")
-            return _answer(start_response, "301 Moved Permanently", *moved)
+            moved = ("Location", f"rating/?{query}" if query else "rating/")
+            return _answer(start_response, "301 Moved Permanently", moved, ("Content-Length", "0"))
         return _serve(environ, start_response, file, opened)
 
     def _open(self, relative: str) -> tuple[File | None, IO[bytes] | None] | None:
         """The file at ``relative``, reached through no symlink, and its handle if too large
-        to keep (no File for an asset: WhiteNoise's); None where there is none to serve."""
+        to keep (no File for an asset: WhiteNoise's); None where there is none to serve.
+
+        Each name is checked with lstat: a file is served only if no link leads
+        to it, wherever it points, as nginx's ``disable_symlinks`` does. The root
+        itself may be a link, as deploys often make it: followed.
+        """
         path = f"{self.root}/{relative}"
         kept = self.kept.get(relative)
         if kept is not None:
@@ -218,46 +218,37 @@ class App:
                     return kept, None
             except OSError:
                 pass  # looked up again below, which tells a 404 from a 500
-        while (status := self._lookup(relative)) is not None:
-            if relative.startswith(ASSETS):
-                return None, None
+        while True:
+            where = self.root
             try:
-                opened = open(path, "rb")  # noqa: SIM115 - closed below or by the server
-            except OSError as error:
-                self._fault(path, error)
-                return None
-            if _identity(os.fstat(opened.fileno())) != _identity(status):
-                opened.close()  # replaced by a rebuild, or by a link, since: again
-                continue
-            if status.st_size > KEEP_BYTES:
-                return _describe(relative, status), opened
-            with opened:
-                file = _describe(relative, status, opened.read())
-            if len(self.kept) >= KEEP_FILES:
-                self.kept.clear()
-            self.kept[relative] = file
-            return file, None
-        return None
-
-    def _lookup(self, relative: str) -> os.stat_result | None:
-        """The status of the regular file at ``relative``, reached through no symlink, or None.
-
-        Each name is checked with lstat: a file is served only if no link leads
-        to it, wherever it points, as nginx's ``disable_symlinks`` does.
-        """
-        *folders, name = relative.split("/")
-        path = self.root  # itself a link maybe, as deploys often make it: followed
-        try:
-            for folder in folders:
-                path = f"{path}/{folder}"
-                if stat.S_ISLNK(os.lstat(path).st_mode):
+                for folder in relative.split("/")[:-1]:
+                    where = f"{where}/{folder}"
+                    if stat.S_ISLNK(os.lstat(where).st_mode):
+                        return None
+                where = path
+                status = os.lstat(path)  # a link is not a regular file here
+                if not stat.S_ISREG(status.st_mode):
                     return None
-            path = f"{path}/{name}"
-            status = os.lstat(path)  # a link is not a regular file here
-        except OSError as error:
-            self._fault(path, error)
-            return None
-        return status if stat.S_ISREG(status.st_mode) else None
+                if relative.startswith(ASSETS):
+                    return None, None
+                # os's calls, not open()'s five more: the API's first requests cost them
+                descriptor = os.open(path, READ)
+            except OSError as error:
+                self._fault(where, error)
+                return None
+            if _identity(os.fstat(descriptor)) == _identity(status):
+                break
+            os.close(descriptor)  # replaced by a rebuild, or by a link, since: again
+        if status.st_size > KEEP_BYTES:
+            return _describe(relative, status), open(descriptor, "rb")
+        try:
+            file = _describe(relative, status, os.read(descriptor, status.st_size))
+        finally:
+            os.close(descriptor)
+        if len(self.kept) >= KEEP_FILES:
+            self.kept.clear()
+        self.kept[relative] = file
+        return file, None
 
     def _fault(self, path: str, error: OSError) -> None:
         """Raise ServerError unless ``error`` only means that nothing is there to serve."""
@@ -283,13 +274,13 @@ def _with_common(
     start_response: StartResponse, status: str, headers: list[tuple[str, str]], *exc_info: Any
 ) -> object:
     """WhiteNoise's answer, with the contract's headers that every answer carries."""
-    return start_response(status, [*headers, *COMMON_HEADERS], *exc_info)
+    return start_response(status, [*headers, *contract.COMMON_HEADERS], *exc_info)
 
 
 def _not_found(environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
     """The app WhiteNoise wraps: an asset it does not have (added since it indexed them)."""
-    start_response("404 Not Found", list(_json(NOT_FOUND)))
-    return [] if environ["REQUEST_METHOD"] == "HEAD" else [NOT_FOUND]
+    start_response("404 Not Found", list(_json(contract.NOT_FOUND)))
+    return [] if environ["REQUEST_METHOD"] == "HEAD" else [contract.NOT_FOUND]
 
 
 def _serve(
@@ -299,25 +290,29 @@ def _serve(
     if _not_modified(environ, file):
         _close(opened)
         return _answer(start_response, "304 Not Modified", ("ETag", file.etag), *file.policy)
+    asked, validator = environ.get("HTTP_RANGE"), environ.get("HTTP_IF_RANGE")
     wanted = None
-    if _if_range(environ.get("HTTP_IF_RANGE"), file):
-        wanted = byte_range(environ.get("HTTP_RANGE", ""), file.size)
+    # A Range is read (RFC 9110, 13.1.5) with no If-Range, or with its exact validator.
+    if asked is not None and (validator is None or validator.strip() in (file.etag, file.modified)):
+        wanted = byte_range(asked, file.size)
     if isinstance(wanted, str):
         _close(opened)
         unsatisfiable = ("Content-Range", f"bytes */{file.size}")
         return _answer(start_response, "416 Requested Range Not Satisfiable", unsatisfiable)
     first, last = wanted or (0, file.size - 1)
-    length = ("Content-Length", str(last - first + 1))
     if wanted is None:
-        _answer(start_response, "200 OK", *file.headers, length, *file.policy)
+        start_response("200 OK", list(file.headers))
     else:
         spans = ("Content-Range", f"bytes {first}-{last}/{file.size}")
-        _answer(start_response, "206 Partial Content", *file.headers, *file.policy, spans, length)
+        length = ("Content-Length", str(last - first + 1))
+        _answer(
+            start_response, "206 Partial Content", *file.headers[:3], *file.policy, spans, length
+        )
     if environ["REQUEST_METHOD"] == "HEAD":
         _close(opened)
         return []
     if opened is None:
-        return [file.body[first : last + 1]]
+        return [file.body] if wanted is None else [file.body[first : last + 1]]
     return _slice(opened, first, last)
 
 
@@ -327,13 +322,11 @@ def _not_modified(environ: WSGIEnvironment, file: File) -> bool:
     if header is not None:
         tags = {tag.strip().removeprefix("W/") for tag in header.split(",")}
         return "*" in tags or file.etag in tags
-    since = parsedate(environ.get("HTTP_IF_MODIFIED_SINCE") or "")
-    return since is not None and timegm(since) >= file.seconds
-
-
-def _if_range(header: str | None, file: File) -> bool:
-    """Whether a Range is to be read (RFC 9110, 13.1.5): no If-Range, or its exact validator."""
-    return header is None or header.strip() in (file.etag, file.modified)
+    since: str | None = environ.get("HTTP_IF_MODIFIED_SINCE")
+    if not since:
+        return False
+    parsed = parsedate(since)
+    return parsed is not None and timegm(parsed) >= file.seconds
 
 
 def _slice(file: IO[bytes], first: int, last: int) -> Iterator[bytes]:
@@ -359,7 +352,7 @@ def _as_sent(environ: WSGIEnvironment) -> bool:
 
 
 def _answer(start_response: StartResponse, status: str, *headers: tuple[str, str]) -> list[bytes]:
-    start_response(status, [*headers, *COMMON_HEADERS])
+    start_response(status, [*headers, *contract.COMMON_HEADERS])
     return []
 
 
@@ -371,7 +364,7 @@ def _error(
 
 
 def _json(body: bytes) -> tuple[tuple[str, str], ...]:
-    return ("Content-Type", ERROR_TYPE), ("Content-Length", str(len(body)))
+    return ("Content-Type", contract.ERROR_TYPE), ("Content-Length", str(len(body)))
 
 
 def create_app(root: str = "site", *, autorefresh: bool = False) -> WSGIApplication:

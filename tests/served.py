@@ -5,28 +5,26 @@ meant to stop: SIGINT (it finishes a rebuild)."""
 from __future__ import annotations
 
 import signal
+import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.contract import REPO, hermetic_environ, start, stop, wait_for
+from tests.contract import hermetic_environ, start, stop, wait_for
 from tests.hosts import SERVING, serve_command
 
-__all__ = ["REPO", "Served", "hermetic_environ", "serving"]
+__all__ = ["Served", "hermetic_environ", "serving"]
 
 
 @dataclass(frozen=True)
 class Served:
-    """A running server: where it answers, the folder it serves, and its log."""
+    """A running server: where it answers, the folder it serves, its log and its process."""
 
     address: str  # such as http://127.0.0.1:41234, without a trailing slash
-    folder: Path  # holds ratings.yaml and site/
+    site: Path  # in the folder that holds ratings.yaml
     log: Path  # its stdout and stderr: the build's summary, then a line per request
-
-    @property
-    def site(self) -> Path:
-        return self.folder / "site"
+    process: subprocess.Popen[bytes]
 
 
 @contextmanager
@@ -42,6 +40,6 @@ def serving(
     process = start(command(*options), folder, log)
     try:
         port = wait_for(SERVING, log, process)[1]
-        yield Served(f"http://127.0.0.1:{port}", folder, log)
+        yield Served(f"http://127.0.0.1:{port}", folder / "site", log, process)
     finally:
         stop(process, signal.SIGINT)
