@@ -29,8 +29,6 @@ FORMS: Final = "article_id,rating or article_id,rating_sum,rating_count"
 # The start of a header that names a form's first column, as a spreadsheet may save it.
 HEADER: Final = re.compile(rb'(?:\xef\xbb\xbf)?"?article_id"?,')
 
-Form = tuple[str, ...]  # the columns of a form
-
 
 def read(path: str, data: bytes, scale: Scale) -> Catalogue:
     """Validate ``data``, the CSV bytes of ``path``, into a Catalogue on ``scale``."""
@@ -42,10 +40,11 @@ def read(path: str, data: bytes, scale: Scale) -> Catalogue:
         raise InputError(f"the file is empty; expected the header {FORMS}", path, 1, 1)
     form = _form(rows, header)
     columns = [header.index(name) for name in form]  # where each of the form's is
-    quick = _quick(text, header, form == TOTALS, columns)
+    totals = form == TOTALS
+    quick = _quick(text, header, totals, columns)
     if quick is not None and rules.keeps_the_rules(*quick, scale):
         return Catalogue(*quick[:3], scale=scale)
-    _first_problem(rows, columns, form, scale)
+    _first_problem(rows, columns, totals, scale)
 
 
 QUICK_FIELDS: Final = {"article_id": rules.SHORT_ID, "rating": f"{rules.SHORT_INT}?"}
@@ -120,13 +119,6 @@ class _Rows:
         column = len(before) - max(before.rfind("\n"), before.rfind("\r"))
         raise InputError(message, self.path, self.first + breaks, column)
 
-    def checked(self, row: list[str]) -> list[str]:
-        """``row``, if it has the header's width."""
-        if len(row) != self.width:
-            message = f"expected {self.width} values, as in the header, found {len(row)}"
-            self.fail(self.width if len(row) > self.width else 0, message)
-        return row
-
 
 def _starts(raw: str) -> list[int]:
     """Where each field of a record's text starts."""
@@ -139,7 +131,7 @@ def _starts(raw: str) -> list[int]:
     return starts
 
 
-def _form(rows: _Rows, names: list[str]) -> Form:
+def _form(rows: _Rows, names: list[str]) -> tuple[str, ...]:
     """The form the header names, or the InputError of its first wrong column."""
     form = TOTALS if set(TOTALS[1:]) & set(names) else RATINGS
     for index, name in enumerate(names):
@@ -154,16 +146,19 @@ def _form(rows: _Rows, names: list[str]) -> Form:
     return form
 
 
-def _first_problem(rows: _Rows, columns: list[int], form: Form, scale: Scale) -> NoReturn:
+def _first_problem(rows: _Rows, columns: list[int], totals: bool, scale: Scale) -> NoReturn:
     """Raise the message of the first row that breaks a rule, placed at its field."""
     seen: dict[int, list[int]] = {}  # each article's first line, and its sum so far
-    for row in map(rows.checked, rows.records):
+    for row in rows.records:
+        if len(row) != rows.width:
+            message = f"expected {rows.width} values, as in the header, found {len(row)}"
+            rows.fail(rows.width if len(row) > rows.width else 0, message)
         field = 0
         try:
             texts = [row[column] for column in columns]
             article_id = rules.article_id(texts[0])
             entry = seen.setdefault(article_id, [rows.first, 0])
-            if form == TOTALS:
+            if totals:
                 if entry[0] != rows.first:
                     raise rules.listed_twice(article_id, entry[0])
                 field = 1
