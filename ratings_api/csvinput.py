@@ -28,6 +28,9 @@ TOTALS: Final = ("article_id", "rating_sum", "rating_count")
 FORMS: Final = "article_id,rating or article_id,rating_sum,rating_count"
 # The start of a header that names a form's first column, as a spreadsheet may save it.
 HEADER: Final = re.compile(rb'(?:\xef\xbb\xbf)?"?article_id"?,')
+# A quoted text, or a comma outside one: a field starts after each such comma. A quote
+# inside a field that is not quoted is a character like any other.
+FIELD_BREAK: Final = re.compile(r'"[^"]*"|(,)')
 
 
 def read(path: str, data: bytes, scale: Scale) -> Catalogue:
@@ -114,21 +117,11 @@ class _Rows:
         """Raise ``message`` at the start of the field ``field`` of the last record."""
         lines = io.StringIO(self.text, newline="")
         raw = "".join(islice(lines, self.first - 1, self.reader.line_num))
-        before = raw[: _starts(raw)[field]]
+        starts = [0] + [found.end() for found in FIELD_BREAK.finditer(raw) if found[1]]
+        before = raw[: starts[field]]
         breaks = before.count("\n") + before.count("\r") - before.count("\r\n")
         column = len(before) - max(before.rfind("\n"), before.rfind("\r"))
         raise InputError(message, self.path, self.first + breaks, column)
-
-
-def _starts(raw: str) -> list[int]:
-    """Where each field of a record's text starts."""
-    starts, quoted = [0], False
-    for offset, char in enumerate(raw):
-        if char == '"':
-            quoted = not quoted
-        elif char == "," and not quoted:
-            starts.append(offset + 1)
-    return starts
 
 
 def _form(rows: _Rows, names: list[str]) -> tuple[str, ...]:
