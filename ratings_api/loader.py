@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Final, NoReturn, cast
 
 import yaml
@@ -57,10 +58,7 @@ class Catalogue:
 def read_bytes(path: str) -> bytes:
     """The bytes of the file ``path``, or of standard input for ``-``."""
     try:
-        if path == "-":
-            return sys.stdin.buffer.read()
-        with open(path, "rb") as file:
-            return file.read()
+        return sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as error:
         raise InputError(f"cannot read: {error.strerror}", path) from None
 
@@ -144,15 +142,15 @@ def _describe(event: Event) -> str:
         return "a mapping"
     if isinstance(event, SequenceStartEvent):
         return "a list"
-    if isinstance(event, ScalarEvent):
-        if event.style in ('"', "'"):
-            return f"the quoted string {event.style}{event.value}{event.style}"
-        if event.style in ("|", ">"):
-            return "a block of text"
-        if event.value in NULL_TEXTS:
-            return "nothing (null)"
-        return f"'{event.value}'"
-    return "the end of the mapping"
+    if not isinstance(event, ScalarEvent):
+        return "the end of the mapping"
+    if event.style in ('"', "'"):
+        return f"the quoted string {event.style}{event.value}{event.style}"
+    if event.style in ("|", ">"):
+        return "a block of text"
+    if event.value in NULL_TEXTS:
+        return "nothing (null)"
+    return f"'{event.value}'"
 
 
 def _plain(event: Event) -> str | None:
