@@ -59,24 +59,18 @@ values = [{ids}]
 
 @dataclass(frozen=True)
 class Run:
-    """One Schemathesis run: its output, what the server logged meanwhile, what the check passed."""
+    """One Schemathesis run against the served site: its output, the statuses the server
+    answered each id segment with meanwhile, and the ids the catalogue check passed."""
 
+    served: Served
     done: subprocess.CompletedProcess[str]
-    log: str
+    asked: dict[str, set[int]]
     checked: list[int]
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    # No base URL anywhere: the build uses the served address, so the
-    # document's server is the one the tests talk to.
-    with serving(tmp_path_factory.mktemp("properties"), RATINGS) as site:
-        yield site
-
-
-@pytest.fixture(scope="module")
-def run(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """One ``schemathesis run`` against the served site, as the CLI runs it."""
+def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    """One ``schemathesis run`` against ``--serve``, as the CLI runs it."""
     work = tmp_path_factory.mktemp("schemathesis")
     config = work / "schemathesis.toml"
     config.write_text(schemathesis_config(CHECKS_FILE), encoding="utf-8")
@@ -88,21 +82,25 @@ def run(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Run:
         "COLUMNS": "100",
         CHECKED_LOG: str(checked),
     }
-    before = len(served.log.read_text(errors="replace"))
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run"),
-            *("--checks", "all", f"{served.address}/away/api/openapi.json"),
-        ],
-        cwd=work,
-        env=environ,
-        check=False,  # the exit code is what the test reads
-        capture_output=True,
-        text=True,
-        timeout=RUN_SECONDS,
-    )
-    log = served.log.read_text(errors="replace")[before:]
-    return Run(done, log, [int(line) for line in checked.read_text().split()])
+    # No base URL anywhere: the build uses the served address, so the
+    # document's server is the one the tests talk to.
+    with serving(tmp_path_factory.mktemp("properties"), RATINGS) as served:
+        done = subprocess.run(
+            [
+                *(sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run"),
+                *("--checks", "all", f"{served.address}/away/api/openapi.json"),
+            ],
+            cwd=work,
+            env=environ,
+            check=False,  # the exit code is what the test reads
+            capture_output=True,
+            text=True,
+            timeout=RUN_SECONDS,
+        )
+        asked: dict[str, set[int]] = {}
+        for text, status in REQUEST.findall(served.log.read_text(errors="replace")):
+            asked.setdefault(text, set()).add(int(status))
+        yield Run(served, done, asked, [int(line) for line in checked.read_text().split()])
 
 
 def test_schemathesis_finds_nothing_and_ran_the_catalogue_check(run: Run) -> None:
@@ -123,16 +121,8 @@ def test_schemathesis_finds_nothing_and_ran_the_catalogue_check(run: Run) -> Non
     assert set(run.checked) <= set(LISTED)
 
 
-def answers(log: str) -> dict[str, set[int]]:
-    """The statuses each id segment was answered with, from the server's request log."""
-    statuses: dict[str, set[int]] = {}
-    for text, status in REQUEST.findall(log):
-        statuses.setdefault(text, set()).add(int(status))
-    return statuses
-
-
 def test_the_run_asked_for_listed_unlisted_and_malformed_ids(run: Run) -> None:
-    asked = answers(run.log)
+    asked = run.asked
     ids = {int(text): statuses for text, statuses in asked.items() if CANONICAL_ID.fullmatch(text)}
     for article_id, statuses in ids.items():
         assert statuses == ({200} if article_id in LISTED else {404}), article_id
@@ -151,10 +141,10 @@ def test_the_run_asked_for_listed_unlisted_and_malformed_ids(run: Run) -> None:
 
 
 @pytest.fixture(scope="module")
-def operation(served: Served) -> Operation:
+def operation(run: Run) -> Operation:
     # An explicit configuration: no schemathesis.toml found by chance decides this test.
     schema = schemathesis.openapi.from_url(
-        f"{served.address}/away/api/openapi.json", config=schemathesis.Config()
+        f"{run.served.address}/away/api/openapi.json", config=schemathesis.Config()
     )
     found: Operation = schema["/away/api/articles/{id}/rating/"]["GET"]
     return found
@@ -175,8 +165,8 @@ WRONG_DOCUMENTS: Final = {
 
 
 @pytest.mark.parametrize("name", list(WRONG_DOCUMENTS))
-def test_a_wrong_document_fails(operation: Operation, served: Served, run: Run, name: str) -> None:
-    # ``run`` first: the run must see the site as built, whatever the order of the tests.
+def test_a_wrong_document_fails(operation: Operation, run: Run, name: str) -> None:
+    served = run.served  # after the run, which must see the site as built
     text, wrong, failure = WRONG_DOCUMENTS[name]
     right = expected_document("BASE", 7).decode()
     document = right.replace(text, wrong).replace("BASE", served.address)
