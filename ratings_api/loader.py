@@ -188,8 +188,9 @@ class Walker:
         return event
 
     def integer(self, event: Event, name: str, article_id: int | None = None) -> int:
+        text = _plain(event)  # else it is named by what it is: only then is that worked out
         try:
-            return rules.integer(_plain(event), name, article_id, _describe(event))
+            return rules.integer(text, name, article_id, _describe(event) if text is None else "")
         except RuleError as problem:
             self.fail(event, str(problem))
 
@@ -270,8 +271,9 @@ class Walker:
             self.fail(start, f"{expected}, found {_describe(start)}")
         lines: dict[int, int] = {}
         while not isinstance(key := self.node(), MappingEndEvent):
+            text = _plain(key)
             try:
-                article_id = rules.article_id(_plain(key), _describe(key))
+                article_id = rules.article_id(text, _describe(key) if text is None else "")
                 if article_id in lines:
                     raise rules.listed_twice(article_id, lines[article_id])
             except RuleError as problem:
