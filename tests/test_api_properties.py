@@ -26,19 +26,16 @@ from tests.served import Served, hermetic_environ, serving
 pytestmark = pytest.mark.real_world
 
 Operation = schemathesis.APIOperation[Any, Any, Any, Any]
-CHECKS_FILE: Final = Path(__file__).resolve().parent / "api_checks.py"
 MAX_EXAMPLES: Final = 100
 RUN_SECONDS: Final = 300  # it takes about 2 s; a loaded CI machine may take many times that
 REQUEST: Final = re.compile(r'"GET /away/api/articles/([^/ ]*)/rating/ HTTP/1\.1" (\d{3}) ')
 CANONICAL_ID: Final = re.compile(r"[1-9][0-9]*")
 
 
-def schemathesis_config(hooks: Path) -> str:
-    """The run's configuration: deterministic, bounded, and our ids in the mix."""
-    ids = ", ".join(str(article_id) for article_id in (*LISTED, *UNLISTED))
-    return f"""\
+# The run's configuration: deterministic, bounded, and our ids in the mix.
+CONFIG: Final = f"""\
 color = false
-hooks = "{hooks}"
+hooks = "{Path(__file__).resolve().parent / "api_checks.py"}"
 
 [cache]
 enabled = false
@@ -50,7 +47,7 @@ deterministic = true
 database = "none"
 
 [dictionaries.article-ids]
-values = [{ids}]
+values = [{", ".join(map(str, (*LISTED, *UNLISTED)))}]
 
 [parameters]
 "path.id" = {{ dictionary = "article-ids", probability = 0.5 }}
@@ -73,7 +70,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     """One ``schemathesis run`` against ``--serve``, as the CLI runs it."""
     work = tmp_path_factory.mktemp("schemathesis")
     config = work / "schemathesis.toml"
-    config.write_text(schemathesis_config(CHECKS_FILE), encoding="utf-8")
+    config.write_text(CONFIG, encoding="utf-8")
     checked = work / "checked.log"
     checked.write_text("")
     environ = hermetic_environ() | {
