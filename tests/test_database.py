@@ -40,6 +40,7 @@ SAMPLE: Final = (
 EXPORTED: Final = b"article_id,rating_sum,rating_count\n7,9,2\n12,3,1\n31,0,0\n"
 DOCUMENTS: Final = {7: (9, 2, "4.5"), 12: (3, 1, "3.0"), 31: (0, 0, "0.0")}
 START_SECONDS: Final = 60.0
+QUIET: Final[dict[str, Any]] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
 
 
 def block(language: str, after: str = "") -> str:
@@ -50,13 +51,13 @@ def block(language: str, after: str = "") -> str:
     return found[1]
 
 
-def run(command: list[str], **options: Any) -> str:
-    """The stdout of ``command``, which must succeed; AssertionError with its output if not."""
+def run(command: list[str], **options: Any) -> subprocess.CompletedProcess[str]:
+    """``command`` run, which must succeed; AssertionError with its output if not."""
     done = subprocess.run(
         command, capture_output=True, text=True, timeout=120, check=False, **options
     )
     assert done.returncode == 0, f"{command[0]} failed:\n{done.stdout}{done.stderr}"
-    return done.stdout
+    return done
 
 
 class Server(NamedTuple):
@@ -122,22 +123,19 @@ def serving(make: Callable[[Path, str | None, int], Server]) -> Iterator[Server]
     # Not under pytest's tmp folders: those are root's alone, and nobody must own this one.
     # In memory where the machine has it, as the tests' own (conftest.py).
     memory = "/dev/shm" if os.path.isdir("/dev/shm") else None
-    folder = Path(tempfile.mkdtemp(prefix="ratings-database-", dir=memory))
-    owner = "nobody" if os.geteuid() == 0 else None
-    if owner is not None:
-        shutil.chown(folder, owner)
-    log = folder / "server.log"
-    try:
+    with tempfile.TemporaryDirectory(prefix="ratings-database-", dir=memory) as name:
+        folder, owner = Path(name), "nobody" if os.geteuid() == 0 else None
+        if owner is not None:
+            shutil.chown(folder, owner)
         server = make(folder, owner, free_port())
+        log = folder / "server.log"
         with log.open("wb") as output:
             process = subprocess.Popen(
                 server.command, user=owner, cwd=folder, stdout=output, stderr=subprocess.STDOUT
             )
         try:
             deadline = time.monotonic() + START_SECONDS
-            while subprocess.run(
-                server.ready, capture_output=True, timeout=30, check=False
-            ).returncode:
+            while subprocess.call(server.ready, timeout=30, **QUIET):
                 if process.poll() is not None or time.monotonic() > deadline:
                     said = log.read_text(errors="replace")
                     raise AssertionError(f"{server.ready[0]}: the server did not start:\n{said}")
@@ -147,8 +145,6 @@ def serving(make: Callable[[Path, str | None, int], Server]) -> Iterator[Server]
             if process.poll() is None:
                 process.send_signal(server.stop)
             process.wait(timeout=30)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(params=list(SERVERS))
@@ -177,17 +173,9 @@ def test_the_export_and_build_run_as_the_page_shows(
     shim.chmod(0o755)
     environ = {**os.environ, **database, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}"}
     commands = block("sh", request.node.callspec.params["database"])
-    done = subprocess.run(
-        ["bash", "-eo", "pipefail", "-c", commands],
-        cwd=tmp_path,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run(["bash", "-eo", "pipefail", "-c", commands], cwd=tmp_path, env=environ)
 
-    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert done.stderr == ""
     last = done.stdout.splitlines()[-1]  # after psql's "COPY 3"
     assert last.startswith("built site: 3 articles; files: 12 written, 0 removed, 0 unchanged ")
     assert (tmp_path / "ratings.csv").read_bytes() == EXPORTED
