@@ -162,9 +162,8 @@ def _first_problem(rows: _Rows, columns: list[int], totals: bool, scale: Scale) 
             elif texts[1]:  # else listed, not rated yet
                 field = 1
                 rating = rules.integer(texts[1], "a rating", article_id)
-                entry[1] = rules.added(
-                    article_id, entry[1], rules.rating(article_id, rating, scale)
-                )
+                rules.rating(article_id, rating, scale)
+                entry[1] = rules.added(article_id, entry[1], rating)
         except RuleError as problem:
             rows.fail(columns[field + problem.at], str(problem))
     raise AssertionError("the quick reading refused rows that keep every rule")
