@@ -41,6 +41,7 @@ def test_rating_value_agrees_with_fractions() -> None:
         assert rating_value(total, count) == fraction_reference(total, count), (total, count)
 
 
+ARTICLES = [(7, 29, 6), (1, 0, 0), (2**63 - 1, 10**30, 10**29), (5, -3, 2)]  # id, sum, count
 BASE_URLS = [
     "https://example.com",
     "http://localhost:8000",
@@ -53,12 +54,7 @@ BASE_URLS = [
 @pytest.mark.parametrize("base_url", BASE_URLS)
 def test_renderer_gives_the_bytes_of_json_dumps(base_url: str) -> None:
     render = Renderer(base_url)
-    for article_id, total, count in [
-        (7, 29, 6),
-        (1, 0, 0),
-        (2**63 - 1, 10**30, 10**29),
-        (5, -3, 2),
-    ]:
+    for article_id, total, count in ARTICLES:
         document = {
             "article_url": f"{base_url}/away/api/articles/{article_id}/",
             "id": article_id,
