@@ -40,7 +40,7 @@ import resource, sys, time
 from ratings_api import loader
 how, path = sys.argv[1:]
 data = open(path, "rb").read()
-if hasattr(loader, "read"):
+if hasattr(loader, "load_strict"):
     run = {"read": loader.load, "walker": loader.load_strict}[how]
 else:
     from ratings_api.build import load_catalogue

@@ -10,7 +10,6 @@ field's line and column, for the first bad row's message.
 
 from __future__ import annotations
 
-import codecs
 import csv
 import io
 import re
@@ -28,13 +27,14 @@ TOTALS: Final = ("article_id", "rating_sum", "rating_count")
 FORMS: Final = "article_id,rating or article_id,rating_sum,rating_count"
 # The start of a header that names a form's first column, as a spreadsheet may save it.
 HEADER: Final = re.compile(rb'(?:\xef\xbb\xbf)?"?article_id"?,')
-
-Form = tuple[str, ...]  # the columns of a form
+# A quoted text, or a comma outside one: a field starts after each such comma. A quote
+# inside a field that is not quoted is a character like any other.
+FIELD_BREAK: Final = re.compile(r'"[^"]*"|(,)')
 
 
 def read(path: str, data: bytes, scale: Scale) -> Catalogue:
     """Validate ``data``, the CSV bytes of ``path``, into a Catalogue on ``scale``."""
-    data = data.removeprefix(codecs.BOM_UTF8)  # a spreadsheet's mark, no part of a column name
+    data = data.removeprefix(b"\xef\xbb\xbf")  # a spreadsheet's mark, no part of a column name
     text = decoded(path, data)
     rows = _Rows(path, text)
     header = next(rows.records, None)
@@ -42,10 +42,11 @@ def read(path: str, data: bytes, scale: Scale) -> Catalogue:
         raise InputError(f"the file is empty; expected the header {FORMS}", path, 1, 1)
     form = _form(rows, header)
     columns = [header.index(name) for name in form]  # where each of the form's is
-    quick = _quick(text, header, form == TOTALS, columns)
+    totals = form == TOTALS
+    quick = _quick(text, header, totals, columns)
     if quick is not None and rules.keeps_the_rules(*quick, scale):
         return Catalogue(*quick[:3], scale=scale)
-    _first_problem(rows, columns, form, scale)
+    _first_problem(rows, columns, totals, scale)
 
 
 QUICK_FIELDS: Final = {"article_id": rules.SHORT_ID, "rating": f"{rules.SHORT_INT}?"}
@@ -115,31 +116,14 @@ class _Rows:
         """Raise ``message`` at the start of the field ``field`` of the last record."""
         lines = io.StringIO(self.text, newline="")
         raw = "".join(islice(lines, self.first - 1, self.reader.line_num))
-        before = raw[: _starts(raw)[field]]
+        starts = [0] + [found.end() for found in FIELD_BREAK.finditer(raw) if found[1]]
+        before = raw[: starts[field]]
         breaks = before.count("\n") + before.count("\r") - before.count("\r\n")
         column = len(before) - max(before.rfind("\n"), before.rfind("\r"))
         raise InputError(message, self.path, self.first + breaks, column)
 
-    def checked(self, row: list[str]) -> list[str]:
-        """``row``, if it has the header's width."""
-        if len(row) != self.width:
-            message = f"expected {self.width} values, as in the header, found {len(row)}"
-            self.fail(self.width if len(row) > self.width else 0, message)
-        return row
 
-
-def _starts(raw: str) -> list[int]:
-    """Where each field of a record's text starts."""
-    starts, quoted = [0], False
-    for offset, char in enumerate(raw):
-        if char == '"':
-            quoted = not quoted
-        elif char == "," and not quoted:
-            starts.append(offset + 1)
-    return starts
-
-
-def _form(rows: _Rows, names: list[str]) -> Form:
+def _form(rows: _Rows, names: list[str]) -> tuple[str, ...]:
     """The form the header names, or the InputError of its first wrong column."""
     form = TOTALS if set(TOTALS[1:]) & set(names) else RATINGS
     for index, name in enumerate(names):
@@ -154,16 +138,19 @@ def _form(rows: _Rows, names: list[str]) -> Form:
     return form
 
 
-def _first_problem(rows: _Rows, columns: list[int], form: Form, scale: Scale) -> NoReturn:
+def _first_problem(rows: _Rows, columns: list[int], totals: bool, scale: Scale) -> NoReturn:
     """Raise the message of the first row that breaks a rule, placed at its field."""
     seen: dict[int, list[int]] = {}  # each article's first line, and its sum so far
-    for row in map(rows.checked, rows.records):
+    for row in rows.records:
+        if len(row) != rows.width:
+            message = f"expected {rows.width} values, as in the header, found {len(row)}"
+            rows.fail(rows.width if len(row) > rows.width else 0, message)
         field = 0
         try:
             texts = [row[column] for column in columns]
             article_id = rules.article_id(texts[0])
             entry = seen.setdefault(article_id, [rows.first, 0])
-            if form == TOTALS:
+            if totals:
                 if entry[0] != rows.first:
                     raise rules.listed_twice(article_id, entry[0])
                 field = 1
@@ -175,9 +162,8 @@ def _first_problem(rows: _Rows, columns: list[int], form: Form, scale: Scale) ->
             elif texts[1]:  # else listed, not rated yet
                 field = 1
                 rating = rules.integer(texts[1], "a rating", article_id)
-                entry[1] = rules.added(
-                    article_id, entry[1], rules.rating(article_id, rating, scale)
-                )
+                rules.rating(article_id, rating, scale)
+                entry[1] = rules.added(article_id, entry[1], rating)
         except RuleError as problem:
             rows.fail(columns[field + problem.at], str(problem))
     raise AssertionError("the quick reading refused rows that keep every rule")

@@ -30,17 +30,15 @@ from ratings_api.rules import MAX, SHORT_ID, SHORT_INT
 
 PLACEHOLDER: Final = MAX  # the id of the line that stands for the block
 PLACEHOLDER_TEXT: Final = str(PLACEHOLDER).encode()
-_ID: Final = SHORT_ID.encode()
-_INT: Final = SHORT_INT.encode()
 ARTICLES_KEY: Final = re.compile(rb"^articles:(?: +#[^\n]*)?\n", re.MULTILINE)
 BLANK: Final = rb" *(?:#[^\n]*)?\n"  # libyaml refuses a tab there
 FIRST_INDENT: Final = re.compile(rb"(?: *(?:#[^\n]*)?\n)*( +)[1-9]")
 BLOCK_END: Final = re.compile(rb"^[^ #\n]", re.MULTILINE)  # a line at column 0, not a comment
 # An entry, after its indent: its id, then its ratings, or its sum and count.
 ENTRY: Final = (
-    rb"(" + _ID + rb"): (?:\[((?:" + _INT + rb"(?:, " + _INT + rb")*)?)\]"
-    rb"|\{sum: (" + _INT + rb"), count: (" + _INT + rb")\})(?: +#[^\n]*)?\n"
-)
+    rf"({SHORT_ID}): (?:\[((?:{SHORT_INT}(?:, {SHORT_INT})*)?)\]"
+    rf"|\{{sum: ({SHORT_INT}), count: ({SHORT_INT})\}})(?: +#[^\n]*)?\n"
+).encode()
 # Characters libyaml refuses, or reads as line breaks where a line-based reader
 # would not (CR, NEL, LS, PS), or a byte order mark: with any of them, the walker decides.
 UNUSUAL_ASCII: Final = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]")

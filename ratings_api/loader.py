@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Final, NoReturn, cast
 
 import yaml
@@ -57,10 +58,7 @@ class Catalogue:
 def read_bytes(path: str) -> bytes:
     """The bytes of the file ``path``, or of standard input for ``-``."""
     try:
-        if path == "-":
-            return sys.stdin.buffer.read()
-        with open(path, "rb") as file:
-            return file.read()
+        return sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as error:
         raise InputError(f"cannot read: {error.strerror}", path) from None
 
@@ -85,12 +83,11 @@ def load_fast(path: str, data: bytes) -> Catalogue | None:
         rest = load_strict(path, articles.rest)
     except InputError:  # the whole file's walk says where
         return None
-    found = replace(rest, ids=articles.ids, sums=articles.sums, counts=articles.counts)
-    if rest.ids != [fastpath.PLACEHOLDER] or not rules.keeps_the_rules(
-        found.ids, found.sums, found.counts, articles.ratings, rest.scale
-    ):
+    if rest.ids != [fastpath.PLACEHOLDER]:
         return None
-    return found
+    found = replace(rest, ids=articles.ids, sums=articles.sums, counts=articles.counts)
+    kept = rules.keeps_the_rules(found.ids, found.sums, found.counts, articles.ratings, found.scale)
+    return found if kept else None
 
 
 def load_strict(path: str, data: bytes) -> Catalogue:
@@ -104,9 +101,15 @@ def load_strict(path: str, data: bytes) -> Catalogue:
             # one reported. Only files that put scale after articles pay this.
             catalogue = Walker(path, data, scale=catalogue.scale).document()
     except yaml.MarkedYAMLError as error:
-        raise InputError(_syntax(error), path, *_position(error.problem_mark)) from None
+        context = f" ({error.context})" if error.context else ""
+        message = f"YAML syntax error: {error.problem}{context}"
+        raise InputError(message, path, *_position(error.problem_mark)) from None
     except yaml.reader.ReaderError as error:
-        raise _unreadable(path, data, error) from None
+        # libyaml points at the byte after a broken UTF-8 sequence; Python's codec at its
+        # start, and says so first.
+        decoded(path, data)
+        reason = str(error).partition("\n")[0]
+        raise InputError(reason, path, *offset_position(data, error.position)) from None
     return catalogue
 
 
@@ -117,18 +120,6 @@ def decoded(path: str, data: bytes) -> str:
     except UnicodeDecodeError as bad:
         where = offset_position(data, bad.start)
         raise InputError(f"not valid UTF-8 ({bad.reason})", path, *where) from None
-
-
-def _unreadable(path: str, data: bytes, error: yaml.reader.ReaderError) -> InputError:
-    """libyaml points at the byte after a broken UTF-8 sequence; Python's codec at its start."""
-    decoded(path, data)
-    reason = str(error).partition("\n")[0]
-    return InputError(reason, path, *offset_position(data, error.position))
-
-
-def _syntax(error: yaml.MarkedYAMLError) -> str:
-    context = f" ({error.context})" if error.context else ""
-    return f"YAML syntax error: {error.problem}{context}"
 
 
 def _position(mark: yaml.Mark | CMark | None) -> tuple[int, int]:
@@ -151,15 +142,15 @@ def _describe(event: Event) -> str:
         return "a mapping"
     if isinstance(event, SequenceStartEvent):
         return "a list"
-    if isinstance(event, ScalarEvent):
-        if event.style in ('"', "'"):
-            return f"the quoted string {event.style}{event.value}{event.style}"
-        if event.style in ("|", ">"):
-            return "a block of text"
-        if event.value in NULL_TEXTS:
-            return "nothing (null)"
-        return f"'{event.value}'"
-    return "the end of the mapping"
+    if not isinstance(event, ScalarEvent):
+        return "the end of the mapping"
+    if event.style in ('"', "'"):
+        return f"the quoted string {event.style}{event.value}{event.style}"
+    if event.style in ("|", ">"):
+        return "a block of text"
+    if event.value in NULL_TEXTS:
+        return "nothing (null)"
+    return f"'{event.value}'"
 
 
 def _plain(event: Event) -> str | None:
@@ -197,8 +188,9 @@ class Walker:
         return event
 
     def integer(self, event: Event, name: str, article_id: int | None = None) -> int:
+        text = _plain(event)  # else it is named by what it is: only then is that worked out
         try:
-            return rules.integer(_plain(event), name, article_id, _describe(event))
+            return rules.integer(text, name, article_id, _describe(event) if text is None else "")
         except RuleError as problem:
             self.fail(event, str(problem))
 
@@ -220,20 +212,22 @@ class Walker:
     def top_mapping(self) -> None:
         mapping = self.node()
         if not isinstance(mapping, MappingStartEvent):
-            self.fail(
-                mapping,
-                "expected a mapping with the key 'articles' at the top level, "
-                f"found {_describe(mapping)}",
-            )
+            expected = "expected a mapping with the key 'articles' at the top level"
+            self.fail(mapping, f"{expected}, found {_describe(mapping)}")
         seen: dict[str, int] = {}
-        while True:
-            key = self.node()
-            if isinstance(key, MappingEndEvent):
-                break
-            name = self.top_key(key, seen)
-            if name == "articles":
+        expected = "expected one of: " + ", ".join(TOP_KEYS)
+        while not isinstance(key := self.node(), MappingEndEvent):
+            # Quoting a key changes nothing here (keys are strings either way),
+            # unlike quoting a number, which makes it a string.
+            if not (isinstance(key, ScalarEvent) and key.value in TOP_KEYS):
+                self.fail(key, f"unknown key {_describe(key)} ({expected})")
+            if key.value in seen:
+                first = seen[key.value]
+                self.fail(key, f"the key '{key.value}' appears twice (first at line {first})")
+            seen[key.value] = _position(key.start_mark)[0]
+            if key.value == "articles":
                 self.articles()
-            elif name == "scale":
+            elif key.value == "scale":
                 self.scale()
             else:
                 self.base_url()
@@ -241,18 +235,6 @@ class Walker:
             self.fail(mapping, "the key 'articles' is missing")
         order = list(seen)  # keys in the order they came
         self.scale_came_late = "scale" in seen and order.index("scale") > order.index("articles")
-
-    def top_key(self, key: Event, seen: dict[str, int]) -> str:
-        expected = "expected one of: " + ", ".join(TOP_KEYS)
-        # Quoting a key changes nothing here (keys are strings either way),
-        # unlike quoting a number, which makes it a string.
-        if not (isinstance(key, ScalarEvent) and key.value in TOP_KEYS):
-            self.fail(key, f"unknown key {_describe(key)} ({expected})")
-        if key.value in seen:
-            first = seen[key.value]
-            self.fail(key, f"the key '{key.value}' appears twice (first at line {first})")
-        seen[key.value] = _position(key.start_mark)[0]
-        return key.value
 
     def scale(self) -> None:
         start = self.node()
@@ -285,24 +267,19 @@ class Walker:
     def articles(self) -> None:
         start = self.node()
         if not isinstance(start, MappingStartEvent):
-            self.fail(
-                start,
-                f"'articles' must be a mapping of article id to ratings, found {_describe(start)}",
-            )
+            expected = "'articles' must be a mapping of article id to ratings"
+            self.fail(start, f"{expected}, found {_describe(start)}")
         lines: dict[int, int] = {}
         while not isinstance(key := self.node(), MappingEndEvent):
-            article_id = self.article_id(key, lines)
+            text = _plain(key)
+            try:
+                article_id = rules.article_id(text, _describe(key) if text is None else "")
+                if article_id in lines:
+                    raise rules.listed_twice(article_id, lines[article_id])
+            except RuleError as problem:
+                self.fail(key, str(problem))
             lines[article_id] = _position(key.start_mark)[0]
             self.article(article_id)
-
-    def article_id(self, key: Event, lines: dict[int, int]) -> int:
-        try:
-            article_id = rules.article_id(_plain(key), _describe(key))
-            if article_id in lines:
-                raise rules.listed_twice(article_id, lines[article_id])
-        except RuleError as problem:
-            self.fail(key, str(problem))
-        return article_id
 
     def article(self, article_id: int) -> None:
         value = self.node()
@@ -311,11 +288,8 @@ class Walker:
         elif isinstance(value, MappingStartEvent):
             total, count = self.totals(article_id, value)
         else:
-            self.fail(
-                value,
-                f"article {article_id}: expected a list of ratings or "
-                f"{{sum: ..., count: ...}}, found {_describe(value)}",
-            )
+            expected = "expected a list of ratings or {sum: ..., count: ...}"
+            self.fail(value, f"article {article_id}: {expected}, found {_describe(value)}")
         self.catalogue.ids.append(article_id)
         self.catalogue.sums.append(total)
         self.catalogue.counts.append(count)

@@ -89,9 +89,8 @@ def listed_twice(article_id: int, first_line: int) -> RuleError:
 def rating(article_id: int, value: int, scale: Scale) -> int:
     """``value``, a rating of the article, if it lies on ``scale``."""
     if scale is not None and not scale[0] <= value <= scale[1]:
-        raise RuleError(
-            f"article {article_id}: rating {value} is outside the scale {scale[0]}..{scale[1]}"
-        )
+        low, high = scale
+        raise RuleError(f"article {article_id}: rating {value} is outside the scale {low}..{high}")
     return value
 
 
@@ -109,21 +108,18 @@ def totals(
     """Check that an article's sum and count (named by ``names``) lie within ±MAX and agree
     with each other and ``scale``; else a RuleError at the one at fault."""
     sum_name, count_name = names
+    article = f"article {article_id}:"
     within(total, sum_name, article_id)
     if count < 0:
-        raise RuleError(
-            f"article {article_id}: {count_name} must not be negative, found {count}", 1
-        )
+        raise RuleError(f"{article} {count_name} must not be negative, found {count}", 1)
     within(count, count_name, article_id, at=1)
     if count == 0 and total != 0:
-        raise RuleError(
-            f"article {article_id}: {sum_name} must be 0 when {count_name} is 0, found {total}"
-        )
+        raise RuleError(f"{article} {sum_name} must be 0 when {count_name} is 0, found {total}")
     if scale is not None and not scale[0] * count <= total <= scale[1] * count:
+        low, high = scale
         raise RuleError(
-            f"article {article_id}: {sum_name} {total} is outside "
-            f"{scale[0] * count}..{scale[1] * count}, "
-            f"the range of {count} ratings on the scale {scale[0]}..{scale[1]}"
+            f"{article} {sum_name} {total} is outside {low * count}..{high * count}, "
+            f"the range of {count} ratings on the scale {low}..{high}"
         )
 
 

@@ -19,27 +19,23 @@ import pytest
 import schemathesis
 from schemathesis.core.failures import FailureGroup
 
-from tests.api_checks import CHECKED_LOG, LISTED, MAX_ID, RATINGS, UNLISTED
+from tests.api_checks import CHECKED_LOG, LISTED, MAX_ID, RATINGS, UNLISTED, expected_document
 from tests.served import Served, hermetic_environ, serving
 
 # A server (`--serve`) and Schemathesis's own command line: not the app in-process.
 pytestmark = pytest.mark.real_world
 
 Operation = schemathesis.APIOperation[Any, Any, Any, Any]
-CHECKS_FILE: Final = Path(__file__).resolve().parent / "api_checks.py"
-OPERATION: Final = ("/away/api/articles/{id}/rating/", "GET")
 MAX_EXAMPLES: Final = 100
 RUN_SECONDS: Final = 300  # it takes about 2 s; a loaded CI machine may take many times that
 REQUEST: Final = re.compile(r'"GET /away/api/articles/([^/ ]*)/rating/ HTTP/1\.1" (\d{3}) ')
 CANONICAL_ID: Final = re.compile(r"[1-9][0-9]*")
 
 
-def schemathesis_config(hooks: Path) -> str:
-    """The run's configuration: deterministic, bounded, and our ids in the mix."""
-    ids = ", ".join(str(article_id) for article_id in (*LISTED, *UNLISTED))
-    return f"""\
+# The run's configuration: deterministic, bounded, and our ids in the mix.
+CONFIG: Final = f"""\
 color = false
-hooks = "{hooks}"
+hooks = "{Path(__file__).resolve().parent / "api_checks.py"}"
 
 [cache]
 enabled = false
@@ -51,7 +47,7 @@ deterministic = true
 database = "none"
 
 [dictionaries.article-ids]
-values = [{ids}]
+values = [{", ".join(map(str, (*LISTED, *UNLISTED)))}]
 
 [parameters]
 "path.id" = {{ dictionary = "article-ids", probability = 0.5 }}
@@ -60,27 +56,21 @@ values = [{ids}]
 
 @dataclass(frozen=True)
 class Run:
-    """One Schemathesis run: its output, what the server logged meanwhile, what the check passed."""
+    """One Schemathesis run against the served site: its output, the statuses the server
+    answered each id segment with meanwhile, and the ids the catalogue check passed."""
 
+    served: Served
     done: subprocess.CompletedProcess[str]
-    log: str
+    asked: dict[str, set[int]]
     checked: list[int]
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    # No base URL anywhere: the build uses the served address, so the
-    # document's server is the one the tests talk to.
-    with serving(tmp_path_factory.mktemp("properties"), RATINGS) as site:
-        yield site
-
-
-@pytest.fixture(scope="module")
-def run(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """One ``schemathesis run`` against the served site, as the CLI runs it."""
+def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    """One ``schemathesis run`` against ``--serve``, as the CLI runs it."""
     work = tmp_path_factory.mktemp("schemathesis")
     config = work / "schemathesis.toml"
-    config.write_text(schemathesis_config(CHECKS_FILE), encoding="utf-8")
+    config.write_text(CONFIG, encoding="utf-8")
     checked = work / "checked.log"
     checked.write_text("")
     environ = hermetic_environ() | {
@@ -89,24 +79,28 @@ def run(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Run:
         "COLUMNS": "100",
         CHECKED_LOG: str(checked),
     }
-    before = len(served.log.read_text(errors="replace"))
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run"),
-            *("--checks", "all", f"{served.address}/away/api/openapi.json"),
-        ],
-        cwd=work,
-        env=environ,
-        check=False,  # the exit code is what the test reads
-        capture_output=True,
-        text=True,
-        timeout=RUN_SECONDS,
-    )
-    log = served.log.read_text(errors="replace")[before:]
-    return Run(done, log, [int(line) for line in checked.read_text().split()])
+    # No base URL anywhere: the build uses the served address, so the
+    # document's server is the one the tests talk to.
+    with serving(tmp_path_factory.mktemp("properties"), RATINGS) as served:
+        done = subprocess.run(
+            [
+                *(sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run"),
+                *("--checks", "all", f"{served.address}/away/api/openapi.json"),
+            ],
+            cwd=work,
+            env=environ,
+            check=False,  # the exit code is what the test reads
+            capture_output=True,
+            text=True,
+            timeout=RUN_SECONDS,
+        )
+        asked: dict[str, set[int]] = {}
+        for text, status in REQUEST.findall(served.log.read_text(errors="replace")):
+            asked.setdefault(text, set()).add(int(status))
+        yield Run(served, done, asked, [int(line) for line in checked.read_text().split()])
 
 
-def test_schemathesis_finds_nothing(run: Run) -> None:
+def test_schemathesis_finds_nothing_and_ran_the_catalogue_check(run: Run) -> None:
     output = run.done.stdout
     assert run.done.returncode == 0, output + run.done.stderr
     assert run.done.stderr == ""
@@ -118,25 +112,14 @@ def test_schemathesis_finds_nothing(run: Run) -> None:
     assert cases, output
     assert cases[1] == cases[2]
     assert int(cases[1]) >= MAX_EXAMPLES, f"only {cases[1]} cases: the run tested little"
-
-
-def test_the_catalogue_check_ran(run: Run) -> None:
     # Proof that Schemathesis loaded the hooks file and ran its check, on
     # listed articles only: an unlisted id answering 200 fails the check.
     assert run.checked, "the check never ran"
     assert set(run.checked) <= set(LISTED)
 
 
-def answers(log: str) -> dict[str, set[int]]:
-    """The statuses each id segment was answered with, from the server's request log."""
-    statuses: dict[str, set[int]] = {}
-    for text, status in REQUEST.findall(log):
-        statuses.setdefault(text, set()).add(int(status))
-    return statuses
-
-
 def test_the_run_asked_for_listed_unlisted_and_malformed_ids(run: Run) -> None:
-    asked = answers(run.log)
+    asked = run.asked
     ids = {int(text): statuses for text, statuses in asked.items() if CANONICAL_ID.fullmatch(text)}
     for article_id, statuses in ids.items():
         assert statuses == ({200} if article_id in LISTED else {404}), article_id
@@ -147,52 +130,42 @@ def test_the_run_asked_for_listed_unlisted_and_malformed_ids(run: Run) -> None:
     assert set(ids) & (set(UNLISTED) - {2}), sorted(ids)
     assert MAX_ID + 1 in ids
     # What is no id at all (zero, a fraction, text, null) is a 404, never a 5xx.
-    malformed = {
-        text: statuses for text, statuses in asked.items() if not CANONICAL_ID.fullmatch(text)
-    }
+    malformed = {text: asked[text] for text in asked if not CANONICAL_ID.fullmatch(text)}
     assert {"0", "0.5", "AAA", "true", "null"} <= set(malformed), sorted(malformed)
     assert all(statuses == {404} for statuses in malformed.values()), malformed
 
 
 @pytest.fixture(scope="module")
-def operation(served: Served) -> Operation:
+def operation(run: Run) -> Operation:
     # An explicit configuration: no schemathesis.toml found by chance decides this test.
     schema = schemathesis.openapi.from_url(
-        f"{served.address}/away/api/openapi.json", config=schemathesis.Config()
+        f"{run.served.address}/away/api/openapi.json", config=schemathesis.Config()
     )
-    path, method = OPERATION
-    found: Operation = schema[path][method]
+    found: Operation = schema["/away/api/articles/{id}/rating/"]["GET"]
     return found
 
 
 # A wrong document on disk, and what Schemathesis says about it: proof that
 # the checks above can fail. Each is the right one with one text replaced.
-RIGHT: Final = (
-    '{"article_url": "BASE/away/api/articles/7/", "id": 7, "rating_sum": 29, '
-    '"rating_count": 6, "rating_value": "4.8"}\n'
-)
+SCHEMA: Final = "ST108 Response violates schema"
 WRONG_DOCUMENTS: Final = {
-    "a value with two decimals": (('"4.8"', '"4.83"'), "ST108 Response violates schema"),
-    "an article_url on another host": (
-        ("BASE", "https://elsewhere.example"),
-        "ST108 Response violates schema",
-    ),
+    "a value with two decimals": ('"4.8"', '"4.83"', SCHEMA),
+    "an article_url on another host": ("BASE", "https://elsewhere.example", SCHEMA),
     "the fields in another order": (
-        (
-            '"article_url": "BASE/away/api/articles/7/", "id": 7',
-            '"id": 7, "article_url": "BASE/away/api/articles/7/"',
-        ),
+        '"rating_sum": 29, "rating_count": 6',
+        '"rating_count": 6, "rating_sum": 29',
         "Custom check failed: `matches_the_catalogue`",
     ),
 }
 
 
 @pytest.mark.parametrize("name", list(WRONG_DOCUMENTS))
-def test_a_wrong_document_fails(operation: Operation, served: Served, run: Run, name: str) -> None:
-    # ``run`` first: the run must see the site as built, whatever the order of the tests.
-    (text, wrong), failure = WRONG_DOCUMENTS[name]
-    document = RIGHT.replace(text, wrong).replace("BASE", served.address)
-    assert document != RIGHT.replace("BASE", served.address)
+def test_a_wrong_document_fails(operation: Operation, run: Run, name: str) -> None:
+    served = run.served  # after the run, which must see the site as built
+    text, wrong, failure = WRONG_DOCUMENTS[name]
+    right = expected_document("BASE", 7).decode()
+    document = right.replace(text, wrong).replace("BASE", served.address)
+    assert document != right.replace("BASE", served.address)
     path = served.site / "away/api/articles/7/rating/index.json"
     good = path.read_bytes()
     path.write_text(document, encoding="utf-8")

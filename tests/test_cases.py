@@ -68,6 +68,5 @@ def test_error_case_says_where_and_changes_nothing(
     assert main(["--output", str(output), *case_args(case)]) == 2
 
     captured = capsys.readouterr()
-    assert captured.err == (case / "error").read_text()
-    assert captured.out == ""
+    assert (captured.out, captured.err) == ("", (case / "error").read_text())
     assert snapshot(output) == before

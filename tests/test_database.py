@@ -1,21 +1,32 @@
 """docs/database.md's export recipes, run as the page shows them, each with its build:
-PostgreSQL and MariaDB against a real server (tests/databases.py), SQLite on a real file.
+PostgreSQL and MariaDB against a real server, SQLite on a real file.
+
+Each server is Debian's, made by its own tool (initdb, mariadb-install-db) in a temporary
+folder of its own, listens on 127.0.0.1 and a free port, trusts every client on loopback, and
+is stopped by a signal and waited for until it has exited; then its folder goes. Neither runs
+as root: as root, the folder and the server belong to ``nobody``. Each gives the variables (or
+the option file) that point its own client at it, as a user's shell would.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Final
+from typing import Any, Final, NamedTuple
 
 import pytest
 
 from tests.browser import install_test_tools
-from tests.databases import Server, start_mariadb, start_postgres
+from tests.objectstore import free_port
 
 pytestmark = pytest.mark.real_world
 
@@ -27,11 +38,9 @@ SAMPLE: Final = (
     "insert into ratings values (7, 5), (7, 4), (12, 3);\n"
 )
 EXPORTED: Final = b"article_id,rating_sum,rating_count\n7,9,2\n12,3,1\n31,0,0\n"
-DOCUMENTS: Final = {
-    7: '"rating_sum": 9, "rating_count": 2, "rating_value": "4.5"}',
-    12: '"rating_sum": 3, "rating_count": 1, "rating_value": "3.0"}',
-    31: '"rating_sum": 0, "rating_count": 0, "rating_value": "0.0"}',
-}
+DOCUMENTS: Final = {7: (9, 2, "4.5"), 12: (3, 1, "3.0"), 31: (0, 0, "0.0")}
+START_SECONDS: Final = 60.0
+QUIET: Final[dict[str, Any]] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
 
 
 def block(language: str, after: str = "") -> str:
@@ -42,68 +51,138 @@ def block(language: str, after: str = "") -> str:
     return found[1]
 
 
+def run(command: list[str], **options: Any) -> subprocess.CompletedProcess[str]:
+    """``command`` run, which must succeed; AssertionError with its output if not."""
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=120, check=False, **options
+    )
+    assert done.returncode == 0, f"{command[0]} failed:\n{done.stdout}{done.stderr}"
+    return done
+
+
+class Server(NamedTuple):
+    """How to run a server made in a folder: the command, the one that answers once it is
+    ready, its stop signal, its client (a database's name after it, else the server's own),
+    and the variables the client reads."""
+
+    command: list[str]
+    ready: list[str]
+    stop: signal.Signals
+    client: list[str]
+    environ: dict[str, str]
+
+
+def postgres(folder: Path, owner: str | None, port: int) -> Server:
+    """A cluster initdb made: on loopback only, no Unix socket (its default folder is the
+    system server's), no fsync, and stopped by SIGQUIT, with no checkpoint: the data goes."""
+    # The newest PostgreSQL Debian installed, looked for once the tests installed it.
+    programs = max(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name))
+    data = str(folder / "data")
+    initdb = [str(programs / "initdb"), "-D", data, "-U", "postgres", "--auth=trust"]
+    run([*initdb, "--no-sync", "--encoding=UTF8", "--locale=C"], user=owner, cwd=folder)
+    settings = ["listen_addresses=127.0.0.1", "unix_socket_directories=", "fsync=off"]
+    return Server(
+        [str(programs / "postgres"), "-D", data, "-p", str(port)]
+        + [part for setting in settings for part in ("-c", setting)],
+        [str(programs / "pg_isready"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres"],
+        signal.SIGQUIT,
+        [str(programs / "psql"), "--no-psqlrc", "--quiet", "--set", "ON_ERROR_STOP=1"],
+        {"PGHOST": "127.0.0.1", "PGPORT": str(port), "PGUSER": "postgres"},
+    )
+
+
+def mariadb(folder: Path, owner: str | None, port: int) -> Server:
+    """A data folder mariadb-install-db made, stopped by SIGTERM (quick on a few rows). Its
+    client finds it through ``~/.my.cnf``, as a user's does: HOME is the server's folder."""
+    options = ["--no-defaults", f"--datadir={folder / 'data'}"]
+    install = ["mariadb-install-db", *options, "--skip-test-db"]
+    run([*install, "--auth-root-authentication-method=normal"], user=owner, cwd=folder)
+    (folder / ".my.cnf").write_text(f"[client]\nhost=127.0.0.1\nport={port}\nuser=root\n")
+    listen = ["--bind-address=127.0.0.1", f"--port={port}", f"--socket={folder}/socket"]
+    quiet = [f"--pid-file={folder}/pid", "--skip-grant-tables", "--skip-log-bin"]
+    return Server(
+        ["mariadbd", *options, *listen, *quiet],
+        ["mariadb-admin", "--no-defaults", "-h", "127.0.0.1", "-P", str(port), "ping"],
+        signal.SIGTERM,
+        ["mariadb", "--batch"],
+        {"HOME": str(folder)},
+    )
+
+
 # The page's heading of each recipe, and the server it runs against (None: a file).
-SERVERS: Final[dict[str, Callable[[], Server] | None]] = {
-    "PostgreSQL": start_postgres,
+SERVERS: Final[dict[str, Callable[[Path, str | None, int], Server] | None]] = {
+    "PostgreSQL": postgres,
     "SQLite": None,
-    "MySQL and MariaDB": start_mariadb,
+    "MySQL and MariaDB": mariadb,
 }
+
+
+@contextmanager
+def serving(make: Callable[[Path, str | None, int], Server]) -> Iterator[Server]:
+    """The server ``make`` makes in a new folder, running until the block ends."""
+    # Not under pytest's tmp folders: those are root's alone, and nobody must own this one.
+    # In memory where the machine has it, as the tests' own (conftest.py).
+    memory = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    with tempfile.TemporaryDirectory(prefix="ratings-database-", dir=memory) as name:
+        folder, owner = Path(name), "nobody" if os.geteuid() == 0 else None
+        if owner is not None:
+            shutil.chown(folder, owner)
+        server = make(folder, owner, free_port())
+        log = folder / "server.log"
+        with log.open("wb") as output:
+            process = subprocess.Popen(
+                server.command, user=owner, cwd=folder, stdout=output, stderr=subprocess.STDOUT
+            )
+        try:
+            deadline = time.monotonic() + START_SECONDS
+            while subprocess.call(server.ready, timeout=30, **QUIET):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    said = log.read_text(errors="replace")
+                    raise AssertionError(f"{server.ready[0]}: the server did not start:\n{said}")
+                time.sleep(0.1)
+            yield server
+        finally:
+            if process.poll() is None:
+                process.send_signal(server.stop)
+            process.wait(timeout=30)
 
 
 @pytest.fixture(params=list(SERVERS))
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
     """The page's tables and SAMPLE in a database ``shop``; the variables its client needs."""
     install_test_tools()  # Debian's servers and sqlite3; a failure fails, never skips
-    start = SERVERS[request.param]
-    if start is None:
-        script = block("sql") + SAMPLE
-        subprocess.run(["sqlite3", str(tmp_path / "shop.db")], input=script, text=True, check=True)
+    make = SERVERS[request.param]
+    if make is None:
+        run(["sqlite3", str(tmp_path / "shop.db")], input=block("sql") + SAMPLE)
         yield {}
         return
-    server = start()
-    try:
-        server.sql("create database shop;", server.first_database)
-        server.sql(block("sql") + SAMPLE, "shop")
+    with serving(make) as server:
+        environ = {**os.environ, **server.environ}
+        run(server.client, input="create database shop;", env=environ)
+        run([*server.client, "shop"], input=block("sql") + SAMPLE, env=environ)
         yield server.environ
-    finally:
-        server.stop()
-
-
-def run_page(commands: str, folder: Path, environ: dict[str, str]) -> str:
-    """Run the page's ``commands`` in ``folder`` as a shell script; their stdout."""
-    shims = folder / "bin"
-    shims.mkdir()
-    # The command the package installs runs the same main as the checkout's generate.py.
-    (shims / "ratings-api").write_text(
-        f'#!/bin/sh\nexec "{sys.executable}" "{REPO}/generate.py" "$@"\n'
-    )
-    (shims / "ratings-api").chmod(0o755)
-    path = f"{shims}{os.pathsep}{os.environ['PATH']}"
-    done = subprocess.run(
-        ["bash", "-eo", "pipefail", "-c", commands],
-        cwd=folder,
-        env={**os.environ, **environ, "PATH": path},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert (done.returncode, done.stderr) == (0, ""), done.stderr
-    return done.stdout
 
 
 def test_the_export_and_build_run_as_the_page_shows(
     database: dict[str, str], tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    heading = request.node.callspec.params["database"]
-    stdout = run_page(block("sh", heading), tmp_path, database)
+    # The command the package installs runs the same main as the checkout's generate.py.
+    shim = tmp_path / "bin" / "ratings-api"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{REPO}/generate.py" "$@"\n')
+    shim.chmod(0o755)
+    environ = {**os.environ, **database, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}"}
+    commands = block("sh", request.node.callspec.params["database"])
+    done = run(["bash", "-eo", "pipefail", "-c", commands], cwd=tmp_path, env=environ)
 
-    last = stdout.splitlines()[-1]  # after psql's "COPY 3"
+    assert done.stderr == ""
+    last = done.stdout.splitlines()[-1]  # after psql's "COPY 3"
     assert last.startswith("built site: 3 articles; files: 12 written, 0 removed, 0 unchanged ")
     assert (tmp_path / "ratings.csv").read_bytes() == EXPORTED
-    for article, totals in DOCUMENTS.items():
+    for article, (total, count, value) in DOCUMENTS.items():
         document = tmp_path / f"site/away/api/articles/{article}/rating/index.json"
         assert document.read_text() == (
             f'{{"article_url": "https://www.example.com/away/api/articles/{article}/", '
-            f'"id": {article}, {totals}\n'
+            f'"id": {article}, "rating_sum": {total}, "rating_count": {count}, '
+            f'"rating_value": "{value}"}}\n'
         )

@@ -5,8 +5,6 @@ from __future__ import annotations
 import random
 from typing import Final
 
-import pytest
-
 from ratings_api import csvinput
 from ratings_api.errors import InputError
 from ratings_api.loader import Catalogue, load_fast, load_strict
@@ -15,16 +13,6 @@ USUAL: Final = (
     b"# ratings\nbase_url: https://example.com\nscale: [1, 5]\narticles:\n"
     b"  7: [5, 4, 5, 5, 5, 5]  # a comment\n\n  12: {sum: 29, count: 6}\n# a note\n  31: []\n"
 )
-# A flow mapping over lines in the usual layout: a fast reading once took it, and built 7;
-# the walker refuses it ("'articles' must be a mapping").
-FLOW_OVER_LINES: Final = b"{base_url: https://x.example,\narticles:\n  7: [5]\n}\n"
-
-
-def strict(data: bytes) -> Catalogue | str:
-    try:
-        return load_strict("ratings.yaml", data)
-    except InputError as error:
-        return str(error)
 
 
 def taken_alike(data: bytes) -> bool:
@@ -32,12 +20,13 @@ def taken_alike(data: bytes) -> bool:
 
     The walker reads every document: a catalogue or one line, never another exception.
     """
-    walked = strict(data)
+    try:
+        walked: Catalogue | str = load_strict("ratings.yaml", data)
+    except InputError as error:
+        walked = str(error)
     fast = load_fast("ratings.yaml", data)
-    if fast is None:
-        return False
-    assert fast == walked, data
-    return True
+    assert fast in (None, walked), data
+    return fast is not None
 
 
 def test_the_usual_layout_is_read_fast() -> None:
@@ -52,40 +41,37 @@ def test_the_usual_layout_is_read_fast() -> None:
     assert taken_alike(USUAL)
 
 
-@pytest.mark.parametrize(
-    "data",
-    [
-        pytest.param(b"articles:\nscale: [1, 5]\n", id="articles-null"),
-        pytest.param(b"articles:\n  7: [5]\n  7: [4]\n", id="id-twice"),
-        pytest.param(b"scale: [1, 5]\narticles:\n  7: [6]\n", id="out-of-scale"),
-        pytest.param(b"articles:\n  7: [5]\nscale: [1, 4]\n", id="out-of-late-scale"),
-        pytest.param(b"scale: [1, 5]\narticles:\n  7: {sum: 6, count: 1}\n", id="sum-over"),
-        pytest.param(b"articles:\n  7: {sum: 3, count: 0}\n", id="sum-without-count"),
-        pytest.param(b"articles:\n  9007199254740992: [5]\n", id="id-too-large"),
-        pytest.param(b"articles:\n  9007199254740991: [5]\n", id="the-placeholder-s-id"),
-        pytest.param(b"articles:\n  7: [9007199254740991, 1]\n", id="ratings-add-up-past"),
-        pytest.param(b"articles:\n  7: [-9007199254740992]\n", id="rating-past"),
-        pytest.param(b"articles:\n  7: {sum: 1, count: 9007199254740992}\n", id="count-past"),
-        pytest.param(b"articles:\r\n  7: [5]\r\n", id="crlf"),
-        pytest.param("articles:\n  7: [5] # \u2028  8: [1]\n".encode(), id="line-separator"),
-        pytest.param(b"articles:\n  7: [5] # caf\xe9\n", id="not-utf8"),
-        pytest.param(b"articles:\n  7: [5]\n    8: [4]\n", id="misaligned"),
-        pytest.param(b"articles:\n  7: [5]\n  8:\n  - 4\n", id="block-list-after"),
-        pytest.param(b"base_url: 'https://x.example\narticles:\n  7: [5]\n'\n", id="key-in-string"),
-        pytest.param(b"articles:\n  7: [5]\narticles:\n  8: [4]\n", id="articles-twice"),
-        pytest.param(
-            b'base_url: "https://x.example\narticles:\n  7: [5]\n"\narticles:\n  8: [4]\n',
-            id="key-in-string-then-the-key",  # the walker reads article 8 only
-        ),
-        pytest.param(b"articles:\n  7: [5]\n---\narticles:\n  8: [4]\n", id="two-documents"),
-        pytest.param(FLOW_OVER_LINES, id="flow-over-lines"),
-        pytest.param(b"{articles:\n  7: [5]}\n", id="flow-top-level-short"),
-        pytest.param(b"\xef\xbb\xbfarticles:\n  7: [5]\n", id="byte-order-mark"),
-        pytest.param(b"articles:\n  7: [5]\n\t\n", id="tab-line-after"),
-    ],
-)
-def test_unusual_files_are_left_to_the_walker(data: bytes) -> None:
-    assert load_fast("ratings.yaml", data) is None
+# The usual layout's near misses: each is left to the walker, or read as the walker reads it.
+NEAR_MISSES: Final = {
+    "articles-null": b"articles:\nscale: [1, 5]\n",
+    "id-twice": b"articles:\n  7: [5]\n  7: [4]\n",
+    "out-of-scale": b"scale: [1, 5]\narticles:\n  7: [6]\n",
+    "out-of-late-scale": b"articles:\n  7: [5]\nscale: [1, 4]\n",
+    "sum-over": b"scale: [1, 5]\narticles:\n  7: {sum: 6, count: 1}\n",
+    "sum-without-count": b"articles:\n  7: {sum: 3, count: 0}\n",
+    "id-too-large": b"articles:\n  9007199254740992: [5]\n",
+    "the-placeholder-s-id": b"articles:\n  9007199254740991: [5]\n",
+    "ratings-add-up-past": b"articles:\n  7: [9007199254740991, 1]\n",
+    "rating-past": b"articles:\n  7: [-9007199254740992]\n",
+    "count-past": b"articles:\n  7: {sum: 1, count: 9007199254740992}\n",
+    "crlf": b"articles:\r\n  7: [5]\r\n",
+    "line-separator": "articles:\n  7: [5] # \u2028  8: [1]\n".encode(),
+    "not-utf8": b"articles:\n  7: [5] # caf\xe9\n",
+    "misaligned": b"articles:\n  7: [5]\n    8: [4]\n",
+    "block-list-after": b"articles:\n  7: [5]\n  8:\n  - 4\n",
+    "key-in-string": b"base_url: 'https://x.example\narticles:\n  7: [5]\n'\n",
+    "articles-twice": b"articles:\n  7: [5]\narticles:\n  8: [4]\n",
+    "two-documents": b"articles:\n  7: [5]\n---\narticles:\n  8: [4]\n",
+    # A fast reading once took this flow mapping over lines, and built 7; the walker
+    # refuses it ("'articles' must be a mapping").
+    "flow-over-lines": b"{base_url: https://x.example,\narticles:\n  7: [5]\n}\n",
+    "flow-top-level-short": b"{articles:\n  7: [5]}\n",
+    "byte-order-mark": b"\xef\xbb\xbfarticles:\n  7: [5]\n",
+    "tab-line-after": b"articles:\n  7: [5]\n\t\n",
+    "key-in-string-then-the-key": (  # the walker reads article 8 only
+        b'base_url: "https://x.example\narticles:\n  7: [5]\n"\narticles:\n  8: [4]\n'
+    ),
+}
 
 
 # Random documents: the usual layout, its near misses, and every style YAML allows.
@@ -153,7 +139,7 @@ def document(rng: random.Random) -> bytes:
 
 def test_fast_and_walker_agree_on_random_documents() -> None:
     rng = random.Random(7)
-    documents = [document(rng) for _ in range(10_000)]
+    documents = [document(rng) for _ in range(10_000)] + list(NEAR_MISSES.values())
     taken = sum(taken_alike(data) for data in documents)
     assert 2_000 < taken < 8_000, taken  # both readings were exercised
     assert {data[:1] for data in documents} >= {b"{", b"a", b"-", b"\xef", b"%"}
