@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
+import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 
@@ -71,6 +72,14 @@ def chromium(profile: Path, width: int, height: int) -> Iterator[webdriver.Chrom
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture(scope="session")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[webdriver.Chrome]:
+    """One Chromium for the browser tests: each module sets the window size it needs."""
+    install_test_tools()  # a failure fails, never skips
+    with chromium(tmp_path_factory.mktemp("chromium") / "profile", 800, 600) as driver:
+        yield driver
 
 
 def save_screenshot(driver: webdriver.Chrome, width: int, height: int, path: Path) -> None:

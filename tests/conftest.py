@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.action import installed_tool  # noqa: F401  (a session fixture of two modules)
+from tests.action import installed_tool  # noqa: F401  (session fixtures of two modules each)
+from tests.browser import browser  # noqa: F401
 from tests.objectstore import STORES, Store, remove_store
 
 # Variables that choose the base URL: a developer's shell or CI may set any of them.

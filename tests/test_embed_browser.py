@@ -17,6 +17,7 @@ import re
 import threading
 import tomllib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -27,7 +28,7 @@ from selenium.webdriver import Chrome
 from selenium.webdriver.support.ui import WebDriverWait
 
 from ratings_api.embed import EMBED_PATH, MAX_GZIPPED, TYPES_PATH, embed_script
-from tests.browser import chromium, console, install_test_tools, not_found
+from tests.browser import console, not_found
 from tests.contract import Host, request
 from tests.hosts import start_serve
 
@@ -91,11 +92,6 @@ def page(api: str) -> bytes:
         + row("styled from outside", RATED)
         + "</div>\n</body></html>\n"
     ).encode()
-
-
-# The module served by the page's own server, below a folder whose API is broken:
-# how the element meets a network failure, an error status, or an answer not JSON.
-BROKEN: Final = ("gone", "fails", "html")
 
 
 @dataclass(frozen=True)
@@ -209,65 +205,44 @@ def document_of(article: int) -> bytes:
     return json.dumps({"id": article, **total, "rating_value": value}).encode()
 
 
+HTML: Final = "text/html; charset=utf-8"
+JS: Final = "text/javascript"
+OWN: Final = "script-src 'self'; connect-src 'self'; frame-src 'self'; default-src 'none'"
+NOT_FOUND: Final = (404, "application/json", b'{"detail": "Not found."}\n', "")
+# The module below a folder whose API is broken: how the element meets a network failure
+# (/gone/ closes the connection unanswered), an error status, or an answer not JSON.
+BROKEN: Final = {
+    "gone": NOT_FOUND,
+    "fails": (500, "application/json", b'{"detail": "A server error occurred."}\n', ""),
+    "html": (200, "text/html", b"<!doctype html><title>Welcome</title>\n", ""),
+}
+
+
 @dataclass
-class PageServer:
-    port: int
-    embed: bytes  # the module, as the build writes it for the contract's scale
+class Pages:
+    """The pages' own server: what it answers at each path, and the paths asked of it."""
+
+    origin: str
+    routes: dict[str, tuple[int, str, bytes, str]]  # status, type, body, policy
     requests: list[str]
 
-    @property
-    def origin(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
+@contextmanager
+def serve_pages(embed: bytes, api: str) -> Iterator[Pages]:
+    """The host pages, ``page`` from the API at ``api``; the languages' page and the broken APIs
+    with ``embed``, the module as the build writes it, from the pages' own origin."""
+    pages = Pages("", {}, [])
 
-def serve_pages(embed: bytes) -> tuple[http.server.ThreadingHTTPServer, PageServer]:
-    state = PageServer(0, embed, [])
-
-    class Pages(http.server.BaseHTTPRequestHandler):
+    class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            state.requests.append(self.path)
-            if self.path.startswith("/page/"):
-                api = f"http://127.0.0.1:{self.path.removeprefix('/page/')}"
-                self.answer(200, "text/html; charset=utf-8", page(api), page_policy(api))
-            elif self.path.startswith("/broken/"):
-                api = f"{state.origin}/{self.path.removeprefix('/broken/')}"
-                self.answer(200, "text/html; charset=utf-8", page(api), page_policy(state.origin))
-            elif self.path == "/page.css":
-                self.answer(200, "text/css", PAGE_CSS)
-            elif self.path.startswith("/languages"):
-                self.languages(self.path.removeprefix("/languages"))
-            else:
-                self.broken(self.path.split("/")[1])
-
-        def broken(self, kind: str) -> None:
-            if kind not in BROKEN:
-                self.answer(404, "text/plain", b"no such page\n")
-            elif self.path == f"/{kind}/{EMBED_PATH}":
-                self.answer(200, "text/javascript", state.embed)
-            elif kind == "gone":
+            pages.requests.append(self.path)
+            kind = self.path.split("/")[1]
+            if kind == "gone" and self.path != f"/gone/{EMBED_PATH}":
                 self.close_connection = True  # no answer at all: a network error
-            elif kind == "fails":
-                self.answer(500, "application/json", b'{"detail": "A server error occurred."}\n')
-            else:
-                self.answer(200, "text/html", b"<!doctype html><title>Welcome</title>\n")
-
-        def languages(self, path: str) -> None:
-            """The languages' page, its frames, and an API whose article N has N ratings."""
-            own = "script-src 'self'; connect-src 'self'; frame-src 'self'; default-src 'none'"
-            article = re.fullmatch(r"/away/api/articles/([0-9]+)/rating/", path)
-            if path in ("", *(f"/frame/{lang}" for lang in FRAMES)):
-                body = languages_page(path.removeprefix("/frame/") if path else None)
-                self.answer(200, "text/html; charset=utf-8", body, own)
-            elif path == f"/{EMBED_PATH}":
-                self.answer(200, "text/javascript", state.embed)
-            elif article:
-                self.answer(200, "application/json", document_of(int(article[1])))
-            else:
-                self.answer(404, "application/json", b'{"detail": "Not found."}\n')
-
-        def answer(self, status: int, kind: str, body: bytes, policy: str = "") -> None:
+                return
+            status, type_, body, policy = pages.routes.get(self.path, BROKEN.get(kind, NOT_FOUND))
             self.send_response(status)
-            self.send_header("Content-Type", kind)
+            self.send_header("Content-Type", type_)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Access-Control-Allow-Origin", "*")
             if policy:
@@ -278,9 +253,35 @@ def serve_pages(embed: bytes) -> tuple[http.server.ThreadingHTTPServer, PageServ
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Pages)
-    state.port = server.server_address[1]
-    return server, state
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    pages.origin = origin = f"http://127.0.0.1:{server.server_address[1]}"
+    articles = {row.article for row in LANGUAGES} | {3, 7}
+    pages.routes = {
+        "/page": (200, HTML, page(api), page_policy(api)),
+        "/page.css": (200, "text/css", PAGE_CSS, ""),
+        "/languages": (200, HTML, languages_page(None), OWN),
+        f"/languages/{EMBED_PATH}": (200, JS, embed, ""),
+        **{f"/languages/frame/{f}": (200, HTML, languages_page(f), OWN) for f in FRAMES},
+        **{
+            f"/languages/away/api/articles/{n}/rating/": (
+                200,
+                "application/json",
+                document_of(n),
+                "",
+            )
+            for n in articles
+        },
+        **{f"/broken/{k}": (200, HTML, page(f"{origin}/{k}"), page_policy(origin)) for k in BROKEN},
+        **{f"/{kind}/{EMBED_PATH}": (200, JS, embed, "") for kind in BROKEN},
+    }
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield pages
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
 
 
 @pytest.fixture(scope="module")
@@ -294,26 +295,19 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
 
 
 @pytest.fixture(scope="module")
-def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chrome]:
-    """Chromium, with a page's listener for the events on every page."""
-    install_test_tools()
-    with chromium(tmp_path_factory.mktemp("embed-chromium") / "profile", WIDTH, HEIGHT) as browser:
-        browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": LISTENER})
-        yield browser
+def driver(browser: Chrome) -> Iterator[Chrome]:
+    """The browser, with a page's listener for the events on every page."""
+    browser.set_window_size(WIDTH, HEIGHT)
+    added = browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": LISTENER})
+    yield browser
+    browser.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", added)
 
 
 @pytest.fixture(scope="module")
-def pages() -> Iterator[PageServer]:
+def pages(app: Host) -> Iterator[Pages]:
     # The module as the build writes it for the contract's scale, [1, 5].
-    server, state = serve_pages(embed_script((1, 5)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serve_pages(embed_script((1, 5)), f"http://127.0.0.1:{app.port}") as state:
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 # Once on the document, as a page listens: what each element told it, by the element's place.
@@ -326,23 +320,18 @@ for (const type of ["article-rating-load", "article-rating-error"]) {
   });
 }
 """
+# Each element as a row: its id, state, the role and label of its rating, its text, the stars
+# drawn and the width filled, and whether it takes no room at all (nothing shown).
 SHOWN: Final = """
 return [...document.querySelectorAll("article-rating")].map((element) => {
-  const root = element.shadowRoot;
-  const rating = root && root.querySelector("[part~=rating]");
-  const stars = root && root.querySelector("[part~=stars]");
-  const filled = root && root.querySelector("[part~=filled]");
-  const text = root && root.querySelector("[part~=text]");
-  return {
-    id: element.getAttribute("article-id"),
-    state: element.state,
-    role: rating && rating.getAttribute("role"),
-    label: rating && rating.getAttribute("aria-label"),
-    text: text && text.textContent,
-    stars: stars && stars.firstChild.textContent,
-    filled: filled && filled.style.width,
-    width: element.getBoundingClientRect().width,
-  };
+  const part = (name) => element.shadowRoot && element.shadowRoot.querySelector(`[part~=${name}]`);
+  const [rating, stars, filled, text] = ["rating", "stars", "filled", "text"].map(part);
+  return [
+    element.getAttribute("article-id"), element.state,
+    rating && rating.getAttribute("role"), rating && rating.getAttribute("aria-label"),
+    text && text.textContent, stars && stars.firstChild.textContent, filled && filled.style.width,
+    element.getBoundingClientRect().width === 0,
+  ];
 });
 """
 SETTLED: Final = (
@@ -370,19 +359,16 @@ return all.map((element) => {
 """
 
 
-def heard(driver: Chrome) -> list[tuple[int, str, dict[str, Any], bool]]:
+def heard(driver: Chrome) -> list[tuple[Any, ...]]:
     """The events the page heard on its document, by the place of their element, then in order."""
     events: list[list[Any]] = driver.execute_script("return window.heard;")
-    return sorted(
-        ((place, kind, detail, composed) for place, kind, detail, composed in events),
-        key=lambda e: e[0],
-    )
+    return sorted(map(tuple, events), key=lambda event: event[0])
 
 
-def shown(driver: Chrome) -> list[dict[str, Any]]:
+def shown(driver: Chrome) -> list[tuple[Any, ...]]:
+    """Every element's row, once none is loading."""
     WebDriverWait(driver, WAIT_SECONDS).until(lambda d: d.execute_script(SETTLED))
-    result: list[dict[str, Any]] = driver.execute_script(SHOWN)
-    return result
+    return [tuple(row) for row in driver.execute_script(SHOWN)]
 
 
 def asked(driver: Chrome, count: int) -> list[str]:
@@ -399,79 +385,50 @@ def asked(driver: Chrome, count: int) -> list[str]:
     return sorted(paths)
 
 
-def rated(article: str, value: str, count: int, filled: str) -> dict[str, Any]:
+Row = tuple[str | None, str, str | None, str | None, str | None, str | None, str | None, bool]
+
+
+def rated(article: str, value: str, count: int, filled: str) -> Row:
     ratings, readers = ("rating", "reader") if count == 1 else ("ratings", "readers")
-    return {
-        "id": article,
-        "state": "rated",
-        "role": "img",
-        "label": f"Rated {value} out of 5 by {count} {readers}",
-        "text": f"{value} ({count} {ratings})",
-        "stars": "☆☆☆☆☆",
-        "filled": filled,
-    }
+    label = f"Rated {value} out of 5 by {count} {readers}"
+    return (article, "rated", "img", label, f"{value} ({count} {ratings})", "☆☆☆☆☆", filled, False)
 
 
-def nothing(article: str | None, state: str) -> dict[str, Any]:
-    empty = {"role": None, "label": None, "text": None, "stars": None, "filled": None}
-    return {"id": article, "state": state, **empty, "width": 0}
+def nothing(article: str | None, state: str) -> Row:
+    return (article, state, None, None, None, None, None, True)
 
 
-NOT_RATED: Final = {
-    "id": UNRATED,
-    "state": "unrated",
-    "role": "img",
-    "label": "Not rated yet",
-    "text": "Not rated yet",
-    "stars": None,
-    "filled": None,
-}
+def not_rated(text: str) -> Row:
+    return (UNRATED, "unrated", "img", text, text, None, None, False)
 
 
-def german(article: str) -> dict[str, Any]:
-    """Article 7 or 31, in the German section of the page."""
-    if article == UNRATED:
-        return {**NOT_RATED, "label": "Noch nicht bewertet", "text": "Noch nicht bewertet"}
-    label = "Von 6 Lesern mit 4,8 von 5 bewertet"
-    return {**rated(article, "4.8", 6, "96%"), "label": label, "text": "4,8 (6 Bewertungen)"}
-
-
+GERMAN: Final = ("Von 6 Lesern mit 4,8 von 5 bewertet", "4,8 (6 Bewertungen)")
 EXPECTED: Final = [
     rated(RATED, "4.8", 6, "96%"),
     rated(TOTALS, "4.8", 6, "96%"),
     rated(ONCE, "5.0", 1, "100%"),
-    NOT_RATED,
+    not_rated("Not rated yet"),
     nothing(UNKNOWN, "missing"),
     nothing("07", "invalid"),
     nothing(None, "invalid"),
     rated(RATED, "4.8", 6, "96%"),
-    german(RATED),
-    german(UNRATED),
+    (*rated(RATED, "4.8", 6, "96%")[:3], *GERMAN, *rated(RATED, "4.8", 6, "96%")[5:]),
+    not_rated("Noch nicht bewertet"),
     rated(RATED, "4.8", 6, "96%"),
 ]
 LOAD, ERROR = "article-rating-load", "article-rating-error"
 INVALID: Final = {"reason": "invalid-id", "status": None}
 
 
-def events_of(
-    rows: list[dict[str, Any]], failure: dict[str, Any], documents: dict[str, Any]
-) -> list[Any]:
+def events_of(rows: list[Row], failure: dict[str, Any], documents: dict[str, Any]) -> list[Any]:
     """What each element of ``rows`` tells the page: its document, or why it shows nothing."""
 
-    def event(row: dict[str, Any]) -> tuple[str, Any]:
-        if row["state"] == "invalid":
+    def event(row: Row) -> tuple[str, Any]:
+        if row[1] == "invalid":
             return (ERROR, INVALID)
-        return (LOAD, documents[row["id"]]) if row["id"] in documents else (ERROR, failure)
+        return (LOAD, documents[row[0]]) if row[0] in documents else (ERROR, failure)
 
     return [(place, *event(row), True) for place, row in enumerate(rows)]
-
-
-def without_width(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows, with the width kept only where it must be 0: nothing shown."""
-    return [
-        row if row.get("width") == 0 else {k: v for k, v in row.items() if k != "width"}
-        for row in rows
-    ]
 
 
 def filled_in(script: bytes) -> list[str]:
@@ -514,7 +471,7 @@ def test_netlify_types_the_module_and_its_types(path: str, kind: str) -> None:
 
 
 @pytest.mark.real_world
-def test_the_element_from_the_app(driver: Chrome, app: Host, pages: PageServer) -> None:
+def test_the_element_from_the_app(driver: Chrome, app: Host, pages: Pages) -> None:
     host = app
     reply = request(host.port, "GET", f"/{EMBED_PATH}")
     assert (reply.status, reply.body) == (200, (host.site / EMBED_PATH).read_bytes())
@@ -525,8 +482,8 @@ def test_the_element_from_the_app(driver: Chrome, app: Host, pages: PageServer) 
     assert (types.header("Content-Type") or "").replace('"', "") == TEXT  # charset="utf-8"
 
     console(driver)
-    driver.get(f"{pages.origin}/page/{host.port}")
-    assert without_width(shown(driver)) == EXPECTED
+    driver.get(f"{pages.origin}/page")
+    assert shown(driver) == EXPECTED
     answers = {a: request(host.port, "GET", f"/away/api/articles/{a}/rating/") for a in SHOWN_IDS}
     documents = {a: json.loads(answer.body) for a, answer in answers.items()}
     missing = {"reason": "not-found", "status": 404}
@@ -547,7 +504,7 @@ def test_the_element_from_the_app(driver: Chrome, app: Host, pages: PageServer) 
         f"document.querySelector('article-rating').setAttribute('article-id', '{LATER}');"
         f"document.querySelectorAll('article-rating')[3].setAttribute('article-id', 'x');"
     )
-    after = without_width(shown(driver))
+    after = shown(driver)
     assert after[0] == rated(LATER, "4.0", 4, "80%")
     assert after[3] == nothing("x", "invalid")
     assert after[-1] == rated(TOTALS, "4.8", 6, "96%")
@@ -573,7 +530,7 @@ def test_the_element_from_the_app(driver: Chrome, app: Host, pages: PageServer) 
     ],
 )
 def test_an_api_that_fails_shows_nothing_and_throws_nothing(
-    kind: str, error: str | None, reason: dict[str, Any], pages: PageServer, driver: Chrome
+    kind: str, error: str | None, reason: dict[str, Any], pages: Pages, driver: Chrome
 ) -> None:
     console(driver)
     driver.get(f"{pages.origin}/broken/{kind}")
@@ -605,9 +562,7 @@ def test_an_api_that_fails_shows_nothing_and_throws_nothing(
 
 
 @pytest.mark.real_world
-def test_each_language_from_the_element_a_parent_or_the_page(
-    pages: PageServer, driver: Chrome
-) -> None:
+def test_each_language_from_the_element_a_parent_or_the_page(pages: Pages, driver: Chrome) -> None:
     """Value, count and plural in the closest lang, the built-in texts or the page's own."""
     console(driver)
     driver.get(f"{pages.origin}/languages")
@@ -647,7 +602,7 @@ settled();
 
 
 @pytest.mark.real_world
-def test_an_article_id_set_back_at_once_loads_once(pages: PageServer, driver: Chrome) -> None:
+def test_an_article_id_set_back_at_once_loads_once(pages: Pages, driver: Chrome) -> None:
     driver.get(f"{pages.origin}/languages")
     driver.set_script_timeout(WAIT_SECONDS)
     state, text, events = driver.execute_async_script(SEVEN_THREE_SEVEN)
