@@ -64,33 +64,55 @@ def page_policy(api: str) -> str:
     )
 
 
+Row = tuple[str | None, str, str | None, str | None, str | None, str | None, str | None, bool]
+
+
+def rated(article: str, value: str, count: int, filled: str) -> Row:
+    ratings, readers = ("rating", "reader") if count == 1 else ("ratings", "readers")
+    label = f"Rated {value} out of 5 by {count} {readers}"
+    return (article, "rated", "img", label, f"{value} ({count} {ratings})", "☆☆☆☆☆", filled, False)
+
+
+def nothing(article: str | None, state: str) -> Row:
+    return (article, state, None, None, None, None, None, True)
+
+
+def not_rated(text: str) -> Row:
+    return (UNRATED, "unrated", "img", text, text, None, None, False)
+
+
+GERMAN: Final = ("Von 6 Lesern mit 4,8 von 5 bewertet", "4,8 (6 Bewertungen)")
+# The host page, a row an element: its caption, the attributes of its section (a <div>), its
+# article-id, and what it shows.
+ROWS: Final = [
+    (f'article-id="{RATED}"', "", RATED, rated(RATED, "4.8", 6, "96%")),
+    (f'article-id="{TOTALS}"', "", TOTALS, rated(TOTALS, "4.8", 6, "96%")),
+    (f'article-id="{ONCE}"', "", ONCE, rated(ONCE, "5.0", 1, "100%")),
+    (f'article-id="{UNRATED}"', "", UNRATED, not_rated("Not rated yet")),
+    (f'article-id="{UNKNOWN}" (no such article)', "", UNKNOWN, nothing(UNKNOWN, "missing")),
+    ('article-id="07" (not an id)', "", "07", nothing("07", "invalid")),
+    ("(no article-id)", "", None, nothing(None, "invalid")),
+    (f'article-id="{RATED}" again', "", RATED, rated(RATED, "4.8", 6, "96%")),
+    (f'lang="de" article-id="{RATED}"', 'lang="de"', RATED, (*rated(RATED, "4.8", 6, "96%")[:3], *GERMAN, "☆☆☆☆☆", "96%", False)),
+    (f'lang="de" article-id="{UNRATED}"', 'lang="de"', UNRATED, not_rated("Noch nicht bewertet")),
+    ("styled from outside", 'class="styled"', RATED, rated(RATED, "4.8", 6, "96%")),
+]  # fmt: skip
+EXPECTED: Final = [row[-1] for row in ROWS]
+
+
 def page(api: str) -> bytes:
     """The host page: the two documented lines, once for each state, and the styled example."""
-
-    def row(label: str, article: str | None) -> str:
-        attribute = "" if article is None else f' article-id="{article}"'
-        return f"<p><code>{label}</code> <article-rating{attribute}></article-rating></p>\n"
-
+    rows = "".join(
+        f"<div {section}><p><code>{caption}</code> <article-rating"
+        + ("" if article is None else f' article-id="{article}"')
+        + "></article-rating></p></div>\n"
+        for caption, section, article, _ in ROWS
+    )
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>Embedded</title>\n'
         '<link rel="stylesheet" href="/page.css">\n'
         f'<script type="module" src="{api}/{EMBED_PATH}"></script>\n'
-        "</head><body>\n<h1>&lt;article-rating&gt; on another site</h1>\n"
-        + row(f'article-id="{RATED}"', RATED)
-        + row(f'article-id="{TOTALS}"', TOTALS)
-        + row(f'article-id="{ONCE}"', ONCE)
-        + row(f'article-id="{UNRATED}"', UNRATED)
-        + row(f'article-id="{UNKNOWN}" (no such article)', UNKNOWN)
-        + row('article-id="07" (not an id)', "07")
-        + row("(no article-id)", None)
-        + row(f'article-id="{RATED}" again', RATED)
-        + '<div lang="de">'
-        + row(f'lang="de" article-id="{RATED}"', RATED)
-        + row(f'lang="de" article-id="{UNRATED}"', UNRATED)
-        + "</div>"
-        + '<div class="styled">'
-        + row("styled from outside", RATED)
-        + "</div>\n</body></html>\n"
+        f"</head><body>\n<h1>&lt;article-rating&gt; on another site</h1>\n{rows}</body></html>\n"
     ).encode()
 
 
@@ -385,37 +407,6 @@ def asked(driver: Chrome, count: int) -> list[str]:
     return sorted(paths)
 
 
-Row = tuple[str | None, str, str | None, str | None, str | None, str | None, str | None, bool]
-
-
-def rated(article: str, value: str, count: int, filled: str) -> Row:
-    ratings, readers = ("rating", "reader") if count == 1 else ("ratings", "readers")
-    label = f"Rated {value} out of 5 by {count} {readers}"
-    return (article, "rated", "img", label, f"{value} ({count} {ratings})", "☆☆☆☆☆", filled, False)
-
-
-def nothing(article: str | None, state: str) -> Row:
-    return (article, state, None, None, None, None, None, True)
-
-
-def not_rated(text: str) -> Row:
-    return (UNRATED, "unrated", "img", text, text, None, None, False)
-
-
-GERMAN: Final = ("Von 6 Lesern mit 4,8 von 5 bewertet", "4,8 (6 Bewertungen)")
-EXPECTED: Final = [
-    rated(RATED, "4.8", 6, "96%"),
-    rated(TOTALS, "4.8", 6, "96%"),
-    rated(ONCE, "5.0", 1, "100%"),
-    not_rated("Not rated yet"),
-    nothing(UNKNOWN, "missing"),
-    nothing("07", "invalid"),
-    nothing(None, "invalid"),
-    rated(RATED, "4.8", 6, "96%"),
-    (*rated(RATED, "4.8", 6, "96%")[:3], *GERMAN, *rated(RATED, "4.8", 6, "96%")[5:]),
-    not_rated("Noch nicht bewertet"),
-    rated(RATED, "4.8", 6, "96%"),
-]
 LOAD, ERROR = "article-rating-load", "article-rating-error"
 INVALID: Final = {"reason": "invalid-id", "status": None}
 
