@@ -51,18 +51,6 @@ def input_fix(case: str) -> str:
     return INPUT_FIXES.get(case) or kinds[0]
 
 
-def _errors(section: str) -> list[tuple[str, str, str, str]]:
-    """Errors as lines ``fragment | message | fix | test file``: the message, its fix, and the
-    test file that asserts its text (the fragment, which may end in a space, must appear there)."""
-    rows = SECTIONS[section]
-    assert all(len(row) == 4 for row in rows), rows
-    return [(message, fix, test_file, fragment) for fragment, message, fix, test_file in rows]
-
-
-OTHER_ERRORS: Final = _errors("building and serving")
-PUBLISH_ERRORS: Final = _errors("publishing")
-
-
 LOCATION: Final = re.compile(r"^ratings\.(?:yaml|csv):\d+(?::\d+)?: ")
 
 
@@ -122,10 +110,12 @@ def command_errors() -> list[tuple[str, str]]:
     return [(message, COMMAND_FIXES[name]) for name, (*_, message) in MISTAKES.items()]
 
 
-def other_errors(errors: list[tuple[str, str, str, str]] = OTHER_ERRORS) -> list[tuple[str, str]]:
-    """The errors of building and serving (or ``errors``), each checked against its test's text."""
+def other_errors(section: str = "building and serving") -> list[tuple[str, str]]:
+    """The errors of error-fixes.txt's ``section``, a line ``fragment | message | fix | test
+    file``: each message with its fix, its fragment (which may end in a space) in the test file
+    that asserts its text."""
     rows = []
-    for message, fix, test_file, fragment in errors:
+    for fragment, message, fix, test_file in SECTIONS[section]:
         source = (ROOT / "tests" / test_file).read_text(encoding="utf-8")
         assert fragment in message, fragment
         assert fragment in source, (test_file, fragment)
@@ -191,7 +181,7 @@ def troubleshooting_page() -> str:
 def troubleshooting_publishing_page() -> str:
     """docs/troubleshooting-publishing.md as it must read."""
     return _page(
-        "troubleshooting-publishing.md", rows=_rows(other_errors(PUBLISH_ERRORS) + publish_errors())
+        "troubleshooting-publishing.md", rows=_rows(other_errors("publishing") + publish_errors())
     )
 
 
