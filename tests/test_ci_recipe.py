@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import pytest
 
-from tests.action import ACTION, REPO, Tool, clean_environ, expand, load, run_step
+from tests.action import ACTION, REPO, clean_environ, expand, load, run_step
 from tests.objectstore import RATINGS, Store
 
 pytestmark = [
@@ -111,7 +111,7 @@ def test_the_workflow_s_triggers_group_permissions_and_pinned_actions() -> None:
 
 
 def publish_step(
-    tmp_path: Path, store: Store, bucket: str, tool: Tool, endpoint: str
+    tmp_path: Path, store: Store, bucket: str, runner_temp: Path, endpoint: str
 ) -> Callable[..., subprocess.CompletedProcess[str]]:
     """The action's Publish step in a repository that holds only ratings.yaml, for a run of a
     ref: the job's env, the step's `with:` (or what is given) over the action's defaults.
@@ -134,7 +134,7 @@ def publish_step(
     config.write_text("" if endpoint else f"[default]\nendpoint_url = {store.endpoint}\n")
     environ = {k: v for k, v in clean_environ().items() if not k.startswith("AWS_")}
     environ |= {"AWS_CONFIG_FILE": str(config), "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
-    environ["RUNNER_TEMP"] = str(tool.runner_temp)
+    environ["RUNNER_TEMP"] = str(runner_temp)
     job = load(WORKFLOW)["jobs"]["publish"]
     defaults = {name: spec.get("default", "") for name, spec in load(ACTION)["inputs"].items()}
 
@@ -155,7 +155,7 @@ FEATURE: Final = "refs/heads/feature"  # a manual run (workflow_dispatch) of ano
 
 @pytest.mark.parametrize("aws", [True, False], ids=["AWS", "custom endpoint"])
 def test_the_action_checks_and_publishes_as_the_runner_runs_it(
-    aws: bool, tmp_path: Path, object_store: Store, installed_tool: Tool
+    aws: bool, tmp_path: Path, object_store: Store, installed_tool: Path
 ) -> None:
     object_store.create_bucket(bucket := f"ci-recipe-{'aws' if aws else 'custom'}")
     endpoint = "" if aws else object_store.endpoint

@@ -22,7 +22,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from ratings_api.build import build
-from tests.action import REQUIREMENTS, Tool, clean_environ
+from tests.action import REQUIREMENTS, clean_environ
 from tests.contract import start, stop, wait_answering, wait_for
 from tests.objectstore import Store
 from tests.trees import read_tree, tree_diff
@@ -32,6 +32,7 @@ pytestmark = pytest.mark.real_world
 ROOT: Final = Path(__file__).resolve().parent.parent
 RATINGS: Final = "base_url: https://ratings.example.com\nscale: [1, 5]\narticles:\n  7: [5, 4]\n"
 DOCUMENT: Final = "away/api/articles/7/rating/index.json"
+BIN: Final = "ratings-api/bin"  # the venv the action installs, in its RUNNER_TEMP
 PROJECT: Final = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 
 
@@ -76,9 +77,9 @@ def test_the_dependencies_are_ranges_that_hold_the_requirements_pins(
         assert name not in ranges or ranges[name].contains(exact.version), (pin, ranges[name])
 
 
-def test_the_action_installs_the_requirements_exact_versions(installed_tool: Tool) -> None:
+def test_the_action_installs_the_requirements_exact_versions(installed_tool: Path) -> None:
     """A pinned action pins its libraries too: each of requirements*.txt's pins, as installed."""
-    listed = run([installed_tool.bin("python"), "-m", "pip", "list", "--format=json"], ROOT)
+    listed = run([installed_tool / BIN / "python", "-m", "pip", "list", "--format=json"], ROOT)
     installed = {canonicalize_name(p["name"]): p["version"] for p in json.loads(listed.stdout)}
     pinned = {name: str(pin.specifier) for file in REQUIREMENTS for name, pin in pins(file).items()}
     assert pinned, "no pins found"
@@ -99,7 +100,7 @@ GUNICORN: Final = [
     "SeaweedFS", why="the installed copy: test_publish.py holds the stores to the same publish"
 )
 def test_the_installed_command_builds_serves_and_publishes_the_checkout_s_site(
-    installed_tool: Tool, object_store: Store, tmp_path: Path
+    installed_tool: Path, object_store: Store, tmp_path: Path
 ) -> None:
     """Run from a folder of its own, as `ratings-api` and `python -m ratings_api`: the same site
     as the checkout's, its own version, the app under gunicorn, and with the [publish] extra,
@@ -110,10 +111,12 @@ def test_the_installed_command_builds_serves_and_publishes_the_checkout_s_site(
         (where / "ratings.yaml").write_text(RATINGS, encoding="utf-8")
     build(str(checkout / "ratings.yaml"), str(checkout / "site"), base_url=None, environ={})
     expected = read_tree(checkout / "site")
-    python = installed_tool.bin("python")
+    python = installed_tool / BIN / "python"
     where = run([python, "-c", "import ratings_api; print(ratings_api.__file__)"], folder)
-    assert where.stdout.startswith(str(installed_tool.venv / "lib")), where  # not the checkout's
-    for command in ([installed_tool.bin("ratings-api")], [python, "-m", "ratings_api"]):
+    assert where.stdout.startswith(str(installed_tool / "ratings-api" / "lib")), (
+        where
+    )  # not the checkout's
+    for command in ([installed_tool / BIN / "ratings-api"], [python, "-m", "ratings_api"]):
         shutil.rmtree(folder / "site", ignore_errors=True)
         said = run(command, folder)
         assert (said.returncode, said.stderr) == (0, "")
@@ -126,7 +129,7 @@ def test_the_installed_command_builds_serves_and_publishes_the_checkout_s_site(
         assert built == expected, tree_diff(built, expected)
 
     # --version reads the installed metadata; a checkout's generate.py says it is none.
-    said = run([installed_tool.bin("ratings-api"), "--version"], tmp_path)
+    said = run([installed_tool / BIN / "ratings-api", "--version"], tmp_path)
     assert (said.returncode, said.stdout, said.stderr) == (
         0,
         f"ratings-api {PROJECT['version']}\n",
@@ -136,7 +139,7 @@ def test_the_installed_command_builds_serves_and_publishes_the_checkout_s_site(
     assert (said.returncode, said.stdout) == (0, "ratings-api (not installed: a checkout)\n")
 
     log = tmp_path / "serve.log"
-    process = start([str(installed_tool.bin("gunicorn")), *GUNICORN], folder, log)
+    process = start([str(installed_tool / BIN / "gunicorn"), *GUNICORN], folder, log)
     try:
         port = int(wait_for(r"Listening at: http://127\.0\.0\.1:(\d+)", log, process)[1])
         wait_answering(port)  # gunicorn listens before its worker runs
@@ -150,7 +153,7 @@ def test_the_installed_command_builds_serves_and_publishes_the_checkout_s_site(
     environ = {**object_store.environ(), "AWS_CONFIG_FILE": os.devnull}
     environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
     said = run(
-        [installed_tool.bin("ratings-api"), "--publish", "s3://packaging/v1"], folder, environ
+        [installed_tool / BIN / "ratings-api", "--publish", "s3://packaging/v1"], folder, environ
     )
     assert (said.returncode, said.stderr) == (0, "")
     assert said.stdout.startswith("published s3://packaging/v1: 9 uploaded, 0 removed, ")
