@@ -342,10 +342,15 @@ for (const type of ["article-rating-load", "article-rating-error"]) {
   });
 }
 """
-# Each element as a row: its id, state, the role and label of its rating, its text, the stars
-# drawn and the width filled, and whether it takes no room at all (nothing shown).
+# Each element of the page, its frames and its cards' shadow roots, as a row: its id, state,
+# the role and label of its rating, its text, the stars drawn and the width filled, and whether
+# it takes no room at all (nothing shown).
 SHOWN: Final = """
-return [...document.querySelectorAll("article-rating")].map((element) => {
+const frames = [...document.querySelectorAll("iframe")].map((frame) => frame.contentDocument);
+const all = [document, ...frames].flatMap((page) =>
+  [...page.querySelectorAll("article-rating, [data-card]")].map((e) =>
+    e.matches("[data-card]") ? e.shadowRoot.querySelector("article-rating") : e));
+return all.map((element) => {
   const part = (name) => element.shadowRoot && element.shadowRoot.querySelector(`[part~=${name}]`);
   const [rating, stars, filled, text] = ["rating", "stars", "filled", "text"].map(part);
   return [
@@ -356,28 +361,10 @@ return [...document.querySelectorAll("article-rating")].map((element) => {
   ];
 });
 """
-SETTLED: Final = (
-    'return [...document.querySelectorAll("article-rating")]'
-    '.every((element) => element.state && element.state !== "loading");'
-)
 ASKED: Final = """
 return performance.getEntriesByType("resource")
   .map((entry) => new URL(entry.name).pathname)
   .filter((path) => path.startsWith("/away/api/"));
-"""
-
-
-# The text and label of every element of the page and its frames, once all show a rating.
-LANGUAGES_SHOWN: Final = """
-const frames = [...document.querySelectorAll("iframe")].map((frame) => frame.contentDocument);
-const all = [document, ...frames].flatMap((page) =>
-  [...page.querySelectorAll("article-rating, [data-card]")].map((e) =>
-    e.matches("[data-card]") ? e.shadowRoot.querySelector("article-rating") : e));
-if (all.length < arguments[0] || all.some((e) => !["rated", "unrated"].includes(e.state))) return null;
-return all.map((element) => {
-  const rating = element.shadowRoot.querySelector("[part~=rating]");
-  return [rating.querySelector("[part~=text]").textContent, rating.getAttribute("aria-label")];
-});
 """
 
 
@@ -387,10 +374,15 @@ def heard(driver: Chrome) -> list[tuple[Any, ...]]:
     return sorted(map(tuple, events), key=lambda event: event[0])
 
 
-def shown(driver: Chrome) -> list[tuple[Any, ...]]:
-    """Every element's row, once none is loading."""
-    WebDriverWait(driver, WAIT_SECONDS).until(lambda d: d.execute_script(SETTLED))
-    return [tuple(row) for row in driver.execute_script(SHOWN)]
+def shown(driver: Chrome, count: int = 1) -> list[tuple[Any, ...]]:
+    """Every element's row, once there are ``count`` and none is loading."""
+
+    def settled(driver: Chrome) -> list[list[Any]] | None:
+        rows: list[list[Any]] = driver.execute_script(SHOWN)
+        done = len(rows) >= count and all(row[1] not in (None, "loading") for row in rows)
+        return rows if done else None
+
+    return [tuple(row) for row in WebDriverWait(driver, WAIT_SECONDS).until(settled)]
 
 
 def asked(driver: Chrome, count: int) -> list[str]:
@@ -557,21 +549,13 @@ def test_each_language_from_the_element_a_parent_or_the_page(pages: Pages, drive
     """Value, count and plural in the closest lang, the built-in texts or the page's own."""
     console(driver)
     driver.get(f"{pages.origin}/languages")
-    order = [r for r in LANGUAGES if r.where == "element"]
-    order += [r for r in LANGUAGES if r.where == "parent"]
-    order += [r for r in LANGUAGES if r.where == "shadow"]
-    order += [r for f in FRAMES for r in LANGUAGES if r.where == "html" and (r.lang or "-") == f]
-
-    def find(driver: Chrome) -> list[list[str]] | None:
-        found: list[list[str]] | None = driver.execute_script(LANGUAGES_SHOWN, len(order))
-        return found
-
-    assert WebDriverWait(driver, WAIT_SECONDS).until(find) == [[r.text, r.label] for r in order]
+    places = ["element", "parent", "shadow", "html"]  # the order of the page, then its frames
+    order = sorted(LANGUAGES, key=lambda row: places.index(row.where))
+    assert [row[4:2:-1] for row in shown(driver, len(order))] == [(r.text, r.label) for r in order]
     # The element's lang is watched: the same rating, shown again in the new language.
     driver.execute_script('document.querySelector("[lang=nl]").setAttribute("lang", "de")')
     dutch = order.index(next(r for r in order if r.lang == "nl"))
-    german = ["4,8 (6 Bewertungen)", "Von 6 Lesern mit 4,8 von 5 bewertet"]
-    assert (find(driver) or [])[dutch] == german
+    assert shown(driver)[dutch][4:2:-1] == GERMAN[::-1]
     assert console(driver) == []
 
 
