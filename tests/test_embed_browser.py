@@ -136,6 +136,7 @@ SWEDISH: Final = (
 )
 RUSSIAN: Final = 'count-one="{count} оценка" count-few="{count} оценки" count-many="{count} оценок"'
 MILLION: Final = 1000000
+# fmt: off
 LANGUAGES: Final = [
     Shown("html", "de-AT", 6, "4,8 (6 Bewertungen)", "Von 6 Lesern mit 4,8 von 5 bewertet"),
     Shown("html", "de-AT", 1, "5,0 (1 Bewertung)", "Von 1 Leser mit 5,0 von 5 bewertet"),
@@ -144,21 +145,9 @@ LANGUAGES: Final = [
     Shown("html", None, 6, "4.8 (6 ratings)", "Rated 4.8 out of 5 by 6 readers"),
     Shown("element", "en-GB", 1, "5.0 (1 rating)", "Rated 5.0 out of 5 by 1 reader"),
     Shown("element", "es", 6, "4,8 (6 valoraciones)", "Valorado con 4,8 de 5 por 6 lectores"),
-    Shown(
-        "element",
-        "fr",
-        MILLION,
-        "4,8 (1\u202f000\u202f000 de notes)",
-        "Noté 4,8 sur 5 par 1\u202f000\u202f000 de lecteurs",
-    ),
+    Shown("element", "fr", MILLION, "4,8 (1\u202f000\u202f000 de notes)", "Noté 4,8 sur 5 par 1\u202f000\u202f000 de lecteurs"),
     Shown("element", "pt-BR", 1, "5,0 (1 avaliação)", "Avaliado com 5,0 de 5 por 1 leitor"),
-    Shown(
-        "element",
-        "it",
-        MILLION,
-        "4,8 (1.000.000 di valutazioni)",
-        "Valutato 4,8 su 5 da 1.000.000 di lettori",
-    ),
+    Shown("element", "it", MILLION, "4,8 (1.000.000 di valutazioni)", "Valutato 4,8 su 5 da 1.000.000 di lettori"),
     Shown("element", "nl", 6, "4,8 (6 beoordelingen)", "Beoordeeld met 4,8 uit 5 door 6 lezers"),
     Shown("element", "fr", 31, "Pas encore noté", "Pas encore noté"),
     Shown("element", "no tag!", 6, "4.8 (6 ratings)", "Rated 4.8 out of 5 by 6 readers"),
@@ -181,7 +170,8 @@ LANGUAGES: Final = [
     # Inside a component's shadow root: the host's language and texts, from outside it.
     Shown("shadow", "de", 6, "4,8 (6 Bewertungen)", "Von 6 Lesern mit 4,8 von 5 bewertet"),
     Shown("shadow", "sv", 31, "Inga betyg än", "Inga betyg än", SWEDISH),
-]  # fmt: skip
+]
+# fmt: on
 FRAMES: Final = list(dict.fromkeys(row.lang or "-" for row in LANGUAGES if row.where == "html"))
 
 
