@@ -172,6 +172,13 @@ def test_the_action_checks_and_publishes_as_the_runner_runs_it(
     folder = tmp_path / "repository"
     assert [path.name for path in folder.iterdir()] == ["ratings.yaml"]  # no folder built
 
+
+def test_the_inputs_reach_the_command_or_fail_the_step_in_one_line(
+    tmp_path: Path, object_store: Store, installed_tool: Path
+) -> None:
+    """Alike for any endpoint: run with the store's own."""
+    object_store.create_bucket(bucket := "ci-recipe-inputs")
+    run = publish_step(tmp_path, object_store, bucket, installed_tool, object_store.endpoint)
     # A wrong input of the action fails its step in one line.
     for given, error in [
         ({"check-only": "yes"}, "check-only: expected true or false, found 'yes'\n"),
@@ -190,7 +197,7 @@ def test_the_action_checks_and_publishes_as_the_runner_runs_it(
             f'{{"article_url": "{url}/away/api/articles/7/", "id": 7,'.encode()
         )
 
-    (folder / "ratings.yaml").write_text(RATINGS.replace("[2, 3, 2]", "[2, 3, 9]"))
+    (tmp_path / "repository" / "ratings.yaml").write_text(RATINGS.replace("[2, 3, 2]", "[2, 3, 9]"))
     bad = run(PULL_REQUEST)  # a mistake fails the check with the tool's own exit 2
     assert (bad.returncode, bad.stdout) == (2, "")
     assert bad.stderr == "ratings.yaml:5:13: article 2: rating 9 is outside the scale 1..5\n"
