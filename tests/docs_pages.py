@@ -7,11 +7,10 @@ differ (CLIENT_POINTS).
 
 from __future__ import annotations
 
-import importlib
 import re
 import string
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from tests.contract import cell, contract_table, reasons_list
 
@@ -123,41 +122,32 @@ def other_errors(section: str = "building and serving") -> list[tuple[str, str]]
     return rows
 
 
-def _cases(test_file: str, test: str) -> list[tuple[str, ...]]:
-    """The parameters of a parametrized test of tests/<test_file>, as tuples."""
-    function = getattr(importlib.import_module(f"tests.{test_file}"), test)
-    mark = next(mark for mark in function.pytestmark if mark.name == "parametrize")
+def _cases(test: str) -> list[tuple[Any, ...]]:
+    """The parameters of a parametrized test of tests/test_publish.py, as tuples."""
+    from tests import test_publish
+
+    mark = next(
+        mark for mark in getattr(test_publish, test).pytestmark if mark.name == "parametrize"
+    )
     return [tuple(getattr(value, "values", value)) for value in mark.args[1]]
 
 
 def publish_errors() -> list[tuple[str, str]]:
-    """The errors of publishing its tests hold as data, each line with its fix."""
+    """The errors of publishing its tests hold as data, each line with its fix; and a store's
+    answers of test_user_errors.py, one of a kind, with an example endpoint."""
     from tests import test_publish
-
-    cases = [
-        (options[0], line)
-        for options, line in _cases(
-            "test_publish", "test_publishing_options_without_publish_are_refused"
-        )
-    ]
-    cases += _cases("test_publish", "test_a_bad_target_is_refused_before_building")
-    cases += _cases("test_publish", "test_each_store_failure_is_one_line_without_secrets")
-    cases += [("NEWER", test_publish.NEWER), ("UNREADABLE", test_publish.UNREADABLE)]
-    assert {key for key, _ in cases} == set(PUBLISH_FIXES), "a case without a fix"
-    return [(line, PUBLISH_FIXES[key]) for key, line in cases] + store_answers()
-
-
-def store_answers() -> list[tuple[str, str]]:
-    """A store's answers of test_user_errors.py, with an example endpoint, and their fixes."""
     from tests.test_user_errors import STORE_ANSWERS
 
-    cases = {name: STORE_ANSWERS[name][2] for name in STORE_FIXES}
-    return [
-        (
-            line.replace("ratings/v1", "b/p").format(host="store.example", port=9000),
-            STORE_FIXES[name],
-        )
-        for name, line in cases.items()
+    options = _cases("test_publishing_options_without_publish_are_refused")
+    cases = [(given[0], line) for given, line in options]
+    cases += _cases("test_a_bad_target_is_refused_before_building")
+    cases += _cases("test_each_store_failure_is_one_line_without_secrets")
+    cases += [("NEWER", test_publish.NEWER), ("UNREADABLE", test_publish.UNREADABLE)]
+    assert {key for key, _ in cases} == set(PUBLISH_FIXES), "a case without a fix"
+    answers = [(STORE_ANSWERS[name][2], fix) for name, fix in STORE_FIXES.items()]
+    return [(line, PUBLISH_FIXES[key]) for key, line in cases] + [
+        (line.replace("ratings/v1", "b/p").format(host="store.example", port=9000), fix)
+        for line, fix in answers
     ]
 
 
