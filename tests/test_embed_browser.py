@@ -317,10 +317,12 @@ def driver(browser: Chrome) -> Iterator[Chrome]:
 
 
 @pytest.fixture(scope="module")
-def pages(app: Host) -> Iterator[Pages]:
+def pages(app: Host, driver: Chrome) -> Iterator[Pages]:
     # The module as the build writes it for the contract's scale, [1, 5].
     with serve_pages(embed_script((1, 5)), f"http://127.0.0.1:{app.port}") as state:
         yield state
+        driver.get("about:blank")  # before the server stops: no fetch of its pages left to fail
+        console(driver)
 
 
 # Once on the document, as a page listens: what each element told it, by the element's place.

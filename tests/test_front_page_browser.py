@@ -48,6 +48,8 @@ def drawn(driver: Chrome) -> bool:
 def page(served: Served, browser: Chrome) -> Chrome:
     """The front page, loaded; the console while it loaded is left to read."""
     browser.set_window_size(WIDTH, HEIGHT)
+    browser.get("about:blank")  # the pages of another module stop, and what they logged goes
+    console(browser)
     browser.get(f"{served.address}/")
     WebDriverWait(browser, WAIT_SECONDS).until(drawn)
     return browser
