@@ -1,10 +1,11 @@
 """The ``<article-rating>`` element in headless Chromium, embedded from the app (``--serve``).
 
-A page of another origin, under a strict Content-Security-Policy, holds the two documented lines;
-a script error or a refusal by the policy fails. The languages, the texts a page gives and the
-failures are shown from the page's own server. That the hosts serve embed.js as the app does is
-the contract suite's job (tests/test_http_contract.py). The module's own bytes, and Netlify's
-types for it, are checked in the quick tier.
+A page of another origin (``localhost`` for the app's ``127.0.0.1``), under a strict
+Content-Security-Policy, holds the two documented lines once for each state, each language and
+each place its language may be set; a script error or a refusal by the policy fails. The app
+serves the page too, over a site built from a catalogue of its own; the failures of an API are
+a small server's. No suite checks the hosts' own ``embed.js`` in a browser. The module's own
+bytes, and Netlify's types for it, are checked in the quick tier.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import re
 import threading
 import tomllib
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Final
 
@@ -29,24 +30,29 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from ratings_api.embed import EMBED_PATH, MAX_GZIPPED, TYPES_PATH, embed_script
 from tests.browser import console, not_found
-from tests.contract import Host, request
+from tests.contract import RATINGS, Host, request
 from tests.hosts import start_serve
 
 REPO: Final = Path(__file__).resolve().parent.parent
 WIDTH: Final = 560
 HEIGHT: Final = 600
 WAIT_SECONDS: Final = 15.0
-# In tests.contract.RATINGS: 7 rated one by one, 12 given as totals (the same
-# 4.8), 31 not rated yet, 1000000 rated once; no article 2.
-RATED, TOTALS, UNRATED, ONCE, UNKNOWN, LATER = "7", "12", "31", "1000000", "2", "1"
 ARTICLE: Final = "/away/api/articles/{}/rating/"
 TEXT: Final = "text/plain; charset=utf-8"
+# The contract's catalogue (7 rated one by one, 12 given as totals: the same 4.8 of 6; 31 not
+# rated yet; 1000000 rated once; 1 four times; no article 2), and articles of as many ratings
+# as a language's plural needs: article N has N ratings, but for 8 (2) and 2000000 (a million).
+CATALOGUE: Final = RATINGS + "".join(
+    f"  {article}: {{sum: {total}, count: {count}}}\n"
+    for article, total, count in [
+        (3, 12, 3), (5, 24, 5), (6, 29, 6), (8, 9, 2), (9, 43, 9), (21, 101, 21),
+        (22, 106, 22), (301, 1445, 301), (2000000, 4800000, 1000000),
+    ]
+)  # fmt: skip
 # The host page's own sheet: the element's documented hooks, from outside.
-PAGE_CSS: Final = b"""\
+PAGE_CSS: Final = """\
 body { margin: 16px 20px; font: 16px/1.4 "DejaVu Sans", sans-serif; color: #1d2433; }
-h1 { font-size: 18px; margin: 0 0 12px; }
 p { margin: 0 0 10px; }
-code { font: 13px "DejaVu Sans Mono", monospace; color: #5b6478; }
 .styled article-rating {
   --article-rating-color: #1f5fbf;
   --article-rating-empty-color: #dbe8fb;
@@ -56,276 +62,203 @@ code { font: 13px "DejaVu Sans Mono", monospace; color: #5b6478; }
 """
 
 
-def page_policy(api: str) -> str:
-    """The host page's policy: the API's origin may run a script and answer a fetch, nothing else."""
-    return (
-        f"default-src 'none'; script-src {api}; connect-src {api}; style-src 'self'; "
-        "require-trusted-types-for 'script'; trusted-types 'none'; base-uri 'none'"
-    )
-
-
-Row = tuple[str | None, str, str | None, str | None, str | None, str | None, str | None, bool]
-
-
-def rated(article: str, value: str, count: int, filled: str) -> Row:
-    ratings, readers = ("rating", "reader") if count == 1 else ("ratings", "readers")
-    label = f"Rated {value} out of 5 by {count} {readers}"
-    return (article, "rated", "img", label, f"{value} ({count} {ratings})", "☆☆☆☆☆", filled, False)
-
-
-def nothing(article: str | None, state: str) -> Row:
-    return (article, state, None, None, None, None, None, True)
-
-
-def not_rated(text: str) -> Row:
-    return (UNRATED, "unrated", "img", text, text, None, None, False)
-
-
-GERMAN: Final = ("Von 6 Lesern mit 4,8 von 5 bewertet", "4,8 (6 Bewertungen)")
-# The host page, a row an element: its caption, the attributes of its section (a <div>), its
-# article-id, and what it shows.
-ROWS: Final = [
-    (f'article-id="{RATED}"', "", RATED, rated(RATED, "4.8", 6, "96%")),
-    (f'article-id="{TOTALS}"', "", TOTALS, rated(TOTALS, "4.8", 6, "96%")),
-    (f'article-id="{ONCE}"', "", ONCE, rated(ONCE, "5.0", 1, "100%")),
-    (f'article-id="{UNRATED}"', "", UNRATED, not_rated("Not rated yet")),
-    (f'article-id="{UNKNOWN}" (no such article)', "", UNKNOWN, nothing(UNKNOWN, "missing")),
-    ('article-id="07" (not an id)', "", "07", nothing("07", "invalid")),
-    ("(no article-id)", "", None, nothing(None, "invalid")),
-    (f'article-id="{RATED}" again', "", RATED, rated(RATED, "4.8", 6, "96%")),
-    (f'lang="de" article-id="{RATED}"', 'lang="de"', RATED, (*rated(RATED, "4.8", 6, "96%")[:3], *GERMAN, "☆☆☆☆☆", "96%", False)),
-    (f'lang="de" article-id="{UNRATED}"', 'lang="de"', UNRATED, not_rated("Noch nicht bewertet")),
-    ("styled from outside", 'class="styled"', RATED, rated(RATED, "4.8", 6, "96%")),
-]  # fmt: skip
-EXPECTED: Final = [row[-1] for row in ROWS]
-VALID: Final = sorted({row[0] for row in EXPECTED if row[1] != "invalid"})  # each asked once
-
-
-def page(api: str) -> bytes:
-    """The host page: the two documented lines, once for each state, and the styled example."""
-    rows = "".join(
-        f"<div {section}><p><code>{caption}</code> <article-rating"
-        + ("" if article is None else f' article-id="{article}"')
-        + "></article-rating></p></div>\n"
-        for caption, section, article, _ in ROWS
-    )
-    return (
-        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>Embedded</title>\n'
-        '<link rel="stylesheet" href="/page.css">\n'
-        f'<script type="module" src="{api}/{EMBED_PATH}"></script>\n'
-        f"</head><body>\n<h1>&lt;article-rating&gt; on another site</h1>\n{rows}</body></html>\n"
-    ).encode()
-
-
 @dataclass(frozen=True)
 class Shown:
-    """An element of the languages' page: where its language is set, and what it shows."""
+    """An element of the page: where its language and texts are set, and what it shows."""
 
-    where: str  # "html" (of a frame of the page), "element", "parent", or "shadow": in the
-    # shadow root of a component (a card) inside the parent
-    lang: str | None
-    article: int  # in the page's own API, article N has N ratings, and 31 none
-    text: str
-    label: str
-    texts: str = ""  # attributes that give the texts, on the element or its parent
+    where: str  # "element", "parent" (a <p>), "shadow": in the shadow root of a component
+    # (a card) inside the parent, or "html" (of a frame of the page)
+    attributes: str  # of the element, its parent, or the frame's <html>
+    article: str | None
+    text: str = ""
+    label: str = ""
 
 
 SWEDISH: Final = (
-    'unrated-text="Inga betyg än" count-one="{count} betyg" count-other="{count} betyg" '
+    'lang="sv" unrated-text="Inga betyg än" count-one="{count} betyg" count-other="{count} betyg" '
     'label-other="Betyg {value} av {top} från {count} läsare"'
 )
-RUSSIAN: Final = 'count-one="{count} оценка" count-few="{count} оценки" count-many="{count} оценок"'
-MILLION: Final = 1000000
+RUSSIAN: Final = (
+    'lang="ru" count-one="{count} оценка" count-few="{count} оценки" count-many="{count} оценок"'
+)
+RATED_7: Final = ("4.8 (6 ratings)", "Rated 4.8 out of 5 by 6 readers")
+GERMAN_7: Final = ("4,8 (6 Bewertungen)", "Von 6 Lesern mit 4,8 von 5 bewertet")
+# Each element a row, in the order of the page, then of its frames. The page's own <html lang>
+# ("en") and a <div lang="ja"> around each element with a lang of its own are there to lose.
 # fmt: off
-LANGUAGES: Final = [
-    Shown("html", "de-AT", 6, "4,8 (6 Bewertungen)", "Von 6 Lesern mit 4,8 von 5 bewertet"),
-    Shown("html", "de-AT", 1, "5,0 (1 Bewertung)", "Von 1 Leser mit 5,0 von 5 bewertet"),
-    Shown("html", "fr", 6, "4,8 (6 notes)", "Noté 4,8 sur 5 par 6 lecteurs"),
-    Shown("html", "ja", MILLION, "4.8 (1,000,000件の評価)", "評価 4.8/5（1,000,000人）"),  # noqa: RUF001
-    Shown("html", None, 6, "4.8 (6 ratings)", "Rated 4.8 out of 5 by 6 readers"),
-    Shown("element", "en-GB", 1, "5.0 (1 rating)", "Rated 5.0 out of 5 by 1 reader"),
-    Shown("element", "es", 6, "4,8 (6 valoraciones)", "Valorado con 4,8 de 5 por 6 lectores"),
-    Shown("element", "fr", MILLION, "4,8 (1\u202f000\u202f000 de notes)", "Noté 4,8 sur 5 par 1\u202f000\u202f000 de lecteurs"),
-    Shown("element", "pt-BR", 1, "5,0 (1 avaliação)", "Avaliado com 5,0 de 5 por 1 leitor"),
-    Shown("element", "it", MILLION, "4,8 (1.000.000 di valutazioni)", "Valutato 4,8 su 5 da 1.000.000 di lettori"),
-    Shown("element", "nl", 6, "4,8 (6 beoordelingen)", "Beoordeeld met 4,8 uit 5 door 6 lezers"),
-    Shown("element", "fr", 31, "Pas encore noté", "Pas encore noté"),
-    Shown("element", "no tag!", 6, "4.8 (6 ratings)", "Rated 4.8 out of 5 by 6 readers"),
-    Shown("parent", "pl", 1, "5,0 (1 ocena)", "Ocena 5,0 na 5 od 1 czytelnika"),
-    Shown("parent", "pl", 2, "4,8 (2 oceny)", "Ocena 4,8 na 5 od 2 czytelników"),
-    Shown("parent", "pl", 5, "4,8 (5 ocen)", "Ocena 4,8 na 5 od 5 czytelników"),
-    Shown("parent", "pt", 2, "4,8 (2 avaliações)", "Avaliado com 4,8 de 5 por 2 leitores"),
-    Shown("parent", "ja", 31, "まだ評価がありません", "まだ評価がありません"),
-    Shown("parent", "de", 31, "Noch nicht bewertet", "Noch nicht bewertet"),
+ROWS: Final = [
+    Shown("parent", "", "7", *RATED_7),
+    Shown("parent", "", "12", *RATED_7),
+    Shown("parent", "", "1000000", "5.0 (1 rating)", "Rated 5.0 out of 5 by 1 reader"),
+    Shown("parent", "", "31", "Not rated yet", "Not rated yet"),
+    Shown("parent", "", "2"),  # no such article
+    Shown("parent", "", "07"),  # not an id
+    Shown("parent", "", None),
+    Shown("parent", "", "7", *RATED_7),  # again: asked once
+    Shown("parent", 'lang="de"', "7", *GERMAN_7),
+    Shown("parent", 'lang="de"', "31", "Noch nicht bewertet", "Noch nicht bewertet"),
+    Shown("parent", 'class="styled"', "7", *RATED_7),
+    Shown("element", 'lang="en-GB"', "1000000", "5.0 (1 rating)", "Rated 5.0 out of 5 by 1 reader"),
+    Shown("element", 'lang="es"', "6", "4,8 (6 valoraciones)", "Valorado con 4,8 de 5 por 6 lectores"),
+    Shown("element", 'lang="fr"', "2000000", "4,8 (1\u202f000\u202f000 de notes)", "Noté 4,8 sur 5 par 1\u202f000\u202f000 de lecteurs"),
+    Shown("element", 'lang="pt-BR"', "1000000", "5,0 (1 avaliação)", "Avaliado com 5,0 de 5 por 1 leitor"),
+    Shown("element", 'lang="it"', "2000000", "4,8 (1.000.000 di valutazioni)", "Valutato 4,8 su 5 da 1.000.000 di lettori"),
+    Shown("element", 'lang="nl"', "6", "4,8 (6 beoordelingen)", "Beoordeeld met 4,8 uit 5 door 6 lezers"),
+    Shown("element", 'lang="fr"', "31", "Pas encore noté", "Pas encore noté"),
+    Shown("element", 'lang="no tag!"', "6", "4.8 (6 ratings)", "Rated 4.8 out of 5 by 6 readers"),
+    Shown("parent", 'lang="pl"', "1000000", "5,0 (1 ocena)", "Ocena 5,0 na 5 od 1 czytelnika"),
+    Shown("parent", 'lang="pl"', "8", "4,5 (2 oceny)", "Ocena 4,5 na 5 od 2 czytelników"),
+    Shown("parent", 'lang="pl"', "5", "4,8 (5 ocen)", "Ocena 4,8 na 5 od 5 czytelników"),
+    Shown("parent", 'lang="pt"', "8", "4,5 (2 avaliações)", "Avaliado com 4,5 de 5 por 2 leitores"),
+    Shown("parent", 'lang="ja"', "31", "まだ評価がありません", "まだ評価がありません"),
     # The page's own texts, on a parent or the element, for any language.
-    Shown("parent", "sv", 1, "5,0 (1 betyg)", "Betyg 5,0 av 5 från 1 läsare", SWEDISH),
-    Shown("parent", "sv", 22, "4,8 (22 betyg)", "Betyg 4,8 av 5 från 22 läsare", SWEDISH),
-    Shown("parent", "sv", 31, "Inga betyg än", "Inga betyg än", SWEDISH),
-    Shown("parent", "sv", 6, "4,8 (6 ratings)", "Rated 4,8 out of 5 by 6 readers"),
-    Shown("element", "en", 6, "4.8 (6 votes)", "Rated 4.8 out of 5 by 6 readers", 'count-other="{count} votes"'),
+    Shown("parent", SWEDISH, "1000000", "5,0 (1 betyg)", "Betyg 5,0 av 5 från 1 läsare"),
+    Shown("parent", SWEDISH, "22", "4,8 (22 betyg)", "Betyg 4,8 av 5 från 22 läsare"),
+    Shown("parent", SWEDISH, "31", "Inga betyg än", "Inga betyg än"),
+    Shown("parent", 'lang="sv"', "6", "4,8 (6 ratings)", "Rated 4,8 out of 5 by 6 readers"),
+    Shown("element", 'lang="en" count-other="{count} votes"', "6", "4.8 (6 votes)", "Rated 4.8 out of 5 by 6 readers"),
     # No built-in texts: English words in English plurals, the numbers and the page's own
     # texts in the page's language.
-    Shown("element", "ru", 301, "4,8 (301 ratings)", "Rated 4,8 out of 5 by 301 readers"),
-    Shown("parent", "ru", 21, "4,8 (21 оценка)", "Rated 4,8 out of 5 by 21 readers", RUSSIAN),
+    Shown("element", 'lang="ru"', "301", "4,8 (301 ratings)", "Rated 4,8 out of 5 by 301 readers"),
+    Shown("parent", RUSSIAN, "21", "4,8 (21 оценка)", "Rated 4,8 out of 5 by 21 readers"),
     # Inside a component's shadow root: the host's language and texts, from outside it.
-    Shown("shadow", "de", 6, "4,8 (6 Bewertungen)", "Von 6 Lesern mit 4,8 von 5 bewertet"),
-    Shown("shadow", "sv", 31, "Inga betyg än", "Inga betyg än", SWEDISH),
+    Shown("shadow", 'lang="de"', "6", *GERMAN_7),
+    Shown("shadow", SWEDISH, "31", "Inga betyg än", "Inga betyg än"),
+    Shown("html", 'lang="de-AT"', "6", "4,8 (6 Bewertungen)", "Von 6 Lesern mit 4,8 von 5 bewertet"),
+    Shown("html", 'lang="de-AT"', "1000000", "5,0 (1 Bewertung)", "Von 1 Leser mit 5,0 von 5 bewertet"),
+    Shown("html", 'lang="fr"', "6", "4,8 (6 notes)", "Noté 4,8 sur 5 par 6 lecteurs"),
+    Shown("html", 'lang="ja"', "2000000", "4.8 (1,000,000件の評価)", "評価 4.8/5（1,000,000人）"),  # noqa: RUF001
+    Shown("html", "", "6", "4.8 (6 ratings)", "Rated 4.8 out of 5 by 6 readers"),
 ]
 # fmt: on
-FRAMES: Final = list(dict.fromkeys(row.lang or "-" for row in LANGUAGES if row.where == "html"))
+FRAMES: Final = list(dict.fromkeys(row.attributes for row in ROWS if row.where == "html"))
+ON_PAGE: Final = [row for row in ROWS if row.where != "html"]
+HEARD: Final = [row for row in ON_PAGE if row.where != "shadow"]  # the document's own elements
 
 
-def languages_page(frame: str | None) -> bytes:
-    """The languages' page (``frame`` None), or its frame of the rows whose lang is <html lang>.
-
-    The page's own <html lang> ("ko") and a <div lang="ja"> around the elements with a lang of
-    their own are there to lose: the closest lang wins.
-    """
+def page(api: str, rows: list[Shown], frames: list[str], html: str = 'lang="en"') -> str:
+    """A page of ``rows`` and ``frames`` (by their <html> attributes), with the module of ``api``,
+    under a policy that lets the API's origin run a script and answer a fetch, nothing else."""
 
     def element(row: Shown) -> str:
-        lang = f' lang="{row.lang}" {row.texts}' if row.where == "element" else ""
-        return f'<article-rating article-id="{row.article}"{lang}></article-rating>\n'
+        own = f" {row.attributes}" if row.where == "element" else ""
+        article = "" if row.article is None else f' article-id="{row.article}"'
+        return f"<article-rating{article}{own}></article-rating>"
 
-    def parent(row: Shown) -> str:
-        return f'<p lang="{row.lang}" {row.texts}>{element(row)}</p>\n'
+    def markup(row: Shown) -> str:
+        if row.where == "element":
+            return f'<div lang="ja"><p>{element(row)}</p></div>\n'
+        inside = element(row)
+        if row.where == "shadow":  # declarative: no script
+            inside = f'<span data-card><template shadowrootmode="open">{inside}</template></span>'
+        return f"<p {row.attributes}>{inside}</p>\n"
 
-    def card(row: Shown) -> str:
-        """A component holding the element in its shadow root (declarative: no script)."""
-        inside = f'<template shadowrootmode="open">{element(row)}</template>'
-        return f'<p lang="{row.lang}" {row.texts}><span data-card>{inside}</span></p>\n'
-
-    if frame is None:
-        lang = ' lang="ko"'
-        rows = '<div lang="ja">' + "".join(element(r) for r in LANGUAGES if r.where == "element")
-        rows += "</div>\n" + "".join(parent(r) for r in LANGUAGES if r.where == "parent")
-        rows += "".join(card(r) for r in LANGUAGES if r.where == "shadow")
-        rows += "".join(f'<iframe src="/languages/frame/{name}"></iframe>\n' for name in FRAMES)
-    else:
-        lang = "" if frame == "-" else f' lang="{frame}"'
-        chosen = [r for r in LANGUAGES if r.where == "html" and (r.lang or "-") == frame]
-        rows = "".join(element(r) for r in chosen)
-    module = f'<script type="module" src="/languages/{EMBED_PATH}"></script>'
+    origin = "/".join(api.split("/")[:3])
+    policy = (
+        f"default-src 'none'; script-src {origin}; connect-src {origin}; style-src 'self'; "
+        "frame-src 'self'; require-trusted-types-for 'script'; trusted-types 'none'; "
+        "base-uri 'none'"
+    )
+    body = "".join(map(markup, rows))
+    body += "".join(f'<iframe src="/frame/{n}/"></iframe>\n' for n in range(len(frames)))
     return (
-        f"<!doctype html>\n<html{lang}><head>{module}</head><body>\n{rows}</body></html>\n".encode()
+        f'<!doctype html>\n<html {html}><head><meta charset="utf-8"><title>Embedded</title>\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{policy}">\n'
+        f'<link rel="stylesheet" href="/page.css">\n'
+        f'<script type="module" src="{api}/{EMBED_PATH}"></script>\n'
+        f"</head><body>\n{body}</body></html>\n"
     )
 
 
-def document_of(article: int) -> bytes:
-    """Article N of the languages' page: N ratings, of 5.0 for one, else 4.8; 31: none yet."""
-    count = 0 if article == 31 else article
-    value = "0.0" if count == 0 else "5.0" if count == 1 else "4.8"
-    total = {"rating_sum": round(float(value) * count), "rating_count": count}
-    return json.dumps({"id": article, **total, "rating_value": value}).encode()
+def expected(row: Shown, documents: dict[str, Any]) -> tuple[Any, ...]:
+    """What ``row`` shows: its id, state, the role and label of its rating, its text, the stars
+    drawn and the width filled, and whether it takes no room at all (nothing shown)."""
+    if row.article is None or not re.fullmatch(r"[1-9][0-9]*", row.article):
+        return (row.article, "invalid", None, None, None, None, None, True)
+    document = documents.get(row.article)
+    if document is None:
+        return (row.article, documents.get("failed", "missing"), None, None, None, None, None, True)
+    if document["rating_count"] == 0:
+        return (row.article, "unrated", "img", row.label, row.text, None, None, False)
+    width = f"{int(Decimal(document['rating_value']) * 20)}%"
+    return (row.article, "rated", "img", row.label, row.text, "☆☆☆☆☆", width, False)
 
 
-HTML: Final = "text/html; charset=utf-8"
-JS: Final = "text/javascript"
-OWN: Final = "script-src 'self'; connect-src 'self'; frame-src 'self'; default-src 'none'"
-NOT_FOUND: Final = (404, "application/json", b'{"detail": "Not found."}\n', "")
-# The module below a folder whose API is broken: how the element meets a network failure
-# (/gone/ closes the connection unanswered), an error status, or an answer not JSON.
+OWN: Final = "text/javascript"
+# How the element meets a network failure (/gone/ closes the connection unanswered), an error
+# status, or an answer not JSON: the module below a folder of a server whose API is broken.
 BROKEN: Final = {
-    "gone": NOT_FOUND,
-    "fails": (500, "application/json", b'{"detail": "A server error occurred."}\n', ""),
-    "html": (200, "text/html", b"<!doctype html><title>Welcome</title>\n", ""),
+    "gone": (404, "application/json", b'{"detail": "Not found."}\n'),
+    "fails": (500, "application/json", b'{"detail": "A server error occurred."}\n'),
+    "html": (200, "text/html", b"<!doctype html><title>Welcome</title>\n"),
 }
 
 
 @dataclass
-class Pages:
-    """The pages' own server: what it answers at each path, and the paths asked of it."""
+class Site:
+    """The app, the address of its pages (another origin), and the broken server's."""
 
-    origin: str
-    routes: dict[str, tuple[int, str, bytes, str]]  # status, type, body, policy
-    requests: list[str]
+    app: Host
+    pages: str
+    broken: str = ""
+    requests: list[str] = field(default_factory=list)  # asked of the broken server
 
 
-@contextmanager
-def serve_pages(embed: bytes, api: str) -> Iterator[Pages]:
-    """The host pages, ``page`` from the API at ``api``; the languages' page and the broken APIs
-    with ``embed``, the module as the build writes it, from the pages' own origin."""
-    pages = Pages("", {}, [])
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory, browser: Chrome) -> Iterator[Site]:
+    """The app on the catalogue, serving the pages; the broken server; the browser listening."""
+    app = start_serve(tmp_path_factory.mktemp("embed-app"), CATALOGUE)
+    state = Site(app, f"http://localhost:{app.port}")
+    module = (app.site / EMBED_PATH).read_bytes()
 
-    class Handler(http.server.BaseHTTPRequestHandler):
+    class Broken(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            pages.requests.append(self.path)
+            state.requests.append(self.path)
             kind = self.path.split("/")[1]
             if kind == "gone" and self.path != f"/gone/{EMBED_PATH}":
                 self.close_connection = True  # no answer at all: a network error
                 return
-            status, type_, body, policy = pages.routes.get(self.path, BROKEN.get(kind, NOT_FOUND))
+            module_asked = self.path == f"/{kind}/{EMBED_PATH}"
+            status, type_, body = (200, OWN, module) if module_asked else BROKEN[kind]
             self.send_response(status)
             self.send_header("Content-Type", type_)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Access-Control-Allow-Origin", "*")
-            if policy:
-                self.send_header("Content-Security-Policy", policy)
             self.end_headers()
             self.wfile.write(body)
 
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    pages.origin = origin = f"http://127.0.0.1:{server.server_address[1]}"
-    articles = {row.article for row in LANGUAGES} | {3, 7}
-    pages.routes = {
-        "/page": (200, HTML, page(api), page_policy(api)),
-        "/page.css": (200, "text/css", PAGE_CSS, ""),
-        "/languages": (200, HTML, languages_page(None), OWN),
-        f"/languages/{EMBED_PATH}": (200, JS, embed, ""),
-        **{f"/languages/frame/{f}": (200, HTML, languages_page(f), OWN) for f in FRAMES},
-        **{
-            f"/languages/away/api/articles/{n}/rating/": (
-                200,
-                "application/json",
-                document_of(n),
-                "",
-            )
-            for n in articles
-        },
-        **{f"/broken/{k}": (200, HTML, page(f"{origin}/{k}"), page_policy(origin)) for k in BROKEN},
-        **{f"/{kind}/{EMBED_PATH}": (200, JS, embed, "") for kind in BROKEN},
-    }
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Broken)
+    state.broken = f"http://127.0.0.1:{server.server_address[1]}"
+    api = f"http://127.0.0.1:{app.port}"
+    files = {"page.css": PAGE_CSS, "page/index.html": page(api, ON_PAGE, FRAMES)}
+    for number, html in enumerate(FRAMES):
+        chosen = [row for row in ROWS if row.where == "html" and row.attributes == html]
+        files[f"frame/{number}/index.html"] = page(api, chosen, [], html)
+    for kind in BROKEN:
+        files[f"broken/{kind}/index.html"] = page(f"{state.broken}/{kind}", ON_PAGE, [])
+    for name, text in files.items():
+        (app.site / name).parent.mkdir(parents=True, exist_ok=True)
+        (app.site / name).write_text(text, encoding="utf-8")
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    browser.set_window_size(WIDTH, HEIGHT)
+    added = browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": LISTENER})
     try:
-        yield pages
+        yield state
     finally:
+        browser.get("about:blank")  # before the servers stop: no fetch of their pages left to fail
+        console(browser)
+        browser.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", added)
         server.shutdown()
         server.server_close()
         thread.join()
+        app.stop()
 
 
-@pytest.fixture(scope="module")
-def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
-    """The app, ``generate.py --serve``, on the contract's catalogue."""
-    host = start_serve(tmp_path_factory.mktemp("embed-app"))
-    try:
-        yield host
-    finally:
-        host.stop()
-
-
-@pytest.fixture(scope="module")
-def driver(browser: Chrome) -> Iterator[Chrome]:
-    """The browser, with a page's listener for the events on every page."""
-    browser.set_window_size(WIDTH, HEIGHT)
-    added = browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": LISTENER})
-    yield browser
-    browser.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", added)
-
-
-@pytest.fixture(scope="module")
-def pages(app: Host, driver: Chrome) -> Iterator[Pages]:
-    # The module as the build writes it for the contract's scale, [1, 5].
-    with serve_pages(embed_script((1, 5)), f"http://127.0.0.1:{app.port}") as state:
-        yield state
-        driver.get("about:blank")  # before the server stops: no fetch of its pages left to fail
-        console(driver)
-
-
-# Once on the document, as a page listens: what each element told it, by the element's place.
+# Once on each document, as a page listens: what each element told it, by the element's place.
 LISTENER: Final = """
 window.heard = [];
 for (const type of ["article-rating-load", "article-rating-error"]) {
@@ -335,9 +268,7 @@ for (const type of ["article-rating-load", "article-rating-error"]) {
   });
 }
 """
-# Each element of the page, its frames and its cards' shadow roots, as a row: its id, state,
-# the role and label of its rating, its text, the stars drawn and the width filled, and whether
-# it takes no room at all (nothing shown).
+# Each element of the page, its cards' shadow roots and its frames, as ``expected`` says.
 SHOWN: Final = """
 const frames = [...document.querySelectorAll("iframe")].map((frame) => frame.contentDocument);
 const all = [document, ...frames].flatMap((page) =>
@@ -362,9 +293,10 @@ return performance.getEntriesByType("resource")
 
 
 def heard(driver: Chrome) -> list[tuple[Any, ...]]:
-    """The events the page heard on its document, by the place of their element, then in order."""
+    """The events the page heard from its own elements, by their place, then in order (those
+    of a card's element reach the page from the card: they are not the page's to place)."""
     events: list[list[Any]] = driver.execute_script("return window.heard;")
-    return sorted(map(tuple, events), key=lambda event: event[0])
+    return sorted((tuple(e) for e in events if e[0] >= 0), key=lambda event: event[0])
 
 
 def shown(driver: Chrome, count: int = 1) -> list[tuple[Any, ...]]:
@@ -396,13 +328,13 @@ LOAD, ERROR = "article-rating-load", "article-rating-error"
 INVALID: Final = {"reason": "invalid-id", "status": None}
 
 
-def events_of(rows: list[Row], failure: dict[str, Any], documents: dict[str, Any]) -> list[Any]:
+def events_of(rows: list[Shown], failure: dict[str, Any], documents: dict[str, Any]) -> list[Any]:
     """What each element of ``rows`` tells the page: its document, or why it shows nothing."""
 
-    def event(row: Row) -> tuple[str, Any]:
-        if row[1] == "invalid":
+    def event(row: Shown) -> tuple[str, Any]:
+        if expected(row, {})[1] == "invalid":
             return (ERROR, INVALID)
-        return (LOAD, documents[row[0]]) if row[0] in documents else (ERROR, failure)
+        return (LOAD, documents[row.article]) if row.article in documents else (ERROR, failure)
 
     return [(place, *event(row), True) for place, row in enumerate(rows)]
 
@@ -447,8 +379,8 @@ def test_netlify_types_the_module_and_its_types(path: str, kind: str) -> None:
 
 
 @pytest.mark.real_world
-def test_the_element_from_the_app(driver: Chrome, app: Host, pages: Pages) -> None:
-    host = app
+def test_the_element_from_the_app(browser: Chrome, site: Site) -> None:
+    host = site.app
     reply = request(host.port, "GET", f"/{EMBED_PATH}")
     assert (reply.status, reply.body) == (200, (host.site / EMBED_PATH).read_bytes())
     assert (reply.header("Content-Type") or "").replace('"', "") == "text/javascript; charset=utf-8"
@@ -457,30 +389,62 @@ def test_the_element_from_the_app(driver: Chrome, app: Host, pages: Pages) -> No
     assert (types.status, types.body) == (200, (host.site / TYPES_PATH).read_bytes())
     assert (types.header("Content-Type") or "").replace('"', "") == TEXT  # charset="utf-8"
 
-    console(driver)
-    driver.get(f"{pages.origin}/page")
-    assert shown(driver) == EXPECTED
-    shows = {row[0] for row in EXPECTED if row[1] in ("rated", "unrated")}
-    documents = {a: json.loads(request(host.port, "GET", ARTICLE.format(a)).body) for a in shows}
-    missing = {"reason": "not-found", "status": 404}
-    assert heard(driver) == events_of(EXPECTED, missing, documents)
+    console(browser)
+    browser.get(f"{site.pages}/page/")
+    articles = {row.article for row in ROWS} | {"1", "3"}
+    replies = {a: request(host.port, "GET", ARTICLE.format(a)) for a in articles if a}
+    documents = {a: json.loads(r.body) for a, r in replies.items() if r.status == 200}
+    assert shown(browser, len(ROWS)) == [expected(row, documents) for row in ROWS]
+    assert heard(browser) == events_of(HEARD, {"reason": "not-found", "status": 404}, documents)
     # One request for the module, one for each article, however many elements name it.
-    assert asked(driver, 6) == sorted([f"/{EMBED_PATH}", *map(ARTICLE.format, VALID)])
+    valid = {row.article for row in ON_PAGE if expected(row, {})[1] != "invalid"}
+    assert asked(browser, 1 + len(valid)) == sorted([f"/{EMBED_PATH}", *map(ARTICLE.format, valid)])
 
-    # A single-page app adds an element, and changes another's article.
-    driver.execute_script(
+    # A single-page app changes an element's article, and another's, and adds an element; an
+    # element's lang is watched: the same rating, shown again in the new language.
+    browser.execute_script(
+        "const all = document.querySelectorAll('article-rating');"
+        "all[0].setAttribute('article-id', '1'); all[3].setAttribute('article-id', 'x');"
         "const added = document.createElement('article-rating');"
-        f"added.setAttribute('article-id', '{TOTALS}');"
-        "document.body.append(added);"
-        f"document.querySelector('article-rating').setAttribute('article-id', '{LATER}');"
-        f"document.querySelectorAll('article-rating')[3].setAttribute('article-id', 'x');"
+        "added.setAttribute('article-id', '12');"
+        "document.querySelector('p').append(added);"
+        'document.querySelector("[lang=nl]").setAttribute("lang", "de");'
     )
-    after = shown(driver)
-    assert after[0] == rated(LATER, "4.0", 4, "80%")
-    assert after[3] == nothing("x", "invalid")
-    assert after[-1] == rated(TOTALS, "4.8", 6, "96%")
-    assert asked(driver, 7) == sorted([f"/{EMBED_PATH}", *map(ARTICLE.format, (*VALID, LATER))])
-    assert console(driver) == [not_found(f"http://127.0.0.1:{host.port}{ARTICLE.format(UNKNOWN)}")]
+    after = shown(browser, len(ROWS) + 1)
+    assert after[:5] == [
+        expected(Shown("parent", "", "1", "4.0 (4 ratings)", "Rated 4.0 out of 5 by 4 readers"), documents),
+        expected(ROWS[1], documents),  # the element added
+        *(expected(row, documents) for row in ROWS[1:3]),
+        expected(Shown("parent", "", "x"), documents),
+    ]  # fmt: skip
+    dutch = 1 + ROWS.index(next(row for row in ROWS if row.attributes == 'lang="nl"'))
+    assert after[dutch][3:5] == GERMAN_7[::-1]
+    assert asked(browser, 2 + len(valid)) == sorted(
+        [f"/{EMBED_PATH}", *map(ARTICLE.format, {*valid, "1"})]
+    )
+    assert console(browser) == [not_found(f"http://127.0.0.1:{host.port}{ARTICLE.format(2)}")]
+
+    # An element added with article 3, then set to 9 and back to 3 in the same task: what it
+    # shows, and every event it fires, once its last fetch has long answered.
+    browser.set_script_timeout(WAIT_SECONDS)
+    state, text, events = browser.execute_async_script(THREE_NINE_THREE)
+    assert (state, events) == ("rated", [3])
+    assert text.endswith("4.0 (3 ratings)")
+
+
+THREE_NINE_THREE: Final = """
+const done = arguments[arguments.length - 1];
+const element = document.createElement("article-rating");
+const events = [];
+element.addEventListener("article-rating-load", (event) => events.push(event.detail.id));
+element.addEventListener("article-rating-error", (event) => events.push(event.detail.reason));
+element.setAttribute("article-id", "3");
+document.body.append(element);
+element.setAttribute("article-id", "9");
+element.setAttribute("article-id", "3");
+const settled = () => element.state === "rated" ? setTimeout(() => done([element.state, element.shadowRoot.textContent, events]), 500) : setTimeout(settled, 20);
+settled();
+"""
 
 
 @pytest.mark.real_world
@@ -493,64 +457,23 @@ def test_the_element_from_the_app(driver: Chrome, app: Host, pages: Pages) -> No
     ],
 )  # fmt: skip
 def test_an_api_that_fails_shows_nothing_and_throws_nothing(
-    kind: str, error: str | None, reason: dict[str, Any], pages: Pages, driver: Chrome
+    kind: str, error: str | None, reason: dict[str, Any], site: Site, browser: Chrome
 ) -> None:
-    console(driver)
-    driver.get(f"{pages.origin}/broken/{kind}")
-    rows = [nothing(row[0], "invalid" if row[1] == "invalid" else "failed") for row in EXPECTED]
-    assert shown(driver) == rows
-    assert heard(driver) == events_of(rows, reason, {})
+    console(browser)
+    browser.get(f"{site.pages}/broken/{kind}/")
+    assert shown(browser, len(ON_PAGE)) == [expected(row, {"failed": "failed"}) for row in ON_PAGE]
+    assert heard(browser) == events_of(HEARD, reason, {})
     # A failure is not kept: an element added later asks again.
-    driver.execute_script(
+    browser.execute_script(
         "const added = document.createElement('article-rating');"
-        f"added.setAttribute('article-id', '{RATED}');"
+        "added.setAttribute('article-id', '7');"
         "document.body.append(added);"
     )
-    assert shown(driver)[-1] == nothing(RATED, "failed")
-    assert pages.requests.count(f"/{kind}{ARTICLE.format(RATED)}") == 2
+    assert shown(browser)[-1] == expected(Shown("parent", "", "7"), {"failed": "failed"})
+    assert site.requests.count(f"/{kind}{ARTICLE.format(7)}") == 2
+    valid = {row.article for row in ON_PAGE if expected(row, {})[1] != "invalid"}
     failed = f"Failed to load resource: {error}"
-    expected = [f"{pages.origin}/{kind}{ARTICLE.format(a)} - {failed}" for a in (*VALID, RATED)]
-    assert sorted(message for _, _, message in console(driver)) == (
-        sorted(expected) if error else []
+    urls = [f"{site.broken}/{kind}{ARTICLE.format(a)}" for a in (*valid, "7")]
+    assert sorted(message for _, _, message in console(browser)) == (
+        sorted(f"{url} - {failed}" for url in urls) if error else []
     )
-
-
-@pytest.mark.real_world
-def test_each_language_from_the_element_a_parent_or_the_page(pages: Pages, driver: Chrome) -> None:
-    """Value, count and plural in the closest lang, the built-in texts or the page's own."""
-    console(driver)
-    driver.get(f"{pages.origin}/languages")
-    places = ["element", "parent", "shadow", "html"]  # the order of the page, then its frames
-    order = sorted(LANGUAGES, key=lambda row: places.index(row.where))
-    assert [row[4:2:-1] for row in shown(driver, len(order))] == [(r.text, r.label) for r in order]
-    # The element's lang is watched: the same rating, shown again in the new language.
-    driver.execute_script('document.querySelector("[lang=nl]").setAttribute("lang", "de")')
-    dutch = order.index(next(r for r in order if r.lang == "nl"))
-    assert shown(driver)[dutch][4:2:-1] == GERMAN[::-1]
-    assert console(driver) == []
-
-
-# An element added with article 7, then set to 3 and back to 7 in the same task: what it shows,
-# and every event it fires, once its last fetch has long answered.
-SEVEN_THREE_SEVEN: Final = """
-const done = arguments[arguments.length - 1];
-const element = document.createElement("article-rating");
-const events = [];
-element.addEventListener("article-rating-load", (event) => events.push(event.detail.id));
-element.addEventListener("article-rating-error", (event) => events.push(event.detail.reason));
-element.setAttribute("article-id", "7");
-document.body.append(element);
-element.setAttribute("article-id", "3");
-element.setAttribute("article-id", "7");
-const settled = () => element.state === "rated" ? setTimeout(() => done([element.state, element.shadowRoot.textContent, events]), 500) : setTimeout(settled, 20);
-settled();
-"""
-
-
-@pytest.mark.real_world
-def test_an_article_id_set_back_at_once_loads_once(pages: Pages, driver: Chrome) -> None:
-    driver.get(f"{pages.origin}/languages")
-    driver.set_script_timeout(WAIT_SECONDS)
-    state, text, events = driver.execute_async_script(SEVEN_THREE_SEVEN)
-    assert (state, events) == ("rated", [7])
-    assert text.endswith("4.8 (7 ratings)")
