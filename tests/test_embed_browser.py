@@ -38,7 +38,11 @@ WIDTH: Final = 560
 HEIGHT: Final = 600
 WAIT_SECONDS: Final = 15.0
 ARTICLE: Final = "/away/api/articles/{}/rating/"
-TEXT: Final = "text/plain; charset=utf-8"
+# The module and its types, by the Content-Type they are served with.
+TYPED: Final = [
+    (EMBED_PATH, "text/javascript; charset=utf-8"),
+    (TYPES_PATH, "text/plain; charset=utf-8"),
+]
 # The contract's catalogue (7 rated one by one, 12 given as totals: the same 4.8 of 6; 31 not
 # rated yet; 1000000 rated once; 1 four times; no article 2), and articles of as many ratings
 # as a language's plural needs: article N has N ratings, but for 8 (2) and 2000000 (a million).
@@ -170,28 +174,28 @@ def page(api: str, rows: list[Shown], frames: list[str], html: str = 'lang="en"'
     )
 
 
-def expected(row: Shown, documents: dict[str, Any]) -> tuple[Any, ...]:
+def expected(row: Shown, documents: dict[str, Any], failure: str = "missing") -> tuple[Any, ...]:
     """What ``row`` shows: its id, state, the role and label of its rating, its text, the stars
     drawn and the width filled, and whether it takes no room at all (nothing shown)."""
     if row.article is None or not re.fullmatch(r"[1-9][0-9]*", row.article):
         return (row.article, "invalid", None, None, None, None, None, True)
     document = documents.get(row.article)
     if document is None:
-        return (row.article, documents.get("failed", "missing"), None, None, None, None, None, True)
+        return (row.article, failure, None, None, None, None, None, True)
     if document["rating_count"] == 0:
         return (row.article, "unrated", "img", row.label, row.text, None, None, False)
     width = f"{int(Decimal(document['rating_value']) * 20)}%"
     return (row.article, "rated", "img", row.label, row.text, "☆☆☆☆☆", width, False)
 
 
-OWN: Final = "text/javascript"
-# How the element meets a network failure (/gone/ closes the connection unanswered), an error
-# status, or an answer not JSON: the module below a folder of a server whose API is broken.
+# How the element meets a network failure, an error status, or an answer not JSON: the module
+# below a folder of a server whose API is broken; its answer (None: the connection closed
+# unanswered), what Chromium logs, and what the element tells the page.
 BROKEN: Final = {
-    "gone": (404, "application/json", b'{"detail": "Not found."}\n'),
-    "fails": (500, "application/json", b'{"detail": "A server error occurred."}\n'),
-    "html": (200, "text/html", b"<!doctype html><title>Welcome</title>\n"),
-}
+    "gone": (None, "net::ERR_EMPTY_RESPONSE", {"reason": "network", "status": None}),
+    "fails": ((500, "application/json", b'{"detail": "A server error occurred."}\n'), "the server responded with a status of 500 (Internal Server Error)", {"reason": "server", "status": 500}),
+    "html": ((200, "text/html", b"<!doctype html><title>Welcome</title>\n"), None, {"reason": "bad-response", "status": 200}),
+}  # fmt: skip
 
 
 @dataclass
@@ -215,14 +219,14 @@ def site(tmp_path_factory: pytest.TempPathFactory, browser: Chrome) -> Iterator[
         def do_GET(self) -> None:
             state.requests.append(self.path)
             kind = self.path.split("/")[1]
-            if kind == "gone" and self.path != f"/gone/{EMBED_PATH}":
-                self.close_connection = True  # no answer at all: a network error
-                return
-            module_asked = self.path == f"/{kind}/{EMBED_PATH}"
-            status, type_, body = (200, OWN, module) if module_asked else BROKEN[kind]
+            answer = BROKEN[kind][0]
+            if self.path == f"/{kind}/{EMBED_PATH}":
+                answer = (200, "text/javascript", module)
+            if answer is None:
+                return  # the connection closed unanswered
+            status, type_, body = answer
             self.send_response(status)
             self.send_header("Content-Type", type_)
-            self.send_header("Content-Length", str(len(body)))
             self.send_header("Access-Control-Allow-Origin", "*")
             self.end_headers()
             self.wfile.write(body)
@@ -358,9 +362,7 @@ def test_the_module_is_small_and_fills_in_the_scale() -> None:
     assert '"other":"Von {count} Lesern mit {value} bewertet"' in embed_script(None).decode()
 
 
-@pytest.mark.parametrize(
-    ("path", "kind"), [(EMBED_PATH, "text/javascript; charset=utf-8"), (TYPES_PATH, TEXT)]
-)
+@pytest.mark.parametrize(("path", "kind"), TYPED)
 def test_netlify_types_the_module_and_its_types(path: str, kind: str) -> None:
     """netlify dev types files itself, so only Netlify reads this: the JSON rule must not win.
 
@@ -381,17 +383,15 @@ def test_netlify_types_the_module_and_its_types(path: str, kind: str) -> None:
 @pytest.mark.real_world
 def test_the_element_from_the_app(browser: Chrome, site: Site) -> None:
     host = site.app
-    reply = request(host.port, "GET", f"/{EMBED_PATH}")
-    assert (reply.status, reply.body) == (200, (host.site / EMBED_PATH).read_bytes())
-    assert (reply.header("Content-Type") or "").replace('"', "") == "text/javascript; charset=utf-8"
-    assert reply.header("Access-Control-Allow-Origin") == "*"  # a module from elsewhere needs it
-    types = request(host.port, "GET", f"/{TYPES_PATH}")
-    assert (types.status, types.body) == (200, (host.site / TYPES_PATH).read_bytes())
-    assert (types.header("Content-Type") or "").replace('"', "") == TEXT  # charset="utf-8"
+    for path, kind in TYPED:  # the type's charset="utf-8" read as a browser does
+        reply = request(host.port, "GET", f"/{path}")
+        assert (reply.status, reply.body) == (200, (host.site / path).read_bytes())
+        assert (reply.header("Content-Type") or "").replace('"', "") == kind
+        assert reply.header("Access-Control-Allow-Origin") == "*"  # a module from elsewhere
 
     console(browser)
     browser.get(f"{site.pages}/page/")
-    articles = {row.article for row in ROWS} | {"1", "3"}
+    articles = {row.article for row in ROWS} | {"1"}
     replies = {a: request(host.port, "GET", ARTICLE.format(a)) for a in articles if a}
     documents = {a: json.loads(r.body) for a, r in replies.items() if r.status == 200}
     assert shown(browser, len(ROWS)) == [expected(row, documents) for row in ROWS]
@@ -410,15 +410,13 @@ def test_the_element_from_the_app(browser: Chrome, site: Site) -> None:
         "document.querySelector('p').append(added);"
         'document.querySelector("[lang=nl]").setAttribute("lang", "de");'
     )
-    after = shown(browser, len(ROWS) + 1)
-    assert after[:5] == [
-        expected(Shown("parent", "", "1", "4.0 (4 ratings)", "Rated 4.0 out of 5 by 4 readers"), documents),
-        expected(ROWS[1], documents),  # the element added
-        *(expected(row, documents) for row in ROWS[1:3]),
-        expected(Shown("parent", "", "x"), documents),
-    ]  # fmt: skip
-    dutch = 1 + ROWS.index(next(row for row in ROWS if row.attributes == 'lang="nl"'))
-    assert after[dutch][3:5] == GERMAN_7[::-1]
+    rows = [*ROWS]
+    rows[0] = Shown("parent", "", "1", "4.0 (4 ratings)", "Rated 4.0 out of 5 by 4 readers")
+    rows[3] = Shown("parent", "", "x")
+    dutch = rows.index(next(row for row in ROWS if row.attributes == 'lang="nl"'))
+    rows[dutch] = Shown("element", "", "6", *GERMAN_7)
+    rows.insert(1, ROWS[1])  # the element added, beside the first: article 12
+    assert shown(browser, len(rows)) == [expected(row, documents) for row in rows]
     assert asked(browser, 2 + len(valid)) == sorted(
         [f"/{EMBED_PATH}", *map(ARTICLE.format, {*valid, "1"})]
     )
@@ -448,20 +446,14 @@ settled();
 
 
 @pytest.mark.real_world
-@pytest.mark.parametrize(
-    ("kind", "error", "reason"),
-    [
-        ("gone", "net::ERR_EMPTY_RESPONSE", {"reason": "network", "status": None}),
-        ("fails", "the server responded with a status of 500 (Internal Server Error)", {"reason": "server", "status": 500}),
-        ("html", None, {"reason": "bad-response", "status": 200}),
-    ],
-)  # fmt: skip
+@pytest.mark.parametrize("kind", BROKEN)
 def test_an_api_that_fails_shows_nothing_and_throws_nothing(
-    kind: str, error: str | None, reason: dict[str, Any], site: Site, browser: Chrome
+    kind: str, site: Site, browser: Chrome
 ) -> None:
+    _, error, reason = BROKEN[kind]
     console(browser)
     browser.get(f"{site.pages}/broken/{kind}/")
-    assert shown(browser, len(ON_PAGE)) == [expected(row, {"failed": "failed"}) for row in ON_PAGE]
+    assert shown(browser, len(ON_PAGE)) == [expected(row, {}, "failed") for row in ON_PAGE]
     assert heard(browser) == events_of(HEARD, reason, {})
     # A failure is not kept: an element added later asks again.
     browser.execute_script(
@@ -469,7 +461,7 @@ def test_an_api_that_fails_shows_nothing_and_throws_nothing(
         "added.setAttribute('article-id', '7');"
         "document.body.append(added);"
     )
-    assert shown(browser)[-1] == expected(Shown("parent", "", "7"), {"failed": "failed"})
+    assert shown(browser)[-1] == expected(Shown("parent", "", "7"), {}, "failed")
     assert site.requests.count(f"/{kind}{ARTICLE.format(7)}") == 2
     valid = {row.article for row in ON_PAGE if expected(row, {})[1] != "invalid"}
     failed = f"Failed to load resource: {error}"
