@@ -5,22 +5,18 @@ Content-Security-Policy, holds the two documented lines once for each state, eac
 each place its language may be set; a script error or a refusal by the policy fails. The app
 serves the page too, over a site built from a catalogue of its own; the failures of an API are
 a small server's. No suite checks the hosts' own ``embed.js`` in a browser. The module's own
-bytes, and Netlify's types for it, are checked in the quick tier.
+bytes, and Netlify's types for it, are test_embed_types.py's.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import gzip
 import http.server
 import json
 import re
 import threading
-import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
-from pathlib import Path
 from typing import Any, Final
 
 import pytest
@@ -28,21 +24,16 @@ from selenium.common.exceptions import TimeoutException
 from selenium.webdriver import Chrome
 from selenium.webdriver.support.ui import WebDriverWait
 
-from ratings_api.embed import EMBED_PATH, MAX_GZIPPED, TYPES_PATH, embed_script
+from ratings_api.embed import EMBED_PATH
 from tests.browser import console, not_found
 from tests.contract import RATINGS, Host, request
 from tests.hosts import start_serve
+from tests.test_embed_types import TYPED
 
-REPO: Final = Path(__file__).resolve().parent.parent
 WIDTH: Final = 560
 HEIGHT: Final = 600
 WAIT_SECONDS: Final = 15.0
 ARTICLE: Final = "/away/api/articles/{}/rating/"
-# The module and its types, by the Content-Type they are served with.
-TYPED: Final = [
-    (EMBED_PATH, "text/javascript; charset=utf-8"),
-    (TYPES_PATH, "text/plain; charset=utf-8"),
-]
 # The contract's catalogue (7 rated one by one, 12 given as totals: the same 4.8 of 6; 31 not
 # rated yet; 1000000 rated once; 1 four times; no article 2), and articles of as many ratings
 # as a language's plural needs: article N has N ratings, but for 8 (2) and 2000000 (a million).
@@ -341,43 +332,6 @@ def events_of(rows: list[Shown], failure: dict[str, Any], documents: dict[str, A
         return (LOAD, documents[row.article]) if row.article in documents else (ERROR, failure)
 
     return [(place, *event(row), True) for place, row in enumerate(rows)]
-
-
-def filled_in(script: bytes) -> list[str]:
-    """The two values the build fills in: stars drawn, and the top of the scale."""
-    return re.findall(r"^const (?:STARS|TOP) = ([^;]+);", script.decode(), re.MULTILINE)
-
-
-def test_the_module_is_small_and_fills_in_the_scale() -> None:
-    five = embed_script((1, 5))
-    assert len(gzip.compress(five, 9)) <= MAX_GZIPPED
-    assert filled_in(five) == ["5", "5"]
-    assert filled_in(embed_script((0, 10))) == ["10", "10"]
-    # A scale too wide for stars is shown as a number, out of its top; no scale, as a number.
-    assert filled_in(embed_script((1, 100))) == ["null", "100"]
-    assert filled_in(embed_script(None)) == ["null", "null"]
-    assert embed_script((1, 5)) == five  # the same bytes every build
-    # The labels say the scale in each language's words; without a scale, nothing.
-    assert '"other":"Rated {value} out of {top} by {count} readers"' in five.decode()
-    assert '"other":"Von {count} Lesern mit {value} bewertet"' in embed_script(None).decode()
-
-
-@pytest.mark.parametrize(("path", "kind"), TYPED)
-def test_netlify_types_the_module_and_its_types(path: str, kind: str) -> None:
-    """netlify dev types files itself, so only Netlify reads this: the JSON rule must not win.
-
-    Of the rules whose path matches, the last that sets a Content-Type wins where
-    later rules override, and comes last where values are joined, which is the
-    one a browser takes (Fetch, "extract a MIME type").
-    """
-    with open(REPO / "netlify.toml", "rb") as file:
-        rules = tomllib.load(file)["headers"]
-    types = [
-        rule["values"]["Content-Type"]
-        for rule in rules
-        if "Content-Type" in rule["values"] and fnmatch.fnmatchcase(f"/{path}", rule["for"])
-    ]
-    assert types == ["application/json", kind]
 
 
 @pytest.mark.real_world
