@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, Final
 
 import pytest
@@ -34,6 +35,8 @@ WIDTH: Final = 560
 HEIGHT: Final = 600
 WAIT_SECONDS: Final = 15.0
 ARTICLE: Final = "/away/api/articles/{}/rating/"
+# Added to every document: it listens as a page would, and reads the page for the test.
+PAGE_SCRIPT: Final = (Path(__file__).parent / "embed-page.js").read_text(encoding="utf-8")
 # The contract's catalogue (7 rated one by one, 12 given as totals: the same 4.8 of 6; 31 not
 # rated yet; 1000000 rated once; 1 four times; no article 2), and articles of as many ratings
 # as a language's plural needs: article N has N ratings, but for 8 (2) and 2000000 (a million).
@@ -240,7 +243,9 @@ def site(tmp_path_factory: pytest.TempPathFactory, browser: Chrome) -> Iterator[
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     browser.set_window_size(WIDTH, HEIGHT)
-    added = browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": LISTENER})
+    added = browser.execute_cdp_cmd(
+        "Page.addScriptToEvaluateOnNewDocument", {"source": PAGE_SCRIPT}
+    )
     try:
         yield state
     finally:
@@ -251,40 +256,6 @@ def site(tmp_path_factory: pytest.TempPathFactory, browser: Chrome) -> Iterator[
         server.server_close()
         thread.join()
         app.stop()
-
-
-# Once on each document, as a page listens: what each element told it, by the element's place.
-LISTENER: Final = """
-window.heard = [];
-for (const type of ["article-rating-load", "article-rating-error"]) {
-  document.addEventListener(type, (event) => {
-    const place = [...document.querySelectorAll("article-rating")].indexOf(event.target);
-    window.heard.push([place, type, event.detail, event.composed]);
-  });
-}
-"""
-# Each element of the page, its cards' shadow roots and its frames, as ``expected`` says.
-SHOWN: Final = """
-const frames = [...document.querySelectorAll("iframe")].map((frame) => frame.contentDocument);
-const all = [document, ...frames].flatMap((page) =>
-  [...page.querySelectorAll("article-rating, [data-card]")].map((e) =>
-    e.matches("[data-card]") ? e.shadowRoot.querySelector("article-rating") : e));
-return all.map((element) => {
-  const part = (name) => element.shadowRoot && element.shadowRoot.querySelector(`[part~=${name}]`);
-  const [rating, stars, filled, text] = ["rating", "stars", "filled", "text"].map(part);
-  return [
-    element.getAttribute("article-id"), element.state,
-    rating && rating.getAttribute("role"), rating && rating.getAttribute("aria-label"),
-    text && text.textContent, stars && stars.firstChild.textContent, filled && filled.style.width,
-    element.getBoundingClientRect().width === 0,
-  ];
-});
-"""
-ASKED: Final = """
-return performance.getEntriesByType("resource")
-  .map((entry) => new URL(entry.name).pathname)
-  .filter((path) => path.startsWith("/away/api/"));
-"""
 
 
 def heard(driver: Chrome) -> list[tuple[Any, ...]]:
@@ -298,7 +269,7 @@ def shown(driver: Chrome, count: int = 1) -> list[tuple[Any, ...]]:
     """Every element's row, once there are ``count`` and none is loading."""
 
     def settled(driver: Chrome) -> list[list[Any]] | None:
-        rows: list[list[Any]] = driver.execute_script(SHOWN)
+        rows: list[list[Any]] = driver.execute_script("return shown();")
         done = len(rows) >= count and all(row[1] not in (None, "loading") for row in rows)
         return rows if done else None
 
@@ -312,10 +283,12 @@ def asked(driver: Chrome, count: int) -> list[str]:
     reads no body from a 404, so that entry may come a moment after the element shows.
     """
     try:
-        WebDriverWait(driver, WAIT_SECONDS).until(lambda d: len(d.execute_script(ASKED)) >= count)
+        WebDriverWait(driver, WAIT_SECONDS).until(
+            lambda d: len(d.execute_script("return asked();")) >= count
+        )
     except TimeoutException:
         pass  # the comparison that follows says what is missing
-    paths: list[str] = driver.execute_script(ASKED)
+    paths: list[str] = driver.execute_script("return asked();")
     return sorted(paths)
 
 
@@ -379,24 +352,9 @@ def test_the_element_from_the_app(browser: Chrome, site: Site) -> None:
     # An element added with article 3, then set to 9 and back to 3 in the same task: what it
     # shows, and every event it fires, once its last fetch has long answered.
     browser.set_script_timeout(WAIT_SECONDS)
-    state, text, events = browser.execute_async_script(THREE_NINE_THREE)
+    state, text, events = browser.execute_async_script("setBack('3', '9', arguments[0]);")
     assert (state, events) == ("rated", [3])
     assert text.endswith("4.0 (3 ratings)")
-
-
-THREE_NINE_THREE: Final = """
-const done = arguments[arguments.length - 1];
-const element = document.createElement("article-rating");
-const events = [];
-element.addEventListener("article-rating-load", (event) => events.push(event.detail.id));
-element.addEventListener("article-rating-error", (event) => events.push(event.detail.reason));
-element.setAttribute("article-id", "3");
-document.body.append(element);
-element.setAttribute("article-id", "9");
-element.setAttribute("article-id", "3");
-const settled = () => element.state === "rated" ? setTimeout(() => done([element.state, element.shadowRoot.textContent, events]), 500) : setTimeout(settled, 20);
-settled();
-"""
 
 
 @pytest.mark.real_world

@@ -1,0 +1,55 @@
+// test_embed_browser.py adds this to every document, before the page's own scripts
+// (Page.addScriptToEvaluateOnNewDocument): it listens as a page would, and reads the page for
+// the test. A page's Content-Security-Policy does not apply to it.
+"use strict";
+
+// What each element told the page, by the element's place among the document's own elements.
+window.heard = [];
+for (const type of ["article-rating-load", "article-rating-error"]) {
+  document.addEventListener(type, (event) => {
+    const place = [...document.querySelectorAll("article-rating")].indexOf(event.target);
+    window.heard.push([place, type, event.detail, event.composed]);
+  });
+}
+
+// Each element of the page, its cards' shadow roots and its frames, as a row: its id, state,
+// the role and label of its rating, its text, the stars drawn and the width filled, and
+// whether it takes no room at all (nothing shown).
+window.shown = () => {
+  const frames = [...document.querySelectorAll("iframe")].map((frame) => frame.contentDocument);
+  const all = [document, ...frames].flatMap((page) =>
+    [...page.querySelectorAll("article-rating, [data-card]")].map((e) =>
+      e.matches("[data-card]") ? e.shadowRoot.querySelector("article-rating") : e));
+  return all.map((element) => {
+    const part = (name) => element.shadowRoot && element.shadowRoot.querySelector(`[part~=${name}]`);
+    const [rating, stars, filled, text] = ["rating", "stars", "filled", "text"].map(part);
+    return [
+      element.getAttribute("article-id"), element.state,
+      rating && rating.getAttribute("role"), rating && rating.getAttribute("aria-label"),
+      text && text.textContent, stars && stars.firstChild.textContent, filled && filled.style.width,
+      element.getBoundingClientRect().width === 0,
+    ];
+  });
+};
+
+// The paths the page asked of the API: a response enters the timeline once its body has come.
+window.asked = () => performance.getEntriesByType("resource")
+  .map((entry) => new URL(entry.name).pathname)
+  .filter((path) => path.startsWith("/away/api/"));
+
+// An element added with article `first`, then set to `second` and back in the same task: its
+// state, its text and every event it fires, once its last fetch has long answered.
+window.setBack = (first, second, done) => {
+  const element = document.createElement("article-rating");
+  const events = [];
+  element.addEventListener("article-rating-load", (event) => events.push(event.detail.id));
+  element.addEventListener("article-rating-error", (event) => events.push(event.detail.reason));
+  element.setAttribute("article-id", first);
+  document.body.append(element);
+  element.setAttribute("article-id", second);
+  element.setAttribute("article-id", first);
+  const settled = () => element.state === "rated"
+    ? setTimeout(() => done([element.state, element.shadowRoot.textContent, events]), 500)
+    : setTimeout(settled, 20);
+  settled();
+};
