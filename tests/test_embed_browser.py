@@ -10,12 +10,13 @@ bytes, and Netlify's types for it, are test_embed_types.py's.
 
 from __future__ import annotations
 
+import html
 import http.server
 import json
 import re
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Final
@@ -37,6 +38,7 @@ WAIT_SECONDS: Final = 15.0
 ARTICLE: Final = "/away/api/articles/{}/rating/"
 # Added to every document: it listens as a page would, and reads the page for the test.
 PAGE_SCRIPT: Final = (Path(__file__).parent / "embed-page.js").read_text(encoding="utf-8")
+PAGE_CSS: Final = Path(__file__).parent / "embed-page.css"  # the host page's own sheet
 # The contract's catalogue (7 rated one by one, 12 given as totals: the same 4.8 of 6; 31 not
 # rated yet; 1000000 rated once; 1 four times; no article 2), and articles of as many ratings
 # as a language's plural needs: article N has N ratings, but for 8 (2) and 2000000 (a million).
@@ -47,17 +49,6 @@ CATALOGUE: Final = RATINGS + "".join(
         (22, 106, 22), (301, 1445, 301), (2000000, 4800000, 1000000),
     ]
 )  # fmt: skip
-# The host page's own sheet: the element's documented hooks, from outside.
-PAGE_CSS: Final = """\
-body { margin: 16px 20px; font: 16px/1.4 "DejaVu Sans", sans-serif; color: #1d2433; }
-p { margin: 0 0 10px; }
-.styled article-rating {
-  --article-rating-color: #1f5fbf;
-  --article-rating-empty-color: #dbe8fb;
-  --article-rating-size: 1.6em;
-}
-.styled article-rating::part(text) { font-weight: bold; }
-"""
 
 
 @dataclass(frozen=True)
@@ -134,7 +125,7 @@ ON_PAGE: Final = [row for row in ROWS if row.where != "html"]
 HEARD: Final = [row for row in ON_PAGE if row.where != "shadow"]  # the document's own elements
 
 
-def page(api: str, rows: list[Shown], frames: list[str], html: str = 'lang="en"') -> str:
+def page(api: str, rows: list[Shown], frames: list[str], root: str = 'lang="en"') -> str:
     """A page of ``rows`` and ``frames`` (by their <html> attributes), with the module of ``api``,
     under a policy that lets the API's origin run a script and answer a fetch, nothing else."""
 
@@ -144,9 +135,9 @@ def page(api: str, rows: list[Shown], frames: list[str], html: str = 'lang="en"'
         return f"<article-rating{article}{own}></article-rating>"
 
     def markup(row: Shown) -> str:
+        inside = f"<code>{html.escape(element(row))}</code> {element(row)}"
         if row.where == "element":
-            return f'<div lang="ja"><p>{element(row)}</p></div>\n'
-        inside = element(row)
+            return f'<div lang="ja"><p>{inside}</p></div>\n'
         if row.where == "shadow":  # declarative: no script
             inside = f'<span data-card><template shadowrootmode="open">{inside}</template></span>'
         return f"<p {row.attributes}>{inside}</p>\n"
@@ -160,11 +151,12 @@ def page(api: str, rows: list[Shown], frames: list[str], html: str = 'lang="en"'
     body = "".join(map(markup, rows))
     body += "".join(f'<iframe src="/frame/{n}/"></iframe>\n' for n in range(len(frames)))
     return (
-        f'<!doctype html>\n<html {html}><head><meta charset="utf-8"><title>Embedded</title>\n'
+        f'<!doctype html>\n<html {root}><head><meta charset="utf-8"><title>Embedded</title>\n'
         f'<meta http-equiv="Content-Security-Policy" content="{policy}">\n'
         f'<link rel="stylesheet" href="/page.css">\n'
         f'<script type="module" src="{api}/{EMBED_PATH}"></script>\n'
-        f"</head><body>\n{body}</body></html>\n"
+        "</head><body>\n<h1>&lt;article-rating&gt; on another site</h1>\n"
+        f"{body}</body></html>\n"
     )
 
 
@@ -192,26 +184,42 @@ BROKEN: Final = {
 }  # fmt: skip
 
 
-@dataclass
-class Site:
-    """The app, the address of its pages (another origin), and the broken server's."""
-
-    app: Host
-    pages: str
-    broken: str = ""
-    requests: list[str] = field(default_factory=list)  # asked of the broken server
+def write(site: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_text(text, encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory, browser: Chrome) -> Iterator[Site]:
-    """The app on the catalogue, serving the pages; the broken server; the browser listening."""
-    app = start_serve(tmp_path_factory.mktemp("embed-app"), CATALOGUE)
-    state = Site(app, f"http://localhost:{app.port}")
+def app(tmp_path_factory: pytest.TempPathFactory, browser: Chrome) -> Iterator[Host]:
+    """The app on the catalogue, serving the pages too; the browser listening on every page."""
+    host = start_serve(tmp_path_factory.mktemp("embed-app"), CATALOGUE)
+    api = f"http://127.0.0.1:{host.port}"
+    files = {"page.css": PAGE_CSS.read_text(encoding="utf-8")}
+    files["page/index.html"] = page(api, ON_PAGE, FRAMES)
+    for number, root in enumerate(FRAMES):
+        chosen = [row for row in ROWS if row.where == "html" and row.attributes == root]
+        files[f"frame/{number}/index.html"] = page(api, chosen, [], root)
+    write(host.site, files)
+    browser.set_window_size(WIDTH, HEIGHT)
+    script = {"source": PAGE_SCRIPT}
+    added = browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", script)
+    try:
+        yield host
+    finally:
+        browser.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", added)
+        host.stop()
+
+
+@pytest.fixture(scope="module")
+def broken(app: Host, browser: Chrome) -> Iterator[tuple[str, list[str]]]:
+    """The broken server's origin, and the paths asked of it; the app serves its pages."""
+    requests: list[str] = []
     module = (app.site / EMBED_PATH).read_bytes()
 
     class Broken(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            state.requests.append(self.path)
+            requests.append(self.path)
             kind = self.path.split("/")[1]
             answer = BROKEN[kind][0]
             if self.path == f"/{kind}/{EMBED_PATH}":
@@ -229,33 +237,18 @@ def site(tmp_path_factory: pytest.TempPathFactory, browser: Chrome) -> Iterator[
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Broken)
-    state.broken = f"http://127.0.0.1:{server.server_address[1]}"
-    api = f"http://127.0.0.1:{app.port}"
-    files = {"page.css": PAGE_CSS, "page/index.html": page(api, ON_PAGE, FRAMES)}
-    for number, html in enumerate(FRAMES):
-        chosen = [row for row in ROWS if row.where == "html" and row.attributes == html]
-        files[f"frame/{number}/index.html"] = page(api, chosen, [], html)
-    for kind in BROKEN:
-        files[f"broken/{kind}/index.html"] = page(f"{state.broken}/{kind}", ON_PAGE, [])
-    for name, text in files.items():
-        (app.site / name).parent.mkdir(parents=True, exist_ok=True)
-        (app.site / name).write_text(text, encoding="utf-8")
+    origin = f"http://127.0.0.1:{server.server_address[1]}"
+    write(app.site, {f"broken/{k}/index.html": page(f"{origin}/{k}", ON_PAGE, []) for k in BROKEN})
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    browser.set_window_size(WIDTH, HEIGHT)
-    added = browser.execute_cdp_cmd(
-        "Page.addScriptToEvaluateOnNewDocument", {"source": PAGE_SCRIPT}
-    )
     try:
-        yield state
+        yield origin, requests
     finally:
-        browser.get("about:blank")  # before the servers stop: no fetch of their pages left to fail
+        browser.get("about:blank")  # before the server stops: no fetch of its pages left to fail
         console(browser)
-        browser.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", added)
         server.shutdown()
         server.server_close()
         thread.join()
-        app.stop()
 
 
 def heard(driver: Chrome) -> list[tuple[Any, ...]]:
@@ -308,8 +301,8 @@ def events_of(rows: list[Shown], failure: dict[str, Any], documents: dict[str, A
 
 
 @pytest.mark.real_world
-def test_the_element_from_the_app(browser: Chrome, site: Site) -> None:
-    host = site.app
+def test_the_element_from_the_app(browser: Chrome, app: Host) -> None:
+    host = app
     for path, kind in TYPED:  # the type's charset="utf-8" read as a browser does
         reply = request(host.port, "GET", f"/{path}")
         assert (reply.status, reply.body) == (200, (host.site / path).read_bytes())
@@ -317,7 +310,7 @@ def test_the_element_from_the_app(browser: Chrome, site: Site) -> None:
         assert reply.header("Access-Control-Allow-Origin") == "*"  # a module from elsewhere
 
     console(browser)
-    browser.get(f"{site.pages}/page/")
+    browser.get(f"http://localhost:{host.port}/page/")  # another origin
     articles = {row.article for row in ROWS} | {"1"}
     replies = {a: request(host.port, "GET", ARTICLE.format(a)) for a in articles if a}
     documents = {a: json.loads(r.body) for a, r in replies.items() if r.status == 200}
@@ -360,11 +353,12 @@ def test_the_element_from_the_app(browser: Chrome, site: Site) -> None:
 @pytest.mark.real_world
 @pytest.mark.parametrize("kind", BROKEN)
 def test_an_api_that_fails_shows_nothing_and_throws_nothing(
-    kind: str, site: Site, browser: Chrome
+    kind: str, app: Host, broken: tuple[str, list[str]], browser: Chrome
 ) -> None:
     _, error, reason = BROKEN[kind]
+    origin, requests = broken
     console(browser)
-    browser.get(f"{site.pages}/broken/{kind}/")
+    browser.get(f"http://localhost:{app.port}/broken/{kind}/")
     assert shown(browser, len(ON_PAGE)) == [expected(row, {}, "failed") for row in ON_PAGE]
     assert heard(browser) == events_of(HEARD, reason, {})
     # A failure is not kept: an element added later asks again.
@@ -374,10 +368,10 @@ def test_an_api_that_fails_shows_nothing_and_throws_nothing(
         "document.body.append(added);"
     )
     assert shown(browser)[-1] == expected(Shown("parent", "", "7"), {}, "failed")
-    assert site.requests.count(f"/{kind}{ARTICLE.format(7)}") == 2
+    assert requests.count(f"/{kind}{ARTICLE.format(7)}") == 2
     valid = {row.article for row in ON_PAGE if expected(row, {})[1] != "invalid"}
     failed = f"Failed to load resource: {error}"
-    urls = [f"{site.broken}/{kind}{ARTICLE.format(a)}" for a in (*valid, "7")]
+    urls = [f"{origin}/{kind}{ARTICLE.format(a)}" for a in (*valid, "7")]
     assert sorted(message for _, _, message in console(browser)) == (
         sorted(f"{url} - {failed}" for url in urls) if error else []
     )
