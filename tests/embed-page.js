@@ -3,24 +3,26 @@
 // the test. A page's Content-Security-Policy does not apply to it.
 "use strict";
 
-// What each element told the page, by the element's place among the document's own elements.
+// What each element told the page, by the element's place among the document's own elements
+// (an element in a card's shadow root is not the page's to place: its events come from the card).
 window.heard = [];
 for (const type of ["article-rating-load", "article-rating-error"]) {
   document.addEventListener(type, (event) => {
     const place = [...document.querySelectorAll("article-rating")].indexOf(event.target);
-    window.heard.push([place, type, event.detail, event.composed]);
+    if (place >= 0) window.heard.push([place, type, event.detail, event.composed]);
   });
 }
 
 // Each element of the page, its cards' shadow roots and its frames, as a row: its id, state,
 // the role and label of its rating, its text, the stars drawn and the width filled, and
-// whether it takes no room at all (nothing shown).
-window.shown = () => {
+// whether it takes no room at all (nothing shown); null until there are `count` and none is
+// loading.
+window.shown = (count) => {
   const frames = [...document.querySelectorAll("iframe")].map((frame) => frame.contentDocument);
   const all = [document, ...frames].flatMap((page) =>
     [...page.querySelectorAll("article-rating, [data-card]")].map((e) =>
       e.matches("[data-card]") ? e.shadowRoot.querySelector("article-rating") : e));
-  return all.map((element) => {
+  const rows = all.map((element) => {
     const part = (name) => element.shadowRoot && element.shadowRoot.querySelector(`[part~=${name}]`);
     const [rating, stars, filled, text] = ["rating", "stars", "filled", "text"].map(part);
     return [
@@ -30,12 +32,19 @@ window.shown = () => {
       element.getBoundingClientRect().width === 0,
     ];
   });
+  const settled = rows.length >= count && rows.every((row) => ![null, "loading"].includes(row[1]));
+  return settled ? rows : null;
 };
 
-// The paths the page asked of the API: a response enters the timeline once its body has come.
-window.asked = () => performance.getEntriesByType("resource")
-  .map((entry) => new URL(entry.name).pathname)
-  .filter((path) => path.startsWith("/away/api/"));
+// The paths the page asked of the API, or null until `count` have answered. A response enters
+// the timeline once its body has come: the element reads no body from a 404, so that entry may
+// come a moment after the element shows.
+window.asked = (count) => {
+  const paths = performance.getEntriesByType("resource")
+    .map((entry) => new URL(entry.name).pathname)
+    .filter((path) => path.startsWith("/away/api/"));
+  return paths.length >= count ? paths : null;
+};
 
 // An element added with article `first`, then set to `second` and back in the same task: its
 // state, its text and every event it fires, once its last fetch has long answered.

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
-from selenium.common.exceptions import TimeoutException
 from selenium.webdriver import Chrome
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -233,9 +232,6 @@ def broken(app: Host, browser: Chrome) -> Iterator[tuple[str, list[str]]]:
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, *args: object) -> None:
-            pass
-
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Broken)
     origin = f"http://127.0.0.1:{server.server_address[1]}"
     write(app.site, {f"broken/{k}/index.html": page(f"{origin}/{k}", ON_PAGE, []) for k in BROKEN})
@@ -252,36 +248,24 @@ def broken(app: Host, browser: Chrome) -> Iterator[tuple[str, list[str]]]:
 
 
 def heard(driver: Chrome) -> list[tuple[Any, ...]]:
-    """The events the page heard from its own elements, by their place, then in order (those
-    of a card's element reach the page from the card: they are not the page's to place)."""
-    events: list[list[Any]] = driver.execute_script("return window.heard;")
-    return sorted((tuple(e) for e in events if e[0] >= 0), key=lambda event: event[0])
+    """The events the page heard from its own elements, by their place, then in order."""
+    return sorted(map(tuple, driver.execute_script("return heard;")), key=lambda event: event[0])
 
 
 def shown(driver: Chrome, count: int = 1) -> list[tuple[Any, ...]]:
     """Every element's row, once there are ``count`` and none is loading."""
-
-    def settled(driver: Chrome) -> list[list[Any]] | None:
-        rows: list[list[Any]] = driver.execute_script("return shown();")
-        done = len(rows) >= count and all(row[1] not in (None, "loading") for row in rows)
-        return rows if done else None
-
-    return [tuple(row) for row in WebDriverWait(driver, WAIT_SECONDS).until(settled)]
+    rows = WebDriverWait(driver, WAIT_SECONDS).until(
+        lambda d: d.execute_script("return shown(arguments[0]);", count)
+    )
+    return list(map(tuple, rows))
 
 
 def asked(driver: Chrome, count: int) -> list[str]:
-    """The paths the page asked of the API, once ``count`` have answered, or after the wait.
-
-    A response enters the page's timeline once its body has come: the element
-    reads no body from a 404, so that entry may come a moment after the element shows.
-    """
-    try:
-        WebDriverWait(driver, WAIT_SECONDS).until(
-            lambda d: len(d.execute_script("return asked();")) >= count
-        )
-    except TimeoutException:
-        pass  # the comparison that follows says what is missing
-    paths: list[str] = driver.execute_script("return asked();")
+    """The paths the page asked of the API, once ``count`` have answered."""
+    paths = WebDriverWait(driver, WAIT_SECONDS).until(
+        lambda d: d.execute_script("return asked(arguments[0]);", count),
+        f"fewer than {count} requests answered",
+    )
     return sorted(paths)
 
 
