@@ -46,6 +46,14 @@ window.asked = (count) => {
   return paths.length >= count ? paths : null;
 };
 
+// An element of article `id` added at the end of `parent`, as a single-page app adds one.
+window.add = (id, parent) => {
+  const element = document.createElement("article-rating");
+  element.setAttribute("article-id", id);
+  parent.append(element);
+  return element;
+};
+
 // An element added with article `first`, then set to `second` and back in the same task: its
 // state, its text and every event it fires, once its last fetch has long answered.
 window.setBack = (first, second, done) => {

@@ -122,6 +122,9 @@ ROWS: Final = [
 FRAMES: Final = list(dict.fromkeys(row.attributes for row in ROWS if row.where == "html"))
 ON_PAGE: Final = [row for row in ROWS if row.where != "html"]
 HEARD: Final = [row for row in ON_PAGE if row.where != "shadow"]  # the document's own elements
+# The articles the page asks for: each once, however many elements name it.
+ID: Final = re.compile(r"[1-9][0-9]*")  # an article id, as the element reads one
+ASKED: Final = {row.article for row in ON_PAGE if ID.fullmatch(row.article or "")}
 
 
 def page(api: str, rows: list[Shown], frames: list[str], root: str = 'lang="en"') -> str:
@@ -159,18 +162,18 @@ def page(api: str, rows: list[Shown], frames: list[str], root: str = 'lang="en"'
     )
 
 
-def expected(row: Shown, documents: dict[str, Any], failure: str = "missing") -> tuple[Any, ...]:
+def expected(row: Shown, documents: dict[str, Any], failure: str = "missing") -> list[Any]:
     """What ``row`` shows: its id, state, the role and label of its rating, its text, the stars
     drawn and the width filled, and whether it takes no room at all (nothing shown)."""
-    if row.article is None or not re.fullmatch(r"[1-9][0-9]*", row.article):
-        return (row.article, "invalid", None, None, None, None, None, True)
+    if not ID.fullmatch(row.article or ""):
+        return [row.article, "invalid", None, None, None, None, None, True]
     document = documents.get(row.article)
     if document is None:
-        return (row.article, failure, None, None, None, None, None, True)
+        return [row.article, failure, None, None, None, None, None, True]
     if document["rating_count"] == 0:
-        return (row.article, "unrated", "img", row.label, row.text, None, None, False)
+        return [row.article, "unrated", "img", row.label, row.text, None, None, False]
     width = f"{int(Decimal(document['rating_value']) * 20)}%"
-    return (row.article, "rated", "img", row.label, row.text, "☆☆☆☆☆", width, False)
+    return [row.article, "rated", "img", row.label, row.text, "☆☆☆☆☆", width, False]
 
 
 # How the element meets a network failure, an error status, or an answer not JSON: the module
@@ -247,26 +250,22 @@ def broken(app: Host, browser: Chrome) -> Iterator[tuple[str, list[str]]]:
         thread.join()
 
 
-def heard(driver: Chrome) -> list[tuple[Any, ...]]:
+def heard(driver: Chrome) -> list[list[Any]]:
     """The events the page heard from its own elements, by their place, then in order."""
-    return sorted(map(tuple, driver.execute_script("return heard;")), key=lambda event: event[0])
+    return sorted(driver.execute_script("return heard;"), key=lambda event: event[0])
 
 
-def shown(driver: Chrome, count: int = 1) -> list[tuple[Any, ...]]:
-    """Every element's row, once there are ``count`` and none is loading."""
-    rows = WebDriverWait(driver, WAIT_SECONDS).until(
-        lambda d: d.execute_script("return shown(arguments[0]);", count)
-    )
-    return list(map(tuple, rows))
+def shown(driver: Chrome, count: int = 1) -> list[list[Any]]:
+    """Every element's row, as ``expected`` says, once there are ``count`` and none is loading."""
+    script = "return shown(arguments[0]);"
+    return WebDriverWait(driver, WAIT_SECONDS).until(lambda d: d.execute_script(script, count))
 
 
 def asked(driver: Chrome, count: int) -> list[str]:
     """The paths the page asked of the API, once ``count`` have answered."""
-    paths = WebDriverWait(driver, WAIT_SECONDS).until(
-        lambda d: d.execute_script("return asked(arguments[0]);", count),
-        f"fewer than {count} requests answered",
-    )
-    return sorted(paths)
+    wait = WebDriverWait(driver, WAIT_SECONDS)
+    script = "return asked(arguments[0]);"
+    return sorted(wait.until(lambda d: d.execute_script(script, count), f"fewer than {count}"))
 
 
 LOAD, ERROR = "article-rating-load", "article-rating-error"
@@ -277,41 +276,38 @@ def events_of(rows: list[Shown], failure: dict[str, Any], documents: dict[str, A
     """What each element of ``rows`` tells the page: its document, or why it shows nothing."""
 
     def event(row: Shown) -> tuple[str, Any]:
-        if expected(row, {})[1] == "invalid":
+        if not ID.fullmatch(row.article or ""):
             return (ERROR, INVALID)
         return (LOAD, documents[row.article]) if row.article in documents else (ERROR, failure)
 
-    return [(place, *event(row), True) for place, row in enumerate(rows)]
+    return [[place, *event(row), True] for place, row in enumerate(rows)]
 
 
 @pytest.mark.real_world
 def test_the_element_from_the_app(browser: Chrome, app: Host) -> None:
-    host = app
     for path, kind in TYPED:  # the type's charset="utf-8" read as a browser does
-        reply = request(host.port, "GET", f"/{path}")
-        assert (reply.status, reply.body) == (200, (host.site / path).read_bytes())
+        reply = request(app.port, "GET", f"/{path}")
+        assert (reply.status, reply.body) == (200, (app.site / path).read_bytes())
         assert (reply.header("Content-Type") or "").replace('"', "") == kind
         assert reply.header("Access-Control-Allow-Origin") == "*"  # a module from elsewhere
 
     console(browser)
-    browser.get(f"http://localhost:{host.port}/page/")  # another origin
+    browser.get(f"http://localhost:{app.port}/page/")  # another origin
     articles = {row.article for row in ROWS} | {"1"}
-    replies = {a: request(host.port, "GET", ARTICLE.format(a)) for a in articles if a}
+    replies = {a: request(app.port, "GET", ARTICLE.format(a)) for a in articles if a}
     documents = {a: json.loads(r.body) for a, r in replies.items() if r.status == 200}
     assert shown(browser, len(ROWS)) == [expected(row, documents) for row in ROWS]
     assert heard(browser) == events_of(HEARD, {"reason": "not-found", "status": 404}, documents)
     # One request for the module, one for each article, however many elements name it.
-    valid = {row.article for row in ON_PAGE if expected(row, {})[1] != "invalid"}
-    assert asked(browser, 1 + len(valid)) == sorted([f"/{EMBED_PATH}", *map(ARTICLE.format, valid)])
+    paths = [f"/{EMBED_PATH}", *map(ARTICLE.format, ASKED)]
+    assert asked(browser, len(paths)) == sorted(paths)
 
     # A single-page app changes an element's article, and another's, and adds an element; an
     # element's lang is watched: the same rating, shown again in the new language.
     browser.execute_script(
         "const all = document.querySelectorAll('article-rating');"
         "all[0].setAttribute('article-id', '1'); all[3].setAttribute('article-id', 'x');"
-        "const added = document.createElement('article-rating');"
-        "added.setAttribute('article-id', '12');"
-        "document.querySelector('p').append(added);"
+        "add('12', document.querySelector('p'));"
         'document.querySelector("[lang=nl]").setAttribute("lang", "de");'
     )
     rows = [*ROWS]
@@ -321,10 +317,8 @@ def test_the_element_from_the_app(browser: Chrome, app: Host) -> None:
     rows[dutch] = Shown("element", "", "6", *GERMAN_7)
     rows.insert(1, ROWS[1])  # the element added, beside the first: article 12
     assert shown(browser, len(rows)) == [expected(row, documents) for row in rows]
-    assert asked(browser, 2 + len(valid)) == sorted(
-        [f"/{EMBED_PATH}", *map(ARTICLE.format, {*valid, "1"})]
-    )
-    assert console(browser) == [not_found(f"http://127.0.0.1:{host.port}{ARTICLE.format(2)}")]
+    assert asked(browser, len(paths) + 1) == sorted([*paths, ARTICLE.format(1)])
+    assert console(browser) == [not_found(f"http://127.0.0.1:{app.port}{ARTICLE.format(2)}")]
 
     # An element added with article 3, then set to 9 and back to 3 in the same task: what it
     # shows, and every event it fires, once its last fetch has long answered.
@@ -346,16 +340,11 @@ def test_an_api_that_fails_shows_nothing_and_throws_nothing(
     assert shown(browser, len(ON_PAGE)) == [expected(row, {}, "failed") for row in ON_PAGE]
     assert heard(browser) == events_of(HEARD, reason, {})
     # A failure is not kept: an element added later asks again.
-    browser.execute_script(
-        "const added = document.createElement('article-rating');"
-        "added.setAttribute('article-id', '7');"
-        "document.body.append(added);"
-    )
+    browser.execute_script("add('7', document.body);")
     assert shown(browser)[-1] == expected(Shown("parent", "", "7"), {}, "failed")
     assert requests.count(f"/{kind}{ARTICLE.format(7)}") == 2
-    valid = {row.article for row in ON_PAGE if expected(row, {})[1] != "invalid"}
     failed = f"Failed to load resource: {error}"
-    urls = [f"{origin}/{kind}{ARTICLE.format(a)}" for a in (*valid, "7")]
+    urls = [f"{origin}/{kind}{ARTICLE.format(a)}" for a in (*ASKED, "7")]
     assert sorted(message for _, _, message in console(browser)) == (
         sorted(f"{url} - {failed}" for url in urls) if error else []
     )
