@@ -32,8 +32,8 @@ window.shown = (count) => {
       element.getBoundingClientRect().width === 0,
     ];
   });
-  const settled = rows.length >= count && rows.every((row) => ![null, "loading"].includes(row[1]));
-  return settled ? rows : null;
+  const loading = rows.some((row) => row[1] == null || row[1] === "loading");
+  return rows.length >= count && !loading ? rows : null;
 };
 
 // The paths the page asked of the API, or null until `count` have answered. A response enters

@@ -235,19 +235,17 @@ def broken(app: Host, browser: Chrome) -> Iterator[tuple[str, list[str]]]:
             self.end_headers()
             self.wfile.write(body)
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Broken)
-    origin = f"http://127.0.0.1:{server.server_address[1]}"
-    write(app.site, {f"broken/{k}/index.html": page(f"{origin}/{k}", ON_PAGE, []) for k in BROKEN})
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield origin, requests
-    finally:
-        browser.get("about:blank")  # before the server stops: no fetch of its pages left to fail
-        console(browser)
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Broken) as server:
+        origin = f"http://127.0.0.1:{server.server_address[1]}"
+        pages = {f"broken/{k}/index.html": page(f"{origin}/{k}", ON_PAGE, []) for k in BROKEN}
+        write(app.site, pages)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            yield origin, requests
+        finally:
+            browser.get("about:blank")  # before it stops: no fetch of its pages left to fail
+            console(browser)
+            server.shutdown()  # once its loop has stopped
 
 
 def heard(driver: Chrome) -> list[list[Any]]:
@@ -293,8 +291,7 @@ def test_the_element_from_the_app(browser: Chrome, app: Host) -> None:
 
     console(browser)
     browser.get(f"http://localhost:{app.port}/page/")  # another origin
-    articles = {row.article for row in ROWS} | {"1"}
-    replies = {a: request(app.port, "GET", ARTICLE.format(a)) for a in articles if a}
+    replies = {a: request(app.port, "GET", ARTICLE.format(a)) for a in (*ASKED, "1")}
     documents = {a: json.loads(r.body) for a, r in replies.items() if r.status == 200}
     assert shown(browser, len(ROWS)) == [expected(row, documents) for row in ROWS]
     assert heard(browser) == events_of(HEARD, {"reason": "not-found", "status": 404}, documents)
