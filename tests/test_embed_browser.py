@@ -131,13 +131,11 @@ def page(api: str, rows: list[Shown], frames: list[str], root: str = 'lang="en"'
     """A page of ``rows`` and ``frames`` (by their <html> attributes), with the module of ``api``,
     under a policy that lets the API's origin run a script and answer a fetch, nothing else."""
 
-    def element(row: Shown) -> str:
-        own = f" {row.attributes}" if row.where == "element" else ""
-        article = "" if row.article is None else f' article-id="{row.article}"'
-        return f"<article-rating{article}{own}></article-rating>"
-
     def markup(row: Shown) -> str:
-        inside = f"<code>{html.escape(element(row))}</code> {element(row)}"
+        article = "" if row.article is None else f'article-id="{row.article}"'
+        own = row.attributes if row.where == "element" else ""
+        caption = html.escape(f"{row.attributes} {article}".strip()) or "(no article-id)"
+        inside = f"<code>{caption}</code> <article-rating {article} {own}></article-rating>"
         if row.where == "element":
             return f'<div lang="ja"><p>{inside}</p></div>\n'
         if row.where == "shadow":  # declarative: no script
