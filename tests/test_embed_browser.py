@@ -122,8 +122,8 @@ ROWS: Final = [
 FRAMES: Final = list(dict.fromkeys(row.attributes for row in ROWS if row.where == "html"))
 ON_PAGE: Final = [row for row in ROWS if row.where != "html"]
 HEARD: Final = [row for row in ON_PAGE if row.where != "shadow"]  # the document's own elements
-# The articles the page asks for: each once, however many elements name it.
 ID: Final = re.compile(r"[1-9][0-9]*")  # an article id, as the element reads one
+# The articles the page asks for: each once, however many elements name it.
 ASKED: Final = {row.article for row in ON_PAGE if ID.fullmatch(row.article or "")}
 
 
@@ -185,6 +185,7 @@ BROKEN: Final = {
 
 
 def write(site: Path, files: dict[str, str]) -> None:
+    """Write each of ``files`` (text by path) into the site folder ``site``."""
     for name, text in files.items():
         (site / name).parent.mkdir(parents=True, exist_ok=True)
         (site / name).write_text(text, encoding="utf-8")
