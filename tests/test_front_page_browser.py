@@ -128,35 +128,22 @@ INVALID: Final = {
 }
 # What a lookup shows: the outcome, texts by selector, the stars (label, width) or none.
 LOOKUPS: Final[list[tuple[str, str, dict[str, str], tuple[str, str] | None]]] = [
-    (
-        "4",
-        "missing",
-        {
-            "#result-message": "No article has the id 4: the API answered 404 Not Found.",
-            ".request": "GET /away/api/articles/4/rating/ 404 Not Found",
-            "#result-json": '{\n  "detail": "Not found."\n}',
-        },
-        None,
-    ),
-    (
-        "7",
-        "found",
-        {
-            "#result-message": "Article 7: 4.8 out of 5 from 6 ratings.",
-            "#result-average": "4.8",
-            ".request": "GET /away/api/articles/7/rating/ 200 OK",
-            "#result-json": DOCUMENT_7,
-        },
-        ("4.8 out of 5 stars", "width: 96%;"),
-    ),
+    ("4", "missing", {
+        "#result-message": "No article has the id 4: the API answered 404 Not Found.",
+        ".request": "GET /away/api/articles/4/rating/ 404 Not Found",
+        "#result-json": '{\n  "detail": "Not found."\n}',
+    }, None),
+    ("7", "found", {
+        "#result-message": "Article 7: 4.8 out of 5 from 6 ratings.",
+        "#result-average": "4.8",
+        ".request": "GET /away/api/articles/7/rating/ 200 OK",
+        "#result-json": DOCUMENT_7,
+    }, ("4.8 out of 5 stars", "width: 96%;")),
     ("31", "found", {"#result-message": "Article 31 is listed but not rated yet."}, ("0.0 out of 5 stars", "width: 0%;")),
     # The page says so instead of failing silently.
-    (
-        "12",
-        "error",
-        {"#result-message": "The API answered 200 OK, but not with JSON.", "#result-json": NOT_JSON},
-        None,
-    ),
+    ("12", "error", {
+        "#result-message": "The API answered 200 OK, but not with JSON.", "#result-json": NOT_JSON,
+    }, None),
     # Refused without a request.
     *((text, "invalid", INVALID, None) for text in ["07", "abc", "-1", "0", "7.0", "", "1" * 20]),
 ]  # fmt: skip
