@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -69,24 +68,11 @@ def run_step(
     )
 
 
-@dataclass(frozen=True)
-class Tool:
-    """The action's install: its RUNNER_TEMP, which holds the venv."""
-
-    runner_temp: Path
-
-    @property
-    def venv(self) -> Path:
-        return self.runner_temp / "ratings-api"
-
-    def bin(self, name: str) -> Path:
-        return self.venv / "bin" / name
-
-
 @pytest.fixture(scope="session")
-def installed_tool(tmp_path_factory: pytest.TempPathFactory) -> Tool:
+def installed_tool(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The action's Install step, run once: the action's own checkout is a copy of this one's
-    package (pip builds in the folder it installs from)."""
+    package (pip builds in the folder it installs from). Its RUNNER_TEMP, which holds the venv,
+    ``ratings-api``."""
     folder = tmp_path_factory.mktemp("action")
     checkout = folder / "action-checkout"
     shutil.copytree(
@@ -94,13 +80,13 @@ def installed_tool(tmp_path_factory: pytest.TempPathFactory) -> Tool:
     )
     for name in ("pyproject.toml", "README.md", "action.yml", *REQUIREMENTS):
         shutil.copyfile(REPO / name, checkout / name)
-    tool = Tool(folder / "runner-temp")
-    tool.runner_temp.mkdir()
+    runner_temp = folder / "runner-temp"
+    runner_temp.mkdir()
     values = {
         "steps.python.outputs.python-path": sys.executable,
         "github.action_path": str(checkout),
     }
-    environ = {**clean_environ(), "RUNNER_TEMP": str(tool.runner_temp)}
+    environ = {**clean_environ(), "RUNNER_TEMP": str(runner_temp)}
     done = run_step("Install ratings-api", values, environ, folder)
     assert done.returncode == 0, done.stdout + done.stderr
-    return tool
+    return runner_temp

@@ -5,14 +5,13 @@ Selenium is given both paths, so its Selenium Manager, which would download them
 
 from __future__ import annotations
 
-import base64
-import struct
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
+import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 
@@ -34,12 +33,11 @@ FLAGS: Final = (
     "--disable-component-update",
     "--disable-sync",
     "--disable-dev-shm-usage",
-    # The same pixels on every machine: for the screenshot docs/api-description.md shows.
+    # The same pixels on every machine: for the screenshots docs/ shows (scripts/screenshots).
     "--force-device-scale-factor=1",
     "--hide-scrollbars",
     "--lang=en-US",
 )
-PNG_SIGNATURE: Final = b"\x89PNG\r\n\x1a\n"
 
 
 def install_test_tools() -> str:
@@ -73,17 +71,12 @@ def chromium(profile: Path, width: int, height: int) -> Iterator[webdriver.Chrom
         driver.quit()
 
 
-def save_screenshot(driver: webdriver.Chrome, width: int, height: int, path: Path) -> None:
-    """The page's top ``width`` × ``height`` pixels as a PNG at ``path``, if they changed."""
-    clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
-    shot = driver.execute_cdp_cmd(
-        "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": clip}
-    )
-    png = base64.b64decode(shot["data"], validate=True)
-    assert png.startswith(PNG_SIGNATURE)
-    assert struct.unpack(">II", png[16:24]) == (width, height)  # the IHDR chunk comes first
-    if not path.exists() or path.read_bytes() != png:
-        path.write_bytes(png)
+@pytest.fixture(scope="session")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[webdriver.Chrome]:
+    """One Chromium for the browser tests: each module sets the window size it needs."""
+    install_test_tools()  # a failure fails, never skips
+    with chromium(tmp_path_factory.mktemp("chromium") / "profile", 800, 600) as driver:
+        yield driver
 
 
 def console(driver: webdriver.Chrome) -> list[tuple[str, str, str]]:

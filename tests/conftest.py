@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.action import installed_tool  # noqa: F401  (a session fixture of two modules)
+from tests.action import installed_tool  # noqa: F401  (session fixtures of two modules each)
+from tests.browser import browser  # noqa: F401
 from tests.objectstore import STORES, Store, remove_store
 
 # Variables that choose the base URL: a developer's shell or CI may set any of them.
@@ -48,23 +49,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _coverage_floor_for_the_whole_suite(config: pytest.Config) -> None:
-    """Enforce fail_under (pyproject.toml) only when every test runs, or when given by hand:
-    a run of a few tests cannot reach the floor."""
+    """Enforce fail_under (pyproject.toml) only when every test runs (no paths given, none
+    deselected by -k, -m or --lf), or when given by hand: a run of a few tests cannot reach it."""
     coverage = config.pluginmanager.get_plugin("_cov")  # pytest-cov, unless --no-cov
     floor_given = any(arg.startswith("--cov-fail-under") for arg in config.invocation_params.args)
-    if coverage is not None and not floor_given and not _whole_suite(config):
-        coverage.options.cov_fail_under = 0
-
-
-def _whole_suite(config: pytest.Config) -> bool:
-    """Whether this run is every test: no paths given, none deselected by -k, -m or --lf."""
-    return (
+    whole_suite = (
         config.args_source == pytest.Config.ArgsSource.TESTPATHS
         and config.option.real_world
         and not config.option.keyword
         and not config.option.markexpr
         and not getattr(config.option, "lf", False)  # absent under -p no:cacheprovider
     )
+    if coverage is not None and not floor_given and not whole_suite:
+        coverage.options.cov_fail_under = 0
 
 
 def _roomy_tmpfs(path: str) -> bool:

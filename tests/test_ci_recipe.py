@@ -9,7 +9,6 @@ file's) and once with the endpoint of any other store; docs/ci.md shows the work
 
 from __future__ import annotations
 
-import itertools
 import os
 import re
 import shutil
@@ -17,12 +16,13 @@ import subprocess
 import sys
 import tomllib
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
 import pytest
 
-from tests.action import ACTION, REPO, Tool, clean_environ, expand, load, run_step
+from tests.action import ACTION, REPO, clean_environ, expand, load, run_step
 from tests.objectstore import RATINGS, Store
 
 pytestmark = [
@@ -37,7 +37,6 @@ PAGE: Final = REPO / "docs" / "ci.md"
 ACTIONLINT: Final = Path(sys.executable).parent / "actionlint"  # requirements-dev.txt
 VERSION: Final = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
 USES: Final = "OWNER/ratings-api@COMMIT"  # the action, at the commit of this version's tag
-BUCKETS: Final = (f"ci-recipe-{number}" for number in itertools.count())
 # The one concurrency group of every publishing workflow, in the workflow and the docs.
 PUBLISHING_GROUP: Final = "ratings-api-publish"
 # An action pinned as GitHub's hardening guide advises: a full commit SHA, its tag beside it.
@@ -49,16 +48,16 @@ def the_action_step() -> dict[str, Any]:
     return step
 
 
-def actionlint(tmp_path: Path, workflow: str) -> subprocess.CompletedProcess[str]:
+def actionlint(folder: Path, workflow: str) -> subprocess.CompletedProcess[str]:
     """actionlint on ``workflow`` in a repository whose root holds action.yml, used as `./`."""
-    (tmp_path / ".git").mkdir()  # where actionlint finds the repository's root
-    (tmp_path / ".github" / "workflows").mkdir(parents=True)
-    shutil.copyfile(ACTION, tmp_path / "action.yml")
-    path = tmp_path / ".github" / "workflows" / "publish.yml"
+    (folder / ".git").mkdir(parents=True)  # where actionlint finds the repository's root
+    (folder / ".github" / "workflows").mkdir(parents=True)
+    shutil.copyfile(ACTION, folder / "action.yml")
+    path = folder / ".github" / "workflows" / "publish.yml"
     path.write_text(workflow.replace(f"uses: {USES}", "uses: ./"))
     return subprocess.run(
         [str(ACTIONLINT), "-no-color", "-shellcheck=", "-pyflakes=", str(path)],
-        cwd=tmp_path,
+        cwd=folder,
         capture_output=True,
         text=True,
         timeout=60,
@@ -66,21 +65,23 @@ def actionlint(tmp_path: Path, workflow: str) -> subprocess.CompletedProcess[str
     )
 
 
-def test_actionlint_finds_nothing_in_the_workflow(tmp_path: Path) -> None:
-    done = actionlint(tmp_path, WORKFLOW.read_text())
+def test_actionlint_finds_nothing_in_the_workflow_and_a_mistake_in_a_copy(tmp_path: Path) -> None:
+    done = actionlint(tmp_path / "as-is", WORKFLOW.read_text())
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
-
-
-def test_actionlint_finds_a_mistake_in_a_copy(tmp_path: Path) -> None:
-    """The check above can fail: an input the action does not have is reported."""
-    done = actionlint(tmp_path, WORKFLOW.read_text().replace("check-only:", "check_only:"))
+    # The check can fail: an input the action does not have is reported.
+    done = actionlint(
+        tmp_path / "wrong", WORKFLOW.read_text().replace("check-only:", "check_only:")
+    )
     assert done.returncode == 1
     assert 'input "check_only" is not defined in action "ratings-api" defined at "./"' in (
         done.stdout
     )
 
 
-def test_the_triggers_the_concurrency_group_and_the_action() -> None:
+def test_the_workflow_s_triggers_group_permissions_and_pinned_actions() -> None:
+    """Its concurrency group, the one of every publishing workflow a page gives; every `uses:`
+    of the workflow and the action a full commit SHA and its tag, the workflow's own action
+    this version's tag; docs/ci.md shows the workflow as it is."""
     flow = load(WORKFLOW)
     assert set(flow["on"]) == {"push", "schedule", "pull_request", "workflow_dispatch"}
     assert flow["on"]["push"] == {"branches": ["main"]}
@@ -89,147 +90,114 @@ def test_the_triggers_the_concurrency_group_and_the_action() -> None:
         f"${{{{ {main} && '{PUBLISHING_GROUP}' || format('ratings-api-check-{{0}}', github.ref) }}}}"
     )
     assert flow["permissions"] == {"contents": "read"}
-    env = flow["jobs"]["publish"]["env"]
     # Only the secrets: a job's env key is set even when its variable is not, empty.
-    assert env == {
+    assert flow["jobs"]["publish"]["env"] == {
         "AWS_ACCESS_KEY_ID": "${{ secrets.AWS_ACCESS_KEY_ID }}",
         "AWS_SECRET_ACCESS_KEY": "${{ secrets.AWS_SECRET_ACCESS_KEY }}",
     }
     assert the_action_step()["with"]["check-only"] == "${{ github.ref != 'refs/heads/main' }}"
 
-
-def test_every_action_used_is_pinned_by_commit() -> None:
-    """The workflow's and the action's `uses:` name a full commit SHA and its tag, and the
-    workflow's own action is this version's tag."""
-    used = [
-        line.split("uses: ", 1)[1]
-        for path in (WORKFLOW, ACTION)
-        for line in path.read_text().splitlines()
-        if "uses: " in line
-    ]
-    assert f"{USES} # v{VERSION}" in used
-    others = [uses for uses in used if not uses.startswith(USES)]
-    assert len(others) == 2, used  # actions/checkout and actions/setup-python
-    for uses in others:
-        assert PINNED.fullmatch(uses), uses
-
-
-def test_every_page_names_the_one_publishing_group() -> None:
-    """One group name for every publishing workflow, wherever a page or the workflow gives one."""
     texts = [WORKFLOW.read_text(), *(page.read_text() for page in (REPO / "docs").glob("*.md"))]
     groups = {g for text in texts for g in re.findall(r"group: ([^\s`)]+)", text)}
     assert groups == {PUBLISHING_GROUP, "${{"}, groups  # the literal, and the workflow's
 
+    used = [line.split("uses: ", 1)[1] for path in (WORKFLOW, ACTION)
+            for line in path.read_text().splitlines() if "uses: " in line]  # fmt: skip
+    assert f"{USES} # v{VERSION}" in used
+    others = [uses for uses in used if not uses.startswith(USES)]
+    assert len(others) == 2, used  # actions/checkout and actions/setup-python
+    assert all(PINNED.fullmatch(uses) for uses in others), others
+    assert f"```yaml\n{WORKFLOW.read_text()}```" in PAGE.read_text()  # its length: test_docs.py
 
-class Runner:
-    """A repository that holds only ratings.yaml, and the values a run gives the workflow.
+
+def publish_step(
+    tmp_path: Path, store: Store, bucket: str, runner_temp: Path, endpoint: str
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """The action's Publish step in a repository that holds only ratings.yaml, for a run of a
+    ref: the job's env, the step's `with:` (or what is given) over the action's defaults.
 
     ``endpoint``: the repository variable AWS_ENDPOINT_URL; empty, as for AWS itself, puts
     the store's endpoint in an AWS config file instead, a stand-in for AWS's own.
     """
-
-    def __init__(self, folder: Path, store: Store, bucket: str, tool: Tool, endpoint: str) -> None:
-        self.folder = folder
-        self.bucket = bucket
-        self.store = store
-        (folder / "ratings.yaml").write_text(RATINGS)
-        self.context = {
-            "secrets.AWS_ACCESS_KEY_ID": store.access_key,
-            "secrets.AWS_SECRET_ACCESS_KEY": store.secret_key,
-            "vars.AWS_ENDPOINT_URL": endpoint,
-            "vars.AWS_REGION": endpoint and store.region,  # AWS: the bucket's own
-            "vars.PUBLISH_TO": f"s3://{bucket}/v1",
-            "vars.BASE_URL": "",
-        }
-        config = folder.parent / "aws-config"
-        config.write_text("" if endpoint else f"[default]\nendpoint_url = {store.endpoint}\n")
-        environ = {k: v for k, v in clean_environ().items() if not k.startswith("AWS_")}
-        environ["AWS_CONFIG_FILE"] = str(config)
-        environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
-        environ["RUNNER_TEMP"] = str(tool.runner_temp)
-        self.environ = environ
-
-    def run(self, ref: str, **given: str) -> subprocess.CompletedProcess[str]:
-        """The action's Publish step, for a run of ``ref``: the job's env, the step's `with:`
-        (or ``given``) over the action's defaults."""
-        context = {
-            **self.context,
-            "github.ref != 'refs/heads/main'": str(ref != "refs/heads/main").lower(),
-        }
-        job = load(WORKFLOW)["jobs"]["publish"]
-        environ = {**self.environ, **{k: expand(v, context) for k, v in job["env"].items()}}
-        inputs = {name: spec.get("default", "") for name, spec in load(ACTION)["inputs"].items()}
-        inputs |= {k: expand(v, context) for k, v in the_action_step()["with"].items()} | given
-        values = {f"inputs.{name}": value for name, value in inputs.items()}
-        return run_step("Publish", values, environ, self.folder)
-
-
-@pytest.fixture(params=["AWS", "custom endpoint"])
-def runner(
-    request: pytest.FixtureRequest, tmp_path: Path, object_store: Store, installed_tool: Tool
-) -> Runner:
-    bucket = next(BUCKETS)
-    object_store.create_bucket(bucket)
-    endpoint = "" if request.param == "AWS" else object_store.endpoint
     folder = tmp_path / "repository"
     folder.mkdir()
-    return Runner(folder, object_store, bucket, installed_tool, endpoint)
+    (folder / "ratings.yaml").write_text(RATINGS)
+    context = {
+        "secrets.AWS_ACCESS_KEY_ID": store.access_key,
+        "secrets.AWS_SECRET_ACCESS_KEY": store.secret_key,
+        "vars.AWS_ENDPOINT_URL": endpoint,
+        "vars.AWS_REGION": endpoint and store.region,  # AWS: the bucket's own
+        "vars.PUBLISH_TO": f"s3://{bucket}/v1",
+        "vars.BASE_URL": "",
+    }
+    config = tmp_path / "aws-config"
+    config.write_text("" if endpoint else f"[default]\nendpoint_url = {store.endpoint}\n")
+    environ = {k: v for k, v in clean_environ().items() if not k.startswith("AWS_")}
+    environ |= {"AWS_CONFIG_FILE": str(config), "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
+    environ["RUNNER_TEMP"] = str(runner_temp)
+    job = load(WORKFLOW)["jobs"]["publish"]
+    defaults = {name: spec.get("default", "") for name, spec in load(ACTION)["inputs"].items()}
+
+    def run(ref: str, **given: str) -> subprocess.CompletedProcess[str]:
+        values = {**context, "github.ref != 'refs/heads/main'": str(ref != MAIN).lower()}
+        env = {**environ, **{k: expand(v, values) for k, v in job["env"].items()}}
+        inputs = {k: expand(v, values) for k, v in the_action_step()["with"].items()}
+        inputs = defaults | inputs | given
+        return run_step("Publish", {f"inputs.{k}": v for k, v in inputs.items()}, env, folder)
+
+    return run
 
 
+MAIN: Final = "refs/heads/main"
 PULL_REQUEST: Final = "refs/pull/4/merge"
 FEATURE: Final = "refs/heads/feature"  # a manual run (workflow_dispatch) of another branch
 
 
-def test_the_action_checks_and_publishes_as_the_runner_runs_it(runner: Runner) -> None:
-    first = runner.run(PULL_REQUEST)  # exit 1 from the check: the step passes, and says why
-    assert first.returncode == 0, first.stderr
-    assert first.stderr.startswith(f"checked s3://{runner.bucket}/v1: 11 to upload, 0 to remove, ")
-
-    manual = runner.run(FEATURE)  # another branch only checks: the bucket is still empty
-    assert manual.returncode == 0, manual.stderr
-    assert manual.stderr.startswith(f"checked s3://{runner.bucket}/v1: 11 to upload, 0 to remove, ")
-
-    published = runner.run("refs/heads/main")
+@pytest.mark.parametrize("aws", [True, False], ids=["AWS", "custom endpoint"])
+def test_the_action_checks_and_publishes_as_the_runner_runs_it(
+    aws: bool, tmp_path: Path, object_store: Store, installed_tool: Path
+) -> None:
+    object_store.create_bucket(bucket := f"ci-recipe-{'aws' if aws else 'custom'}")
+    endpoint = "" if aws else object_store.endpoint
+    run = publish_step(tmp_path, object_store, bucket, installed_tool, endpoint)
+    checked = f"checked s3://{bucket}/v1: 11 to upload, 0 to remove, "
+    # A pull request, or a manual run of another branch, only checks: exit 1 from the check,
+    # and the step passes, and says why; the bucket is still empty.
+    for ref in (PULL_REQUEST, FEATURE):
+        done = run(ref)
+        assert (done.returncode, done.stderr[: len(checked)]) == (0, checked), done.stderr
+    published = run(MAIN)
     assert published.returncode == 0, published.stderr
-    assert published.stdout.startswith(
-        f"published s3://{runner.bucket}/v1: 11 uploaded, 0 removed, "
-    )
-    assert [path.name for path in runner.folder.iterdir()] == ["ratings.yaml"]  # no folder built
-
-    (runner.folder / "ratings.yaml").write_text(RATINGS.replace("[2, 3, 2]", "[2, 3, 9]"))
-    bad = runner.run(PULL_REQUEST)  # a mistake fails the check with the tool's own exit 2
-    assert (bad.returncode, bad.stdout) == (2, "")
-    assert bad.stderr == "ratings.yaml:5:13: article 2: rating 9 is outside the scale 1..5\n"
+    assert published.stdout.startswith(f"published s3://{bucket}/v1: 11 uploaded, 0 removed, ")
+    folder = tmp_path / "repository"
+    assert [path.name for path in folder.iterdir()] == ["ratings.yaml"]  # no folder built
 
 
-@pytest.mark.parametrize(
-    ("given", "error"),
-    [
+def test_the_inputs_reach_the_command_or_fail_the_step_in_one_line(
+    tmp_path: Path, object_store: Store, installed_tool: Path
+) -> None:
+    """Alike for any endpoint: run with the store's own."""
+    object_store.create_bucket(bucket := "ci-recipe-inputs")
+    run = publish_step(tmp_path, object_store, bucket, installed_tool, object_store.endpoint)
+    # A wrong input of the action fails its step in one line.
+    for given, error in [
         ({"check-only": "yes"}, "check-only: expected true or false, found 'yes'\n"),
         ({"input": "missing.yaml"}, "missing.yaml: cannot read: No such file or directory\n"),
-    ],
-    ids=["check-only", "input"],
-)
-def test_a_wrong_input_of_the_action_fails_its_step_in_one_line(
-    runner: Runner, given: dict[str, str], error: str
-) -> None:
-    done = runner.run("refs/heads/main", **given)
-    assert (done.returncode, done.stdout, done.stderr) == (2, "", error)
+    ]:
+        done = run(MAIN, **given)
+        assert (done.returncode, done.stdout, done.stderr) == (2, "", error)
 
-
-def test_the_base_url_and_the_options_reach_the_command(runner: Runner) -> None:
+    # The base URL and the options reach the command.
     url = "https://api.example.org/ratings"
-    done = runner.run(
-        "refs/heads/main", **{"base-url": url, "options": "--quiet --publish-workers 2"}
-    )
+    done = run(MAIN, **{"base-url": url, "options": "--quiet --publish-workers 2"})
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
-    document = runner.store.url(runner.bucket, "v1/away/api/articles/7/rating/index.json")
+    document = object_store.url(bucket, "v1/away/api/articles/7/rating/index.json")
     with urllib.request.urlopen(document) as answer:
         assert answer.read().startswith(
             f'{{"article_url": "{url}/away/api/articles/7/", "id": 7,'.encode()
         )
 
-
-def test_the_docs_page_shows_the_workflow_as_it_is() -> None:
-    page = PAGE.read_text()
-    assert f"```yaml\n{WORKFLOW.read_text()}```" in page  # its length: test_docs.py
+    (tmp_path / "repository" / "ratings.yaml").write_text(RATINGS.replace("[2, 3, 2]", "[2, 3, 9]"))
+    bad = run(PULL_REQUEST)  # a mistake fails the check with the tool's own exit 2
+    assert (bad.returncode, bad.stdout) == (2, "")
+    assert bad.stderr == "ratings.yaml:5:13: article 2: rating 9 is outside the scale 1..5\n"

@@ -111,15 +111,6 @@ def test_a_broken_link_or_anchor_is_reported(tmp_path: Path) -> None:
     ]
 
 
-def test_the_readme_is_a_front_door_with_a_map_of_every_page() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-
-    assert len(readme) <= 10_000
-    mapped = {target for _, target in links(readme) if target.startswith("docs/")}
-    pages = {f"docs/{page.name}" for page in PAGES[1:]}
-    assert pages - mapped == set()
-
-
 # docs/ is for users: what a page must not hold, and how big it may be.
 
 DOCS = ROOT / "docs"
@@ -150,10 +141,6 @@ def history(page: Path) -> list[str]:
     return found
 
 
-def test_docs_hold_no_development_history() -> None:
-    assert [problem for page in sorted(DOCS.glob("*.md")) for problem in history(page)] == []
-
-
 def test_history_is_found(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text(
@@ -175,10 +162,18 @@ def test_history_is_found(tmp_path: Path) -> None:
     ]
 
 
-def test_every_page_is_short_and_docs_fit_their_budget() -> None:
+def test_the_readme_maps_every_page_and_docs_keep_to_their_rules() -> None:
+    """The README is a front door with a map of every page; docs/ holds no development history,
+    each page is short and all of them fit their budget, as do the contributors' notebooks."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme) <= 10_000
+    mapped = {target for _, target in links(readme) if target.startswith("docs/")}
+    assert {f"docs/{page.name}" for page in PAGES[1:]} - mapped == set()
+
+    assert [problem for page in sorted(DOCS.glob("*.md")) for problem in history(page)] == []
+
     sizes = {page.name: len(page.read_text(encoding="utf-8")) for page in DOCS.glob("*.md")}
     notes = {name: len((ROOT / name).read_text(encoding="utf-8")) for name in MAX_NOTES}
-
     assert {name: size for name, size in sizes.items() if size > MAX_PAGE} == {}
     assert sum(sizes.values()) <= MAX_DOCS, sizes
     assert {name: size for name, size in notes.items() if size > MAX_NOTES[name]} == {}
@@ -191,10 +186,7 @@ def test_every_page_is_short_and_docs_fit_their_budget() -> None:
 def test_each_rendered_page_is_as_rendered(path: Path) -> None:
     """If not: ``python -m tests.docs_pages`` writes them again."""
     assert path.read_text(encoding="utf-8") == RENDERED[path]()
-
-
-def test_the_troubleshooting_pages_hold_every_error_of_the_tests() -> None:
-    assert len(input_errors()) >= 60
+    assert len(input_errors()) >= 60  # the cases were found
     assert len(command_errors()) >= 15
 
 

@@ -1,655 +1,346 @@
 """The ``<article-rating>`` element in headless Chromium, embedded from the app (``--serve``).
 
-A page of another origin, under a strict Content-Security-Policy, holds the two documented lines;
-a script error or a refusal by the policy fails. The languages, the texts a page gives and the
-failures are shown from the page's own server. That the hosts serve embed.js as the app does is
-the contract suite's job (tests/test_http_contract.py). The module's own bytes, and Netlify's
-types for it, are checked in the quick tier.
+A page of another origin (``localhost`` for the app's ``127.0.0.1``), under a strict
+Content-Security-Policy, holds the two documented lines once for each state, each language and
+each place its language may be set; a script error or a refusal by the policy fails. The app
+serves the page too, over a site built from a catalogue of its own; the failures of an API are
+a small server's. No suite checks the hosts' own ``embed.js`` in a browser. The module's own
+bytes, and Netlify's types for it, are test_embed_types.py's.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import gzip
+import html
 import http.server
 import json
 import re
 import threading
-import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Final
 
 import pytest
-from selenium.common.exceptions import TimeoutException
 from selenium.webdriver import Chrome
 from selenium.webdriver.support.ui import WebDriverWait
 
-from ratings_api.embed import EMBED_PATH, MAX_GZIPPED, TYPES_PATH, embed_script
-from tests.browser import chromium, console, install_test_tools, not_found
-from tests.contract import Host, request
+from ratings_api.embed import EMBED_PATH
+from tests.browser import console, not_found
+from tests.contract import RATINGS, Host, request
 from tests.hosts import start_serve
+from tests.test_embed_types import TYPED
 
-REPO: Final = Path(__file__).resolve().parent.parent
 WIDTH: Final = 560
 HEIGHT: Final = 600
 WAIT_SECONDS: Final = 15.0
-# In tests.contract.RATINGS: 7 rated one by one, 12 given as totals (the same
-# 4.8), 31 not rated yet, 1000000 rated once; no article 2.
-RATED, TOTALS, UNRATED, ONCE, UNKNOWN, LATER = "7", "12", "31", "1000000", "2", "1"
-SHOWN_IDS: Final = (RATED, TOTALS, ONCE, UNRATED)
-TEXT: Final = "text/plain; charset=utf-8"
-# The host page's own sheet: the element's documented hooks, from outside.
-PAGE_CSS: Final = b"""\
-body { margin: 16px 20px; font: 16px/1.4 "DejaVu Sans", sans-serif; color: #1d2433; }
-h1 { font-size: 18px; margin: 0 0 12px; }
-p { margin: 0 0 10px; }
-code { font: 13px "DejaVu Sans Mono", monospace; color: #5b6478; }
-.styled article-rating {
-  --article-rating-color: #1f5fbf;
-  --article-rating-empty-color: #dbe8fb;
-  --article-rating-size: 1.6em;
-}
-.styled article-rating::part(text) { font-weight: bold; }
-"""
-
-
-def page_policy(api: str) -> str:
-    """The host page's policy: the API's origin may run a script and answer a fetch, nothing else."""
-    return (
-        f"default-src 'none'; script-src {api}; connect-src {api}; style-src 'self'; "
-        "require-trusted-types-for 'script'; trusted-types 'none'; base-uri 'none'"
-    )
-
-
-def page(api: str) -> bytes:
-    """The host page: the two documented lines, once for each state, and the styled example."""
-
-    def row(label: str, article: str | None) -> str:
-        attribute = "" if article is None else f' article-id="{article}"'
-        return f"<p><code>{label}</code> <article-rating{attribute}></article-rating></p>\n"
-
-    return (
-        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>Embedded</title>\n'
-        '<link rel="stylesheet" href="/page.css">\n'
-        f'<script type="module" src="{api}/{EMBED_PATH}"></script>\n'
-        "</head><body>\n<h1>&lt;article-rating&gt; on another site</h1>\n"
-        + row(f'article-id="{RATED}"', RATED)
-        + row(f'article-id="{TOTALS}"', TOTALS)
-        + row(f'article-id="{ONCE}"', ONCE)
-        + row(f'article-id="{UNRATED}"', UNRATED)
-        + row(f'article-id="{UNKNOWN}" (no such article)', UNKNOWN)
-        + row('article-id="07" (not an id)', "07")
-        + row("(no article-id)", None)
-        + row(f'article-id="{RATED}" again', RATED)
-        + '<div lang="de">'
-        + row(f'lang="de" article-id="{RATED}"', RATED)
-        + row(f'lang="de" article-id="{UNRATED}"', UNRATED)
-        + "</div>"
-        + '<div class="styled">'
-        + row("styled from outside", RATED)
-        + "</div>\n</body></html>\n"
-    ).encode()
-
-
-# The module served by the page's own server, below a folder whose API is broken:
-# how the element meets a network failure, an error status, or an answer not JSON.
-BROKEN: Final = ("gone", "fails", "html")
+ARTICLE: Final = "/away/api/articles/{}/rating/"
+# Added to every document: it listens as a page would, and reads the page for the test.
+PAGE_SCRIPT: Final = (Path(__file__).parent / "embed-page.js").read_text(encoding="utf-8")
+PAGE_CSS: Final = Path(__file__).parent / "embed-page.css"  # the host page's own sheet
+# The contract's catalogue (7 rated one by one, 12 given as totals: the same 4.8 of 6; 31 not
+# rated yet; 1000000 rated once; 1 four times; no article 2), and articles of as many ratings
+# as a language's plural needs: article N has N ratings, but for 8 (2) and 2000000 (a million).
+CATALOGUE: Final = RATINGS + "".join(
+    f"  {article}: {{sum: {total}, count: {count}}}\n"
+    for article, total, count in [
+        (3, 12, 3), (5, 24, 5), (6, 29, 6), (8, 9, 2), (9, 43, 9), (21, 101, 21),
+        (22, 106, 22), (301, 1445, 301), (2000000, 4800000, 1000000),
+    ]
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Shown:
-    """An element of the languages' page: where its language is set, and what it shows."""
+    """An element of the page: where its language and texts are set, and what it shows."""
 
-    where: str  # "html" (of a frame of the page), "element", "parent", or "shadow": in the
-    # shadow root of a component (a card) inside the parent
-    lang: str | None
-    article: int  # in the page's own API, article N has N ratings, and 31 none
-    text: str
-    label: str
-    texts: str = ""  # attributes that give the texts, on the element or its parent
+    where: str  # "element", "parent" (a <p>), "shadow": in the shadow root of a component
+    # (a card) inside the parent, or "html" (of a frame of the page)
+    attributes: str  # of the element, its parent, or the frame's <html>
+    article: str | None
+    text: str = ""
+    label: str = ""
 
 
 SWEDISH: Final = (
-    'unrated-text="Inga betyg än" count-one="{count} betyg" count-other="{count} betyg" '
+    'lang="sv" unrated-text="Inga betyg än" count-one="{count} betyg" count-other="{count} betyg" '
     'label-other="Betyg {value} av {top} från {count} läsare"'
 )
-RUSSIAN: Final = 'count-one="{count} оценка" count-few="{count} оценки" count-many="{count} оценок"'
-MILLION: Final = 1000000
-LANGUAGES: Final = [
-    Shown("html", "de-AT", 6, "4,8 (6 Bewertungen)", "Von 6 Lesern mit 4,8 von 5 bewertet"),
-    Shown("html", "de-AT", 1, "5,0 (1 Bewertung)", "Von 1 Leser mit 5,0 von 5 bewertet"),
-    Shown("html", "fr", 6, "4,8 (6 notes)", "Noté 4,8 sur 5 par 6 lecteurs"),
-    Shown("html", "ja", MILLION, "4.8 (1,000,000件の評価)", "評価 4.8/5（1,000,000人）"),  # noqa: RUF001
-    Shown("html", None, 6, "4.8 (6 ratings)", "Rated 4.8 out of 5 by 6 readers"),
-    Shown("element", "en-GB", 1, "5.0 (1 rating)", "Rated 5.0 out of 5 by 1 reader"),
-    Shown("element", "es", 6, "4,8 (6 valoraciones)", "Valorado con 4,8 de 5 por 6 lectores"),
-    Shown(
-        "element",
-        "fr",
-        MILLION,
-        "4,8 (1\u202f000\u202f000 de notes)",
-        "Noté 4,8 sur 5 par 1\u202f000\u202f000 de lecteurs",
-    ),
-    Shown("element", "pt-BR", 1, "5,0 (1 avaliação)", "Avaliado com 5,0 de 5 por 1 leitor"),
-    Shown(
-        "element",
-        "it",
-        MILLION,
-        "4,8 (1.000.000 di valutazioni)",
-        "Valutato 4,8 su 5 da 1.000.000 di lettori",
-    ),
-    Shown("element", "nl", 6, "4,8 (6 beoordelingen)", "Beoordeeld met 4,8 uit 5 door 6 lezers"),
-    Shown("element", "fr", 31, "Pas encore noté", "Pas encore noté"),
-    Shown("element", "no tag!", 6, "4.8 (6 ratings)", "Rated 4.8 out of 5 by 6 readers"),
-    Shown("parent", "pl", 1, "5,0 (1 ocena)", "Ocena 5,0 na 5 od 1 czytelnika"),
-    Shown("parent", "pl", 2, "4,8 (2 oceny)", "Ocena 4,8 na 5 od 2 czytelników"),
-    Shown("parent", "pl", 5, "4,8 (5 ocen)", "Ocena 4,8 na 5 od 5 czytelników"),
-    Shown("parent", "pt", 2, "4,8 (2 avaliações)", "Avaliado com 4,8 de 5 por 2 leitores"),
-    Shown("parent", "ja", 31, "まだ評価がありません", "まだ評価がありません"),
-    Shown("parent", "de", 31, "Noch nicht bewertet", "Noch nicht bewertet"),
+RUSSIAN: Final = (
+    'lang="ru" count-one="{count} оценка" count-few="{count} оценки" count-many="{count} оценок"'
+)
+RATED_7: Final = ("4.8 (6 ratings)", "Rated 4.8 out of 5 by 6 readers")
+GERMAN_7: Final = ("4,8 (6 Bewertungen)", "Von 6 Lesern mit 4,8 von 5 bewertet")
+# Each element a row, in the order of the page, then of its frames. The page's own <html lang>
+# ("en") and a <div lang="ja"> around each element with a lang of its own are there to lose.
+# fmt: off
+ROWS: Final = [
+    Shown("parent", "", "7", *RATED_7),
+    Shown("parent", "", "12", *RATED_7),
+    Shown("parent", "", "1000000", "5.0 (1 rating)", "Rated 5.0 out of 5 by 1 reader"),
+    Shown("parent", "", "31", "Not rated yet", "Not rated yet"),
+    Shown("parent", "", "2"),  # no such article
+    Shown("parent", "", "07"),  # not an id
+    Shown("parent", "", None),
+    Shown("parent", "", "7", *RATED_7),  # again: asked once
+    Shown("parent", 'lang="de"', "7", *GERMAN_7),
+    Shown("parent", 'lang="de"', "31", "Noch nicht bewertet", "Noch nicht bewertet"),
+    Shown("parent", 'class="styled"', "7", *RATED_7),
+    Shown("element", 'lang="en-GB"', "1000000", "5.0 (1 rating)", "Rated 5.0 out of 5 by 1 reader"),
+    Shown("element", 'lang="es"', "6", "4,8 (6 valoraciones)", "Valorado con 4,8 de 5 por 6 lectores"),
+    Shown("element", 'lang="fr"', "2000000", "4,8 (1\u202f000\u202f000 de notes)", "Noté 4,8 sur 5 par 1\u202f000\u202f000 de lecteurs"),
+    Shown("element", 'lang="pt-BR"', "1000000", "5,0 (1 avaliação)", "Avaliado com 5,0 de 5 por 1 leitor"),
+    Shown("element", 'lang="it"', "2000000", "4,8 (1.000.000 di valutazioni)", "Valutato 4,8 su 5 da 1.000.000 di lettori"),
+    Shown("element", 'lang="nl"', "6", "4,8 (6 beoordelingen)", "Beoordeeld met 4,8 uit 5 door 6 lezers"),
+    Shown("element", 'lang="fr"', "31", "Pas encore noté", "Pas encore noté"),
+    Shown("element", 'lang="no tag!"', "6", "4.8 (6 ratings)", "Rated 4.8 out of 5 by 6 readers"),
+    Shown("parent", 'lang="pl"', "1000000", "5,0 (1 ocena)", "Ocena 5,0 na 5 od 1 czytelnika"),
+    Shown("parent", 'lang="pl"', "8", "4,5 (2 oceny)", "Ocena 4,5 na 5 od 2 czytelników"),
+    Shown("parent", 'lang="pl"', "5", "4,8 (5 ocen)", "Ocena 4,8 na 5 od 5 czytelników"),
+    Shown("parent", 'lang="pt"', "8", "4,5 (2 avaliações)", "Avaliado com 4,5 de 5 por 2 leitores"),
+    Shown("parent", 'lang="ja"', "31", "まだ評価がありません", "まだ評価がありません"),
     # The page's own texts, on a parent or the element, for any language.
-    Shown("parent", "sv", 1, "5,0 (1 betyg)", "Betyg 5,0 av 5 från 1 läsare", SWEDISH),
-    Shown("parent", "sv", 22, "4,8 (22 betyg)", "Betyg 4,8 av 5 från 22 läsare", SWEDISH),
-    Shown("parent", "sv", 31, "Inga betyg än", "Inga betyg än", SWEDISH),
-    Shown("parent", "sv", 6, "4,8 (6 ratings)", "Rated 4,8 out of 5 by 6 readers"),
-    Shown("element", "en", 6, "4.8 (6 votes)", "Rated 4.8 out of 5 by 6 readers", 'count-other="{count} votes"'),
+    Shown("parent", SWEDISH, "1000000", "5,0 (1 betyg)", "Betyg 5,0 av 5 från 1 läsare"),
+    Shown("parent", SWEDISH, "22", "4,8 (22 betyg)", "Betyg 4,8 av 5 från 22 läsare"),
+    Shown("parent", SWEDISH, "31", "Inga betyg än", "Inga betyg än"),
+    Shown("parent", 'lang="sv"', "6", "4,8 (6 ratings)", "Rated 4,8 out of 5 by 6 readers"),
+    Shown("element", 'lang="en" count-other="{count} votes"', "6", "4.8 (6 votes)", "Rated 4.8 out of 5 by 6 readers"),
     # No built-in texts: English words in English plurals, the numbers and the page's own
     # texts in the page's language.
-    Shown("element", "ru", 301, "4,8 (301 ratings)", "Rated 4,8 out of 5 by 301 readers"),
-    Shown("parent", "ru", 21, "4,8 (21 оценка)", "Rated 4,8 out of 5 by 21 readers", RUSSIAN),
+    Shown("element", 'lang="ru"', "301", "4,8 (301 ratings)", "Rated 4,8 out of 5 by 301 readers"),
+    Shown("parent", RUSSIAN, "21", "4,8 (21 оценка)", "Rated 4,8 out of 5 by 21 readers"),
     # Inside a component's shadow root: the host's language and texts, from outside it.
-    Shown("shadow", "de", 6, "4,8 (6 Bewertungen)", "Von 6 Lesern mit 4,8 von 5 bewertet"),
-    Shown("shadow", "sv", 31, "Inga betyg än", "Inga betyg än", SWEDISH),
-]  # fmt: skip
-FRAMES: Final = list(dict.fromkeys(row.lang or "-" for row in LANGUAGES if row.where == "html"))
+    Shown("shadow", 'lang="de"', "6", *GERMAN_7),
+    Shown("shadow", SWEDISH, "31", "Inga betyg än", "Inga betyg än"),
+    Shown("html", 'lang="de-AT"', "6", "4,8 (6 Bewertungen)", "Von 6 Lesern mit 4,8 von 5 bewertet"),
+    Shown("html", 'lang="de-AT"', "1000000", "5,0 (1 Bewertung)", "Von 1 Leser mit 5,0 von 5 bewertet"),
+    Shown("html", 'lang="fr"', "6", "4,8 (6 notes)", "Noté 4,8 sur 5 par 6 lecteurs"),
+    Shown("html", 'lang="ja"', "2000000", "4.8 (1,000,000件の評価)", "評価 4.8/5（1,000,000人）"),  # noqa: RUF001
+    Shown("html", "", "6", "4.8 (6 ratings)", "Rated 4.8 out of 5 by 6 readers"),
+]
+# fmt: on
+FRAMES: Final = list(dict.fromkeys(row.attributes for row in ROWS if row.where == "html"))
+ON_PAGE: Final = [row for row in ROWS if row.where != "html"]
+HEARD: Final = [row for row in ON_PAGE if row.where != "shadow"]  # the document's own elements
+ID: Final = re.compile(r"[1-9][0-9]*")  # an article id, as the element reads one
+# The articles the page asks for: each once, however many elements name it.
+ASKED: Final = {row.article for row in ON_PAGE if ID.fullmatch(row.article or "")}
 
 
-def languages_page(frame: str | None) -> bytes:
-    """The languages' page (``frame`` None), or its frame of the rows whose lang is <html lang>.
+def page(api: str, rows: list[Shown], frames: list[str], root: str = 'lang="en"') -> str:
+    """A page of ``rows`` and ``frames`` (by their <html> attributes), with the module of ``api``,
+    under a policy that lets the API's origin run a script and answer a fetch, nothing else."""
 
-    The page's own <html lang> ("ko") and a <div lang="ja"> around the elements with a lang of
-    their own are there to lose: the closest lang wins.
-    """
+    def markup(row: Shown) -> str:
+        article = "" if row.article is None else f'article-id="{row.article}"'
+        own = row.attributes if row.where == "element" else ""
+        caption = html.escape(f"{row.attributes} {article}".strip()) or "(no article-id)"
+        inside = f"<code>{caption}</code> <article-rating {article} {own}></article-rating>"
+        if row.where == "element":
+            return f'<div lang="ja"><p>{inside}</p></div>\n'
+        if row.where == "shadow":  # declarative: no script
+            inside = f'<span data-card><template shadowrootmode="open">{inside}</template></span>'
+        return f"<p {row.attributes}>{inside}</p>\n"
 
-    def element(row: Shown) -> str:
-        lang = f' lang="{row.lang}" {row.texts}' if row.where == "element" else ""
-        return f'<article-rating article-id="{row.article}"{lang}></article-rating>\n'
-
-    def parent(row: Shown) -> str:
-        return f'<p lang="{row.lang}" {row.texts}>{element(row)}</p>\n'
-
-    def card(row: Shown) -> str:
-        """A component holding the element in its shadow root (declarative: no script)."""
-        inside = f'<template shadowrootmode="open">{element(row)}</template>'
-        return f'<p lang="{row.lang}" {row.texts}><span data-card>{inside}</span></p>\n'
-
-    if frame is None:
-        lang = ' lang="ko"'
-        rows = '<div lang="ja">' + "".join(element(r) for r in LANGUAGES if r.where == "element")
-        rows += "</div>\n" + "".join(parent(r) for r in LANGUAGES if r.where == "parent")
-        rows += "".join(card(r) for r in LANGUAGES if r.where == "shadow")
-        rows += "".join(f'<iframe src="/languages/frame/{name}"></iframe>\n' for name in FRAMES)
-    else:
-        lang = "" if frame == "-" else f' lang="{frame}"'
-        chosen = [r for r in LANGUAGES if r.where == "html" and (r.lang or "-") == frame]
-        rows = "".join(element(r) for r in chosen)
-    module = f'<script type="module" src="/languages/{EMBED_PATH}"></script>'
+    origin = "/".join(api.split("/")[:3])
+    policy = (
+        f"default-src 'none'; script-src {origin}; connect-src {origin}; style-src 'self'; "
+        "frame-src 'self'; require-trusted-types-for 'script'; trusted-types 'none'; "
+        "base-uri 'none'"
+    )
+    body = "".join(map(markup, rows))
+    body += "".join(f'<iframe src="/frame/{n}/"></iframe>\n' for n in range(len(frames)))
     return (
-        f"<!doctype html>\n<html{lang}><head>{module}</head><body>\n{rows}</body></html>\n".encode()
+        f'<!doctype html>\n<html {root}><head><meta charset="utf-8"><title>Embedded</title>\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{policy}">\n'
+        f'<link rel="stylesheet" href="/page.css">\n'
+        f'<script type="module" src="{api}/{EMBED_PATH}"></script>\n'
+        "</head><body>\n<h1>&lt;article-rating&gt; on another site</h1>\n"
+        f"{body}</body></html>\n"
     )
 
 
-def document_of(article: int) -> bytes:
-    """Article N of the languages' page: N ratings, of 5.0 for one, else 4.8; 31: none yet."""
-    count = 0 if article == 31 else article
-    value = "0.0" if count == 0 else "5.0" if count == 1 else "4.8"
-    total = {"rating_sum": round(float(value) * count), "rating_count": count}
-    return json.dumps({"id": article, **total, "rating_value": value}).encode()
+def expected(row: Shown, documents: dict[str, Any], failure: str = "missing") -> list[Any]:
+    """What ``row`` shows: its id, state, the role and label of its rating, its text, the stars
+    drawn and the width filled, and whether it takes no room at all (nothing shown)."""
+    if not ID.fullmatch(row.article or ""):
+        return [row.article, "invalid", None, None, None, None, None, True]
+    document = documents.get(row.article)
+    if document is None:
+        return [row.article, failure, None, None, None, None, None, True]
+    if document["rating_count"] == 0:
+        return [row.article, "unrated", "img", row.label, row.text, None, None, False]
+    width = f"{int(Decimal(document['rating_value']) * 20)}%"
+    return [row.article, "rated", "img", row.label, row.text, "☆☆☆☆☆", width, False]
 
 
-@dataclass
-class PageServer:
-    port: int
-    embed: bytes  # the module, as the build writes it for the contract's scale
-    requests: list[str]
+# How the element meets a network failure, an error status, or an answer not JSON: the module
+# below a folder of a server whose API is broken; its answer (None: the connection closed
+# unanswered), what Chromium logs, and what the element tells the page.
+BROKEN: Final = {
+    "gone": (None, "net::ERR_EMPTY_RESPONSE", {"reason": "network", "status": None}),
+    "fails": ((500, "application/json", b'{"detail": "A server error occurred."}\n'), "the server responded with a status of 500 (Internal Server Error)", {"reason": "server", "status": 500}),
+    "html": ((200, "text/html", b"<!doctype html><title>Welcome</title>\n"), None, {"reason": "bad-response", "status": 200}),
+}  # fmt: skip
 
-    @property
-    def origin(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
-
-def serve_pages(embed: bytes) -> tuple[http.server.ThreadingHTTPServer, PageServer]:
-    state = PageServer(0, embed, [])
-
-    class Pages(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            state.requests.append(self.path)
-            if self.path.startswith("/page/"):
-                api = f"http://127.0.0.1:{self.path.removeprefix('/page/')}"
-                self.answer(200, "text/html; charset=utf-8", page(api), page_policy(api))
-            elif self.path.startswith("/broken/"):
-                api = f"{state.origin}/{self.path.removeprefix('/broken/')}"
-                self.answer(200, "text/html; charset=utf-8", page(api), page_policy(state.origin))
-            elif self.path == "/page.css":
-                self.answer(200, "text/css", PAGE_CSS)
-            elif self.path.startswith("/languages"):
-                self.languages(self.path.removeprefix("/languages"))
-            else:
-                self.broken(self.path.split("/")[1])
-
-        def broken(self, kind: str) -> None:
-            if kind not in BROKEN:
-                self.answer(404, "text/plain", b"no such page\n")
-            elif self.path == f"/{kind}/{EMBED_PATH}":
-                self.answer(200, "text/javascript", state.embed)
-            elif kind == "gone":
-                self.close_connection = True  # no answer at all: a network error
-            elif kind == "fails":
-                self.answer(500, "application/json", b'{"detail": "A server error occurred."}\n')
-            else:
-                self.answer(200, "text/html", b"<!doctype html><title>Welcome</title>\n")
-
-        def languages(self, path: str) -> None:
-            """The languages' page, its frames, and an API whose article N has N ratings."""
-            own = "script-src 'self'; connect-src 'self'; frame-src 'self'; default-src 'none'"
-            article = re.fullmatch(r"/away/api/articles/([0-9]+)/rating/", path)
-            if path in ("", *(f"/frame/{lang}" for lang in FRAMES)):
-                body = languages_page(path.removeprefix("/frame/") if path else None)
-                self.answer(200, "text/html; charset=utf-8", body, own)
-            elif path == f"/{EMBED_PATH}":
-                self.answer(200, "text/javascript", state.embed)
-            elif article:
-                self.answer(200, "application/json", document_of(int(article[1])))
-            else:
-                self.answer(404, "application/json", b'{"detail": "Not found."}\n')
-
-        def answer(self, status: int, kind: str, body: bytes, policy: str = "") -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Access-Control-Allow-Origin", "*")
-            if policy:
-                self.send_header("Content-Security-Policy", policy)
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Pages)
-    state.port = server.server_address[1]
-    return server, state
+def write(site: Path, files: dict[str, str]) -> None:
+    """Write each of ``files`` (text by path) into the site folder ``site``."""
+    for name, text in files.items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_text(text, encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
-    """The app, ``generate.py --serve``, on the contract's catalogue."""
-    host = start_serve(tmp_path_factory.mktemp("embed-app"))
+def app(tmp_path_factory: pytest.TempPathFactory, browser: Chrome) -> Iterator[Host]:
+    """The app on the catalogue, serving the pages too; the browser listening on every page."""
+    host = start_serve(tmp_path_factory.mktemp("embed-app"), CATALOGUE)
+    api = f"http://127.0.0.1:{host.port}"
+    files = {"page.css": PAGE_CSS.read_text(encoding="utf-8")}
+    files["page/index.html"] = page(api, ON_PAGE, FRAMES)
+    for number, root in enumerate(FRAMES):
+        chosen = [row for row in ROWS if row.where == "html" and row.attributes == root]
+        files[f"frame/{number}/index.html"] = page(api, chosen, [], root)
+    write(host.site, files)
+    browser.set_window_size(WIDTH, HEIGHT)
+    script = {"source": PAGE_SCRIPT}
+    added = browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", script)
     try:
         yield host
     finally:
+        browser.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", added)
         host.stop()
 
 
 @pytest.fixture(scope="module")
-def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chrome]:
-    """Chromium, with a page's listener for the events on every page."""
-    install_test_tools()
-    with chromium(tmp_path_factory.mktemp("embed-chromium") / "profile", WIDTH, HEIGHT) as browser:
-        browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": LISTENER})
-        yield browser
+def broken(app: Host, browser: Chrome) -> Iterator[tuple[str, list[str]]]:
+    """The broken server's origin, and the paths asked of it; the app serves its pages."""
+    requests: list[str] = []
+    module = (app.site / EMBED_PATH).read_bytes()
+
+    class Broken(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            requests.append(self.path)
+            kind = self.path.split("/")[1]
+            answer = BROKEN[kind][0]
+            if self.path == f"/{kind}/{EMBED_PATH}":
+                answer = (200, "text/javascript", module)
+            if answer is None:
+                return  # the connection closed unanswered
+            status, type_, body = answer
+            self.send_response(status)
+            self.send_header("Content-Type", type_)
+            self.send_header("Access-Control-Allow-Origin", "*")
+            self.end_headers()
+            self.wfile.write(body)
+
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Broken) as server:
+        origin = f"http://127.0.0.1:{server.server_address[1]}"
+        pages = {f"broken/{k}/index.html": page(f"{origin}/{k}", ON_PAGE, []) for k in BROKEN}
+        write(app.site, pages)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            yield origin, requests
+        finally:
+            browser.get("about:blank")  # before it stops: no fetch of its pages left to fail
+            console(browser)
+            server.shutdown()  # once its loop has stopped
 
 
-@pytest.fixture(scope="module")
-def pages() -> Iterator[PageServer]:
-    # The module as the build writes it for the contract's scale, [1, 5].
-    server, state = serve_pages(embed_script((1, 5)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+def heard(driver: Chrome) -> list[list[Any]]:
+    """The events the page heard from its own elements, by their place, then in order."""
+    return sorted(driver.execute_script("return heard;"), key=lambda event: event[0])
 
 
-# Once on the document, as a page listens: what each element told it, by the element's place.
-LISTENER: Final = """
-window.heard = [];
-for (const type of ["article-rating-load", "article-rating-error"]) {
-  document.addEventListener(type, (event) => {
-    const place = [...document.querySelectorAll("article-rating")].indexOf(event.target);
-    window.heard.push([place, type, event.detail, event.composed]);
-  });
-}
-"""
-SHOWN: Final = """
-return [...document.querySelectorAll("article-rating")].map((element) => {
-  const root = element.shadowRoot;
-  const rating = root && root.querySelector("[part~=rating]");
-  const stars = root && root.querySelector("[part~=stars]");
-  const filled = root && root.querySelector("[part~=filled]");
-  const text = root && root.querySelector("[part~=text]");
-  return {
-    id: element.getAttribute("article-id"),
-    state: element.state,
-    role: rating && rating.getAttribute("role"),
-    label: rating && rating.getAttribute("aria-label"),
-    text: text && text.textContent,
-    stars: stars && stars.firstChild.textContent,
-    filled: filled && filled.style.width,
-    width: element.getBoundingClientRect().width,
-  };
-});
-"""
-SETTLED: Final = (
-    'return [...document.querySelectorAll("article-rating")]'
-    '.every((element) => element.state && element.state !== "loading");'
-)
-ASKED: Final = """
-return performance.getEntriesByType("resource")
-  .map((entry) => new URL(entry.name).pathname)
-  .filter((path) => path.startsWith("/away/api/"));
-"""
-
-
-# The text and label of every element of the page and its frames, once all show a rating.
-LANGUAGES_SHOWN: Final = """
-const frames = [...document.querySelectorAll("iframe")].map((frame) => frame.contentDocument);
-const all = [document, ...frames].flatMap((page) =>
-  [...page.querySelectorAll("article-rating, [data-card]")].map((e) =>
-    e.matches("[data-card]") ? e.shadowRoot.querySelector("article-rating") : e));
-if (all.length < arguments[0] || all.some((e) => !["rated", "unrated"].includes(e.state))) return null;
-return all.map((element) => {
-  const rating = element.shadowRoot.querySelector("[part~=rating]");
-  return [rating.querySelector("[part~=text]").textContent, rating.getAttribute("aria-label")];
-});
-"""
-
-
-def heard(driver: Chrome) -> list[tuple[int, str, dict[str, Any], bool]]:
-    """The events the page heard on its document, by the place of their element, then in order."""
-    events: list[list[Any]] = driver.execute_script("return window.heard;")
-    return sorted(
-        ((place, kind, detail, composed) for place, kind, detail, composed in events),
-        key=lambda e: e[0],
-    )
-
-
-def shown(driver: Chrome) -> list[dict[str, Any]]:
-    WebDriverWait(driver, WAIT_SECONDS).until(lambda d: d.execute_script(SETTLED))
-    result: list[dict[str, Any]] = driver.execute_script(SHOWN)
-    return result
+def shown(driver: Chrome, count: int = 1) -> list[list[Any]]:
+    """Every element's row, as ``expected`` says, once there are ``count`` and none is loading."""
+    script = "return shown(arguments[0]);"
+    return WebDriverWait(driver, WAIT_SECONDS).until(lambda d: d.execute_script(script, count))
 
 
 def asked(driver: Chrome, count: int) -> list[str]:
-    """The paths the page asked of the API, once ``count`` have answered, or after the wait.
-
-    A response enters the page's timeline once its body has come: the element
-    reads no body from a 404, so that entry may come a moment after the element shows.
-    """
-    try:
-        WebDriverWait(driver, WAIT_SECONDS).until(lambda d: len(d.execute_script(ASKED)) >= count)
-    except TimeoutException:
-        pass  # the comparison that follows says what is missing
-    paths: list[str] = driver.execute_script(ASKED)
-    return sorted(paths)
+    """The paths the page asked of the API, once ``count`` have answered."""
+    wait = WebDriverWait(driver, WAIT_SECONDS)
+    script = "return asked(arguments[0]);"
+    return sorted(wait.until(lambda d: d.execute_script(script, count), f"fewer than {count}"))
 
 
-def rated(article: str, value: str, count: int, filled: str) -> dict[str, Any]:
-    ratings, readers = ("rating", "reader") if count == 1 else ("ratings", "readers")
-    return {
-        "id": article,
-        "state": "rated",
-        "role": "img",
-        "label": f"Rated {value} out of 5 by {count} {readers}",
-        "text": f"{value} ({count} {ratings})",
-        "stars": "☆☆☆☆☆",
-        "filled": filled,
-    }
-
-
-def nothing(article: str | None, state: str) -> dict[str, Any]:
-    empty = {"role": None, "label": None, "text": None, "stars": None, "filled": None}
-    return {"id": article, "state": state, **empty, "width": 0}
-
-
-NOT_RATED: Final = {
-    "id": UNRATED,
-    "state": "unrated",
-    "role": "img",
-    "label": "Not rated yet",
-    "text": "Not rated yet",
-    "stars": None,
-    "filled": None,
-}
-
-
-def german(article: str) -> dict[str, Any]:
-    """Article 7 or 31, in the German section of the page."""
-    if article == UNRATED:
-        return {**NOT_RATED, "label": "Noch nicht bewertet", "text": "Noch nicht bewertet"}
-    label = "Von 6 Lesern mit 4,8 von 5 bewertet"
-    return {**rated(article, "4.8", 6, "96%"), "label": label, "text": "4,8 (6 Bewertungen)"}
-
-
-EXPECTED: Final = [
-    rated(RATED, "4.8", 6, "96%"),
-    rated(TOTALS, "4.8", 6, "96%"),
-    rated(ONCE, "5.0", 1, "100%"),
-    NOT_RATED,
-    nothing(UNKNOWN, "missing"),
-    nothing("07", "invalid"),
-    nothing(None, "invalid"),
-    rated(RATED, "4.8", 6, "96%"),
-    german(RATED),
-    german(UNRATED),
-    rated(RATED, "4.8", 6, "96%"),
-]
 LOAD, ERROR = "article-rating-load", "article-rating-error"
 INVALID: Final = {"reason": "invalid-id", "status": None}
 
 
-def events_of(
-    rows: list[dict[str, Any]], failure: dict[str, Any], documents: dict[str, Any]
-) -> list[Any]:
+def events_of(rows: list[Shown], failure: dict[str, Any], documents: dict[str, Any]) -> list[Any]:
     """What each element of ``rows`` tells the page: its document, or why it shows nothing."""
 
-    def event(row: dict[str, Any]) -> tuple[str, Any]:
-        if row["state"] == "invalid":
+    def event(row: Shown) -> tuple[str, Any]:
+        if not ID.fullmatch(row.article or ""):
             return (ERROR, INVALID)
-        return (LOAD, documents[row["id"]]) if row["id"] in documents else (ERROR, failure)
+        return (LOAD, documents[row.article]) if row.article in documents else (ERROR, failure)
 
-    return [(place, *event(row), True) for place, row in enumerate(rows)]
-
-
-def without_width(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows, with the width kept only where it must be 0: nothing shown."""
-    return [
-        row if row.get("width") == 0 else {k: v for k, v in row.items() if k != "width"}
-        for row in rows
-    ]
-
-
-def filled_in(script: bytes) -> list[str]:
-    """The two values the build fills in: stars drawn, and the top of the scale."""
-    return re.findall(r"^const (?:STARS|TOP) = ([^;]+);", script.decode(), re.MULTILINE)
-
-
-def test_the_module_is_small_and_fills_in_the_scale() -> None:
-    five = embed_script((1, 5))
-    assert len(gzip.compress(five, 9)) <= MAX_GZIPPED
-    assert filled_in(five) == ["5", "5"]
-    assert filled_in(embed_script((0, 10))) == ["10", "10"]
-    # A scale too wide for stars is shown as a number, out of its top; no scale, as a number.
-    assert filled_in(embed_script((1, 100))) == ["null", "100"]
-    assert filled_in(embed_script(None)) == ["null", "null"]
-    assert embed_script((1, 5)) == five  # the same bytes every build
-    # The labels say the scale in each language's words; without a scale, nothing.
-    assert '"other":"Rated {value} out of {top} by {count} readers"' in five.decode()
-    assert '"other":"Von {count} Lesern mit {value} bewertet"' in embed_script(None).decode()
-
-
-@pytest.mark.parametrize(
-    ("path", "kind"), [(EMBED_PATH, "text/javascript; charset=utf-8"), (TYPES_PATH, TEXT)]
-)
-def test_netlify_types_the_module_and_its_types(path: str, kind: str) -> None:
-    """netlify dev types files itself, so only Netlify reads this: the JSON rule must not win.
-
-    Of the rules whose path matches, the last that sets a Content-Type wins where
-    later rules override, and comes last where values are joined, which is the
-    one a browser takes (Fetch, "extract a MIME type").
-    """
-    with open(REPO / "netlify.toml", "rb") as file:
-        rules = tomllib.load(file)["headers"]
-    types = [
-        rule["values"]["Content-Type"]
-        for rule in rules
-        if "Content-Type" in rule["values"] and fnmatch.fnmatchcase(f"/{path}", rule["for"])
-    ]
-    assert types == ["application/json", kind]
+    return [[place, *event(row), True] for place, row in enumerate(rows)]
 
 
 @pytest.mark.real_world
-def test_the_element_from_the_app(driver: Chrome, app: Host, pages: PageServer) -> None:
-    host = app
-    reply = request(host.port, "GET", f"/{EMBED_PATH}")
-    assert (reply.status, reply.body) == (200, (host.site / EMBED_PATH).read_bytes())
-    assert (reply.header("Content-Type") or "").replace('"', "") == "text/javascript; charset=utf-8"
-    assert reply.header("Access-Control-Allow-Origin") == "*"  # a module from elsewhere needs it
-    types = request(host.port, "GET", f"/{TYPES_PATH}")
-    assert (types.status, types.body) == (200, (host.site / TYPES_PATH).read_bytes())
-    assert (types.header("Content-Type") or "").replace('"', "") == TEXT  # charset="utf-8"
+def test_the_element_from_the_app(browser: Chrome, app: Host) -> None:
+    for path, kind in TYPED:  # the type's charset="utf-8" read as a browser does
+        reply = request(app.port, "GET", f"/{path}")
+        assert (reply.status, reply.body) == (200, (app.site / path).read_bytes())
+        assert (reply.header("Content-Type") or "").replace('"', "") == kind
+        assert reply.header("Access-Control-Allow-Origin") == "*"  # a module from elsewhere
 
-    console(driver)
-    driver.get(f"{pages.origin}/page/{host.port}")
-    assert without_width(shown(driver)) == EXPECTED
-    answers = {a: request(host.port, "GET", f"/away/api/articles/{a}/rating/") for a in SHOWN_IDS}
-    documents = {a: json.loads(answer.body) for a, answer in answers.items()}
-    missing = {"reason": "not-found", "status": 404}
-    assert heard(driver) == events_of(EXPECTED, missing, documents)
+    console(browser)
+    browser.get(f"http://localhost:{app.port}/page/")  # another origin
+    replies = {a: request(app.port, "GET", ARTICLE.format(a)) for a in (*ASKED, "1")}
+    documents = {a: json.loads(r.body) for a, r in replies.items() if r.status == 200}
+    assert shown(browser, len(ROWS)) == [expected(row, documents) for row in ROWS]
+    assert heard(browser) == events_of(HEARD, {"reason": "not-found", "status": 404}, documents)
     # One request for the module, one for each article, however many elements name it.
-    assert asked(driver, 6) == sorted(
-        [
-            f"/{EMBED_PATH}",
-            *(f"/away/api/articles/{a}/rating/" for a in (RATED, TOTALS, ONCE, UNRATED, UNKNOWN)),
-        ]
-    )
+    paths = [f"/{EMBED_PATH}", *map(ARTICLE.format, ASKED)]
+    assert asked(browser, len(paths)) == sorted(paths)
 
-    # A single-page app adds an element, and changes another's article.
-    driver.execute_script(
-        "const added = document.createElement('article-rating');"
-        f"added.setAttribute('article-id', '{TOTALS}');"
-        "document.body.append(added);"
-        f"document.querySelector('article-rating').setAttribute('article-id', '{LATER}');"
-        f"document.querySelectorAll('article-rating')[3].setAttribute('article-id', 'x');"
+    # A single-page app changes an element's article, and another's, and adds an element; an
+    # element's lang is watched: the same rating, shown again in the new language.
+    browser.execute_script(
+        "const all = document.querySelectorAll('article-rating');"
+        "all[0].setAttribute('article-id', '1'); all[3].setAttribute('article-id', 'x');"
+        "add('12', document.querySelector('p'));"
+        'document.querySelector("[lang=nl]").setAttribute("lang", "de");'
     )
-    after = without_width(shown(driver))
-    assert after[0] == rated(LATER, "4.0", 4, "80%")
-    assert after[3] == nothing("x", "invalid")
-    assert after[-1] == rated(TOTALS, "4.8", 6, "96%")
-    paths = asked(driver, 7)
-    assert paths.count(f"/away/api/articles/{LATER}/rating/") == 1
-    assert paths.count(f"/away/api/articles/{TOTALS}/rating/") == 1
-    assert len(paths) == 7
-    api = f"http://127.0.0.1:{host.port}/away/api/articles"
-    assert console(driver) == [not_found(f"{api}/{UNKNOWN}/rating/")]
+    rows = [*ROWS]
+    rows[0] = Shown("parent", "", "1", "4.0 (4 ratings)", "Rated 4.0 out of 5 by 4 readers")
+    rows[3] = Shown("parent", "", "x")
+    dutch = rows.index(next(row for row in ROWS if row.attributes == 'lang="nl"'))
+    rows[dutch] = Shown("element", "", "6", *GERMAN_7)
+    rows.insert(1, ROWS[1])  # the element added, beside the first: article 12
+    assert shown(browser, len(rows)) == [expected(row, documents) for row in rows]
+    assert asked(browser, len(paths) + 1) == sorted([*paths, ARTICLE.format(1)])
+    assert console(browser) == [not_found(f"http://127.0.0.1:{app.port}{ARTICLE.format(2)}")]
+
+    # An element added with article 3, then set to 9 and back to 3 in the same task: what it
+    # shows, and every event it fires, once its last fetch has long answered.
+    browser.set_script_timeout(WAIT_SECONDS)
+    state, text, events = browser.execute_async_script("setBack('3', '9', arguments[0]);")
+    assert (state, events) == ("rated", [3])
+    assert text.endswith("4.0 (3 ratings)")
 
 
 @pytest.mark.real_world
-@pytest.mark.parametrize(
-    ("kind", "error", "reason"),
-    [
-        ("gone", "net::ERR_EMPTY_RESPONSE", {"reason": "network", "status": None}),
-        (
-            "fails",
-            "the server responded with a status of 500 (Internal Server Error)",
-            {"reason": "server", "status": 500},
-        ),
-        ("html", None, {"reason": "bad-response", "status": 200}),
-    ],
-)
+@pytest.mark.parametrize("kind", BROKEN)
 def test_an_api_that_fails_shows_nothing_and_throws_nothing(
-    kind: str, error: str | None, reason: dict[str, Any], pages: PageServer, driver: Chrome
+    kind: str, app: Host, broken: tuple[str, list[str]], browser: Chrome
 ) -> None:
-    console(driver)
-    driver.get(f"{pages.origin}/broken/{kind}")
-    articles = (RATED, TOTALS, ONCE, UNRATED, UNKNOWN)
-    failed = {article: nothing(article, "failed") for article in articles}
-    rows = [
-        *(failed[a] for a in articles),
-        nothing("07", "invalid"),
-        nothing(None, "invalid"),
-        *(failed[a] for a in (RATED, RATED, UNRATED, RATED)),
-    ]
-    assert shown(driver) == rows
-    assert heard(driver) == events_of(rows, reason, {})
+    _, error, reason = BROKEN[kind]
+    origin, requests = broken
+    console(browser)
+    browser.get(f"http://localhost:{app.port}/broken/{kind}/")
+    assert shown(browser, len(ON_PAGE)) == [expected(row, {}, "failed") for row in ON_PAGE]
+    assert heard(browser) == events_of(HEARD, reason, {})
     # A failure is not kept: an element added later asks again.
-    driver.execute_script(
-        f"document.body.append(Object.assign(document.createElement('article-rating'), {{}}));"
-        f"document.body.lastChild.setAttribute('article-id', '{RATED}');"
+    browser.execute_script("add('7', document.body);")
+    assert shown(browser)[-1] == expected(Shown("parent", "", "7"), {}, "failed")
+    assert requests.count(f"/{kind}{ARTICLE.format(7)}") == 2
+    failed = f"Failed to load resource: {error}"
+    urls = [f"{origin}/{kind}{ARTICLE.format(a)}" for a in (*ASKED, "7")]
+    assert sorted(message for _, _, message in console(browser)) == (
+        sorted(f"{url} - {failed}" for url in urls) if error else []
     )
-    assert shown(driver)[-1] == failed[RATED]
-    path = f"/{kind}/away/api/articles/{RATED}/rating/"
-    assert pages.requests.count(path) == 2
-    api = f"{pages.origin}/{kind}/away/api/articles"
-    expected = (
-        []
-        if error is None
-        else [(f"{api}/{a}/rating/ - Failed to load resource: {error}") for a in (*articles, RATED)]
-    )
-    assert sorted(message for _, _, message in console(driver)) == sorted(expected)
-
-
-@pytest.mark.real_world
-def test_each_language_from_the_element_a_parent_or_the_page(
-    pages: PageServer, driver: Chrome
-) -> None:
-    """Value, count and plural in the closest lang, the built-in texts or the page's own."""
-    console(driver)
-    driver.get(f"{pages.origin}/languages")
-    order = [r for r in LANGUAGES if r.where == "element"]
-    order += [r for r in LANGUAGES if r.where == "parent"]
-    order += [r for r in LANGUAGES if r.where == "shadow"]
-    order += [r for f in FRAMES for r in LANGUAGES if r.where == "html" and (r.lang or "-") == f]
-
-    def find(driver: Chrome) -> list[list[str]] | None:
-        found: list[list[str]] | None = driver.execute_script(LANGUAGES_SHOWN, len(order))
-        return found
-
-    assert WebDriverWait(driver, WAIT_SECONDS).until(find) == [[r.text, r.label] for r in order]
-    # The element's lang is watched: the same rating, shown again in the new language.
-    driver.execute_script('document.querySelector("[lang=nl]").setAttribute("lang", "de")')
-    dutch = order.index(next(r for r in order if r.lang == "nl"))
-    german = ["4,8 (6 Bewertungen)", "Von 6 Lesern mit 4,8 von 5 bewertet"]
-    assert (find(driver) or [])[dutch] == german
-    assert console(driver) == []
-
-
-# An element added with article 7, then set to 3 and back to 7 in the same task: what it shows,
-# and every event it fires, once its last fetch has long answered.
-SEVEN_THREE_SEVEN: Final = """
-const done = arguments[arguments.length - 1];
-const element = document.createElement("article-rating");
-const events = [];
-element.addEventListener("article-rating-load", (event) => events.push(event.detail.id));
-element.addEventListener("article-rating-error", (event) => events.push(event.detail.reason));
-element.setAttribute("article-id", "7");
-document.body.append(element);
-element.setAttribute("article-id", "3");
-element.setAttribute("article-id", "7");
-const settled = () => element.state === "rated" ? setTimeout(() => done([element.state, element.shadowRoot.textContent, events]), 500) : setTimeout(settled, 20);
-settled();
-"""
-
-
-@pytest.mark.real_world
-def test_an_article_id_set_back_at_once_loads_once(pages: PageServer, driver: Chrome) -> None:
-    driver.get(f"{pages.origin}/languages")
-    driver.set_script_timeout(WAIT_SECONDS)
-    state, text, events = driver.execute_async_script(SEVEN_THREE_SEVEN)
-    assert (state, events) == ("rated", [7])
-    assert text.endswith("4.8 (7 ratings)")

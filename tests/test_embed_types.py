@@ -1,21 +1,30 @@
-"""``embed.d.ts``, the element's TypeScript declarations, checked by ``tsc`` (the version
-pinned in tests/hosts-node) against a page's code that uses them, and a copy with one wrong use.
+"""The module's bytes as the build writes them, the type Netlify gives it and its types, and
+``embed.d.ts``, the element's TypeScript declarations, checked by ``tsc`` (the version pinned in
+tests/hosts-node) against a page's code that uses them, and a copy with one wrong use.
 """
 
 from __future__ import annotations
 
+import fnmatch
+import gzip
+import re
 import subprocess
+import tomllib
 from pathlib import Path
 from typing import Final
 
 import pytest
 
-from ratings_api.embed import TYPES_PATH, embed_types
+from ratings_api.embed import EMBED_PATH, MAX_GZIPPED, TYPES_PATH, embed_script, embed_types
 from tests.hosts import NODE_BIN, install_host_tools
 
-pytestmark = pytest.mark.real_world
-
-USAGE: Final = Path(__file__).resolve().parent / "embed-types" / "usage.ts"
+REPO: Final = Path(__file__).resolve().parent.parent
+USAGE: Final = REPO / "tests" / "embed-types" / "usage.ts"
+# The module and its types, by the Content-Type they are served with.
+TYPED: Final = [
+    (EMBED_PATH, "text/javascript; charset=utf-8"),
+    (TYPES_PATH, "text/plain; charset=utf-8"),
+]
 RIGHT: Final = "const value: string = event.detail.rating_value;"
 WRONG: Final = "const value: number = event.detail.rating_value;"
 # As a page's project would: strict, the DOM's types, modules resolved as a bundler does.
@@ -25,6 +34,44 @@ TSC_OPTIONS: Final = (
 )
 
 
+def filled_in(script: bytes) -> list[str]:
+    """The two values the build fills in: stars drawn, and the top of the scale."""
+    return re.findall(r"^const (?:STARS|TOP) = ([^;]+);", script.decode(), re.MULTILINE)
+
+
+def test_the_module_is_small_and_fills_in_the_scale() -> None:
+    five = embed_script((1, 5))
+    assert len(gzip.compress(five, 9)) <= MAX_GZIPPED
+    assert filled_in(five) == ["5", "5"]
+    assert filled_in(embed_script((0, 10))) == ["10", "10"]
+    # A scale too wide for stars is shown as a number, out of its top; no scale, as a number.
+    assert filled_in(embed_script((1, 100))) == ["null", "100"]
+    assert filled_in(embed_script(None)) == ["null", "null"]
+    assert embed_script((1, 5)) == five  # the same bytes every build
+    # The labels say the scale in each language's words; without a scale, nothing.
+    assert '"other":"Rated {value} out of {top} by {count} readers"' in five.decode()
+    assert '"other":"Von {count} Lesern mit {value} bewertet"' in embed_script(None).decode()
+
+
+@pytest.mark.parametrize(("path", "kind"), TYPED)
+def test_netlify_types_the_module_and_its_types(path: str, kind: str) -> None:
+    """netlify dev types files itself, so only Netlify reads this: the JSON rule must not win.
+
+    Of the rules whose path matches, the last that sets a Content-Type wins where
+    later rules override, and comes last where values are joined, which is the
+    one a browser takes (Fetch, "extract a MIME type").
+    """
+    with open(REPO / "netlify.toml", "rb") as file:
+        rules = tomllib.load(file)["headers"]
+    types = [
+        rule["values"]["Content-Type"]
+        for rule in rules
+        if "Content-Type" in rule["values"] and fnmatch.fnmatchcase(f"/{path}", rule["for"])
+    ]
+    assert types == ["application/json", kind]
+
+
+@pytest.mark.real_world
 def test_tsc_accepts_the_documented_uses_and_refuses_a_wrong_one(tmp_path: Path) -> None:
     install_host_tools()
     usage = USAGE.read_text(encoding="utf-8")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from ratings_api.build import build
-from tests.action import REQUIREMENTS, Tool, clean_environ
+from tests.action import REQUIREMENTS, clean_environ
 from tests.contract import start, stop, wait_answering, wait_for
 from tests.objectstore import Store
 from tests.trees import read_tree, tree_diff
@@ -31,6 +32,7 @@ pytestmark = pytest.mark.real_world
 ROOT: Final = Path(__file__).resolve().parent.parent
 RATINGS: Final = "base_url: https://ratings.example.com\nscale: [1, 5]\narticles:\n  7: [5, 4]\n"
 DOCUMENT: Final = "away/api/articles/7/rating/index.json"
+BIN: Final = "ratings-api/bin"  # the venv the action installs, in its RUNNER_TEMP
 PROJECT: Final = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 
 
@@ -75,64 +77,13 @@ def test_the_dependencies_are_ranges_that_hold_the_requirements_pins(
         assert name not in ranges or ranges[name].contains(exact.version), (pin, ranges[name])
 
 
-def test_the_action_installs_the_requirements_exact_versions(installed_tool: Tool) -> None:
+def test_the_action_installs_the_requirements_exact_versions(installed_tool: Path) -> None:
     """A pinned action pins its libraries too: each of requirements*.txt's pins, as installed."""
-    listed = run([installed_tool.bin("python"), "-m", "pip", "list", "--format=json"], ROOT)
+    listed = run([installed_tool / BIN / "python", "-m", "pip", "list", "--format=json"], ROOT)
     installed = {canonicalize_name(p["name"]): p["version"] for p in json.loads(listed.stdout)}
     pinned = {name: str(pin.specifier) for file in REQUIREMENTS for name, pin in pins(file).items()}
     assert pinned, "no pins found"
     assert {name: f"=={installed.get(name)}" for name in pinned} == pinned
-
-
-def project(folder: Path) -> Path:
-    """A folder outside the checkout that holds only a ratings file."""
-    folder.mkdir()
-    (folder / "ratings.yaml").write_text(RATINGS, encoding="utf-8")
-    return folder
-
-
-def expected_site(tmp_path: Path) -> Path:
-    """The site the checkout's own code builds from RATINGS."""
-    source = project(tmp_path / "checkout-project")
-    build(str(source / "ratings.yaml"), str(source / "site"), base_url=None, environ={})
-    return source / "site"
-
-
-@pytest.mark.parametrize("command", [["ratings-api"], ["python", "-m", "ratings_api"]])
-def test_the_installed_command_builds_the_same_site(
-    installed_tool: Tool, command: list[str], tmp_path: Path
-) -> None:
-    folder = project(tmp_path / "project")
-    where = run(
-        [installed_tool.bin("python"), "-c", "import ratings_api; print(ratings_api.__file__)"],
-        folder,
-    )
-    assert where.stdout.startswith(str(installed_tool.venv / "lib")), where  # not the checkout's
-    said = run([installed_tool.bin(command[0]), *command[1:]], folder)
-    assert (said.returncode, said.stderr) == (0, "")
-    assert said.stdout.startswith(
-        "built site: 1 article; files: 10 written, 0 removed, 0 unchanged in "
-    )
-
-    built, expected = read_tree(folder / "site"), read_tree(expected_site(tmp_path))
-    assert "index.html" in built  # the templates came along
-    assert "assets/star.svg" in built
-    assert built == expected, tree_diff(built, expected)
-
-
-def test_version_is_the_installed_package_s(installed_tool: Tool, tmp_path: Path) -> None:
-    """--version reads the installed metadata; a checkout's generate.py says it is none."""
-    said = run([installed_tool.bin("ratings-api"), "--version"], tmp_path)
-    assert (said.returncode, said.stdout, said.stderr) == (
-        0,
-        f"ratings-api {PROJECT['version']}\n",
-        "",
-    )
-    checkout = run([sys.executable, "-m", "ratings_api", "--version"], ROOT)
-    assert (checkout.returncode, checkout.stdout) == (
-        0,
-        "ratings-api (not installed: a checkout)\n",
-    )
 
 
 # The installed app under gunicorn, as docs/serving.md shows (its --serve is generate.py's, which
@@ -145,43 +96,67 @@ GUNICORN: Final = [
 ]
 
 
-def test_the_installed_app_serves_the_site_under_gunicorn(
-    installed_tool: Tool, tmp_path: Path
+@pytest.mark.stores(
+    "SeaweedFS", why="the installed copy: test_publish.py holds the stores to the same publish"
+)
+def test_the_installed_command_builds_serves_and_publishes_the_checkout_s_site(
+    installed_tool: Path, object_store: Store, tmp_path: Path
 ) -> None:
-    folder = project(tmp_path / "project")
-    assert run([installed_tool.bin("ratings-api")], folder).returncode == 0
+    """Run from a folder of its own, as `ratings-api` and `python -m ratings_api`: the same site
+    as the checkout's, its own version, the app under gunicorn, and with the [publish] extra,
+    a publish."""
+    checkout, folder, publishing = (tmp_path / name for name in ("checkout", "project", "publish"))
+    for where in (checkout, folder, publishing):
+        where.mkdir()
+        (where / "ratings.yaml").write_text(RATINGS, encoding="utf-8")
+    build(str(checkout / "ratings.yaml"), str(checkout / "site"), base_url=None, environ={})
+    expected = read_tree(checkout / "site")
+    python = installed_tool / BIN / "python"
+    where = run([python, "-c", "import ratings_api; print(ratings_api.__file__)"], folder)
+    assert where.stdout.startswith(str(installed_tool / "ratings-api" / "lib")), (
+        where
+    )  # not the checkout's
+    for command in ([installed_tool / BIN / "ratings-api"], [python, "-m", "ratings_api"]):
+        shutil.rmtree(folder / "site", ignore_errors=True)
+        said = run(command, folder)
+        assert (said.returncode, said.stderr) == (0, "")
+        assert said.stdout.startswith(
+            "built site: 1 article; files: 10 written, 0 removed, 0 unchanged in "
+        )
+        built = read_tree(folder / "site")
+        assert "index.html" in built  # the templates came along
+        assert "assets/star.svg" in built
+        assert built == expected, tree_diff(built, expected)
+
+    # --version reads the installed metadata; a checkout's generate.py says it is none.
+    said = run([installed_tool / BIN / "ratings-api", "--version"], tmp_path)
+    assert (said.returncode, said.stdout, said.stderr) == (
+        0,
+        f"ratings-api {PROJECT['version']}\n",
+        "",
+    )
+    said = run([sys.executable, "-m", "ratings_api", "--version"], ROOT)
+    assert (said.returncode, said.stdout) == (0, "ratings-api (not installed: a checkout)\n")
+
     log = tmp_path / "serve.log"
-    process = start([str(installed_tool.bin("gunicorn")), *GUNICORN], folder, log)
+    process = start([str(installed_tool / BIN / "gunicorn"), *GUNICORN], folder, log)
     try:
         port = int(wait_for(r"Listening at: http://127\.0\.0\.1:(\d+)", log, process)[1])
         wait_answering(port)  # gunicorn listens before its worker runs
         url = f"http://127.0.0.1:{port}/away/api/articles/7/rating/"
         with urllib.request.urlopen(url, timeout=10) as answer:
-            document = (folder / "site" / DOCUMENT).read_bytes()
-            assert (answer.status, answer.read()) == (200, document)
+            assert (answer.status, answer.read()) == (200, expected[DOCUMENT])
     finally:
         stop(process, signal.SIGINT)
 
-
-@pytest.mark.stores(
-    "SeaweedFS", why="the installed copy: test_publish.py holds the stores to the same publish"
-)
-def test_the_installed_command_publishes(
-    installed_tool: Tool, object_store: Store, tmp_path: Path
-) -> None:
-    """With the [publish] extra, the installed command publishes what the checkout builds."""
-    folder = project(tmp_path / "project")
     object_store.create_bucket("packaging")
-    environ = {
-        **object_store.environ(),
-        "AWS_CONFIG_FILE": os.devnull,
-        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-    }
+    environ = {**object_store.environ(), "AWS_CONFIG_FILE": os.devnull}
+    environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
     said = run(
-        [installed_tool.bin("ratings-api"), "--publish", "s3://packaging/v1"], folder, environ
+        [installed_tool / BIN / "ratings-api", "--publish", "s3://packaging/v1"], folder, environ
     )
     assert (said.returncode, said.stderr) == (0, "")
     assert said.stdout.startswith("published s3://packaging/v1: 9 uploaded, 0 removed, ")
-    assert sorted(path.name for path in folder.iterdir()) == ["ratings.yaml"]  # no folder written
+    assert [path.name for path in publishing.iterdir()] == ["ratings.yaml"]  # no folder written
     with urllib.request.urlopen(object_store.url("packaging", f"v1/{DOCUMENT}")) as answer:
-        assert answer.read() == (expected_site(tmp_path) / DOCUMENT).read_bytes()
+        assert answer.read() == expected[DOCUMENT]
