@@ -139,7 +139,7 @@ LOOKUPS: Final[list[tuple[str, str, dict[str, str], tuple[str, str] | None]]] = 
         ".request": "GET /away/api/articles/7/rating/ 200 OK",
         "#result-json": DOCUMENT_7,
     }, ("4.8 out of 5 stars", "width: 96%;")),
-    ("31", "found", {"#result-message": "Article 31 is listed but not rated yet."}, ("0.0 out of 5 stars", "width: 0%;")),
+    ("31", "found", {"#result-message": "Article 31 is listed but not rated yet."}, ("not rated yet", "width: 0%;")),
     # The page says so instead of failing silently.
     ("12", "error", {
         "#result-message": "The API answered 200 OK, but not with JSON.", "#result-json": NOT_JSON,
