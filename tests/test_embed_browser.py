@@ -60,6 +60,7 @@ class Shown:
     article: str | None
     text: str = ""
     label: str = ""
+    note: str = ""  # for a reader of the page (docs/embed.png)
 
 
 SWEDISH: Final = (
@@ -79,10 +80,10 @@ ROWS: Final = [
     Shown("parent", "", "12", *RATED_7),
     Shown("parent", "", "1000000", "5.0 (1 rating)", "Rated 5.0 out of 5 by 1 reader"),
     Shown("parent", "", "31", "Not rated yet", "Not rated yet"),
-    Shown("parent", "", "2"),  # no such article
-    Shown("parent", "", "07"),  # not an id
+    Shown("parent", "", "2", note="no such article"),
+    Shown("parent", "", "07", note="not an id"),
     Shown("parent", "", None),
-    Shown("parent", "", "7", *RATED_7),  # again: asked once
+    Shown("parent", "", "7", *RATED_7, note="again: asked once"),
     Shown("parent", 'lang="de"', "7", *GERMAN_7),
     Shown("parent", 'lang="de"', "31", "Noch nicht bewertet", "Noch nicht bewertet"),
     Shown("parent", 'class="styled"', "7", *RATED_7),
@@ -134,7 +135,8 @@ def page(api: str, rows: list[Shown], frames: list[str], root: str = 'lang="en"'
     def markup(row: Shown) -> str:
         article = "" if row.article is None else f'article-id="{row.article}"'
         own = row.attributes if row.where == "element" else ""
-        caption = html.escape(f"{row.attributes} {article}".strip()) or "(no article-id)"
+        caption = f"{row.attributes} {article}".strip() or "(no article-id)"
+        caption = html.escape(f"{caption} ({row.note})" if row.note else caption)
         inside = f"<code>{caption}</code> <article-rating {article} {own}></article-rating>"
         if row.where == "element":
             return f'<div lang="ja"><p>{inside}</p></div>\n'
