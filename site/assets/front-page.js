@@ -4,12 +4,14 @@
 "use strict";
 
 
-function drawStars(widget, value) {
+function drawStars(widget, value, unrated = false) {
   const max = Number(widget.dataset.max);
   const share = Math.min(Math.max(value / max, 0), 1);
   // A CSSOM property, which the policy allows, unlike a style attribute in the markup.
   widget.querySelector(".stars-full").style.width = `${(share * 100).toFixed(1)}%`;
-  widget.setAttribute("aria-label", `${value.toFixed(1)} out of ${max} stars`);
+  // An article no one has rated is not "0.0 out of 5" to a screen reader.
+  const label = unrated ? "not rated yet" : `${value.toFixed(1)} out of ${max} stars`;
+  widget.setAttribute("aria-label", label);
   widget.classList.add("drawn");
 }
 
@@ -30,7 +32,7 @@ function showRating(parts, id, rating, stars) {
   parts.average.textContent = rating.rating_value;
   const widget = parts.rating.querySelector(".stars");
   if (widget) {
-    drawStars(widget, value);
+    drawStars(widget, value, rating.rating_count === 0);
   }
   parts.rating.hidden = false;
 }
