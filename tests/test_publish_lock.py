@@ -11,7 +11,6 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -33,20 +32,16 @@ LOCK_KEY: Final = "p/.ratings-api/lock"
 STATE_KEY: Final = "p/.ratings-api/state.gz"
 OTHER: Final = {"who": "ci@runner-7 (process 4242)", "since": "24 Nov 2026 09:00:00 UTC"}
 HOLDER: Final = f"{OTHER['who']}, since {OTHER['since']}"  # as the lines name it
-UNKNOWN: Final = "an unknown holder, since an unknown time"
-# Bodies no publish writes: each an unknown holder's lock, with the lease of this version.
-# (A body of an older version, without a format, is waited out for the lease it states.)
-DAMAGED_LOCKS: Final = {
-    "nested": b"[" * 100_000,
-    "lease-nan": json.dumps({**OTHER, "lease": float("nan")}).encode(),
-    "lease-infinite": json.dumps({**OTHER, "lease": float("inf")}).encode(),
-    "lease-negative": json.dumps({**OTHER, "lease": -1e300}).encode(),
-}
+# What the publisher decides, on its own clock and from what it reads: the conditional
+# writes of its lock, which a store decides, run on every store in each publish.
+PUBLISHERS_OWN: Final = pytest.mark.stores(
+    "SeaweedFS", why="the publisher's own logic: its conditional writes run on every store"
+)
 
 
-def plant(project: Project, lease: float | bytes) -> bytes:
-    """Another publish's lock, as it would write it; or (bytes) a damaged one's body."""
-    body = lease if isinstance(lease, bytes) else json.dumps({**OTHER, "lease": lease}).encode()
+def plant(project: Project, lease: float) -> bytes:
+    """Another publish's lock, as a publish of an older version writes it."""
+    body = json.dumps({**OTHER, "lease": lease}).encode()
     project.store.client().put_object(Bucket=project.bucket, Key=LOCK_KEY, Body=body)
     return body
 
@@ -81,7 +76,7 @@ TOGETHER: Final = {
 }
 
 
-@pytest.mark.parametrize("case", TOGETHER)
+@pytest.mark.parametrize("case", ["first", pytest.param("one-change-each", marks=PUBLISHERS_OWN)])
 def test_publishes_started_together_take_turns(project: Project, case: str) -> None:
     """All exit 0, the bucket holds the last one's site, and no file is uploaded twice
     more than a run one after another would."""
@@ -129,48 +124,51 @@ def serial_uploads(project: Project, before: str | None, order: list[Path]) -> i
 # A lock held, stale or lost
 
 
-def test_a_held_lock_makes_a_publish_wait_then_stop(
-    project: Project, monkeypatch: pytest.MonkeyPatch
+@PUBLISHERS_OWN
+@pytest.mark.parametrize(
+    ("lease", "timeout", "code", "last"),
+    [
+        (
+            lock.MAX_LEASE,
+            "1",
+            2,
+            (
+                f"another publish holds the lock ({HOLDER}); waited 1 s (--lock-timeout); "
+                "nothing was changed"
+            ),
+        ),
+        (1.0, "600", 0, f"took over the lock of {HOLDER}"),
+    ],
+    ids=["held", "died"],
+)
+def test_another_publishs_lock_is_waited_on_then_left_or_taken_over(
+    project: Project,
+    monkeypatch: pytest.MonkeyPatch,
+    lease: float,
+    timeout: str,
+    code: int,
+    last: str,
 ) -> None:
-    """The lock states a lease of 600 s, longer than the wait: it is waited on, then left."""
+    """A lease longer than the wait: the lock is left. One that ends (its publish died):
+    it is waited out on the waiter's own clock, then taken over. Every body a lock may
+    hold is in tests/test_lock_body.py."""
     monkeypatch.setattr(lock, "LEASE", 1.0)  # so that a --lock-timeout of 1 s is allowed
-    body = plant(project, lock.MAX_LEASE)
-    done = project.main("--publish", project.target, "--lock-timeout", "1")
-    assert done.code == 2
-    assert done.err == (
-        f"{project.target}: waiting for the lock held by {HOLDER} (0 of 1 s)\n"
-        f"{project.target}: another publish holds the lock ({HOLDER}); waited 1 s "
-        "(--lock-timeout); nothing was changed\n"
-    )
-    assert project.objects() == {LOCK_KEY: body}
-
-
-# A lock whose publish died: its lease is waited out, on the waiter's own clock, from
-# when it first saw it (the lease of this version shortened here to 1 s).
-DIED: Final = {
-    "stated-lease": (1.0, HOLDER),
-    "unreadable": (b"?", UNKNOWN),
-    **{name: (body, UNKNOWN) for name, body in DAMAGED_LOCKS.items()},
-}
-
-
-@pytest.mark.parametrize(("lease", "holder"), DIED.values(), ids=DIED.keys())
-def test_a_lock_whose_publish_died_is_taken_over_after_its_lease(
-    project: Project, lease: float | bytes, holder: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(lock, "LEASE", 1.0)
-    plant(project, lease)
+    body = plant(project, lease)
     started = time.monotonic()
-    done = project.main("--publish", project.target)
-    assert done.code == 0, done.err
-    assert done.err == (
-        f"{project.target}: waiting for the lock held by {holder} (0 of 600 s)\n"
-        f"{project.target}: took over the lock of {holder}\n"
-    )
+    done = project.main("--publish", project.target, "--lock-timeout", timeout)
     assert time.monotonic() - started > 1.0
-    project.assert_published()  # and the lock released
+    assert done.code == code
+    assert done.err == (
+        f"{project.target}: waiting for the lock held by {HOLDER} (0 of {timeout} s)\n"
+        f"{project.target}: {last}\n"
+    )
+    if code:
+        assert project.objects() == {LOCK_KEY: body}
+    else:
+        project.assert_published()  # and the lock released
 
 
+@PUBLISHERS_OWN
 def test_a_publish_that_lost_its_lock_stops(
     project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -209,24 +207,13 @@ def shorten(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(lock, name, value)
 
 
-def stopped_when(project: Project, process: list[subprocess.Popen[str]]) -> Callable[[], None]:
-    """An act of the proxy: SIGSTOP the publish of ``process`` once (before its request)."""
-
-    def stop() -> None:
-        if process and not STOPPED.get(process[0].pid):
-            STOPPED[process[0].pid] = True
-            process[0].send_signal(signal.SIGSTOP)
-
-    return stop
-
-
-STOPPED: dict[int, bool] = {}
 FENCED: Final = (
     ": this publish's lock was not renewed within 2 s, so another publish may hold it "
     "now; stopped: publish again to finish\n"
 )
 
 
+@PUBLISHERS_OWN
 @pytest.mark.parametrize("when", ["uploading", "before-its-removals"])
 def test_a_holder_stopped_past_its_lease_writes_nothing_once_resumed(
     project: Project, monkeypatch: pytest.MonkeyPatch, when: str
@@ -240,15 +227,21 @@ def test_a_holder_stopped_past_its_lease_writes_nothing_once_resumed(
         project.use(b)
         assert project.publish().code == 0
     started: list[subprocess.Popen[str]] = []
+    stopped = threading.Event()
+
+    def stop() -> None:  # before A's request, in the proxy: once
+        if not stopped.is_set():
+            stopped.set()
+            started[0].send_signal(signal.SIGSTOP)
+
     key = "p/index.html" if when != "uploading" else "p/" + test_publish.document(40)
-    project.proxy.before_each("PUT", key, stopped_when(project, started))
+    project.proxy.before_each("PUT", key, stop)
     project.use(a)
     started.append(
         project.start("--quiet", "--publish-workers", "1", "--max-removals", "999", short=True)
     )
     try:
-        while not STOPPED.get(started[0].pid) and started[0].poll() is None:
-            time.sleep(0.01)
+        assert stopped.wait(timeout=60), "A never got that far"
         project.use(b)
         done = project.publish("--max-removals", "999")
         assert (done.code, done.err) == (0, "")
@@ -260,9 +253,8 @@ def test_a_holder_stopped_past_its_lease_writes_nothing_once_resumed(
     assert (started[0].returncode, err) == (2, project.target + FENCED)
 
 
-def test_a_waiter_whose_clock_is_ahead_takes_no_live_lock(
-    project: Project, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@PUBLISHERS_OWN
+def test_a_waiter_whose_clock_is_ahead_takes_no_live_lock(project: Project) -> None:
     """Another publish renews its lock (of a 40 s lease) all along; B's wall clock is 50 s
     ahead (libfaketime): B waits out its --lock-timeout and changes nothing."""
     renewing = threading.Event()
@@ -278,19 +270,20 @@ def test_a_waiter_whose_clock_is_ahead_takes_no_live_lock(
         # Every clock of the process 50 s ahead: a constant offset changes no duration
         # (libfaketime's FAKETIME_DONT_FAKE_MONOTONIC breaks Python's time.sleep).
         ahead = ["faketime", "-f", "+50s"]
-        process = project.start("--lock-timeout", "5", short=True, clock=ahead)
+        process = project.start("--lock-timeout", "3", short=True, clock=ahead)
         _, err = process.communicate(timeout=60)
     finally:
         renewing.set()
         renewer.join()
     assert process.returncode == 2, err
     assert err.endswith(
-        f"{project.target}: another publish holds the lock ({HOLDER}); waited 5 s "
+        f"{project.target}: another publish holds the lock ({HOLDER}); waited 3 s "
         "(--lock-timeout); nothing was changed\n"
     )
     assert set(project.objects()) == {LOCK_KEY}
 
 
+@PUBLISHERS_OWN
 @pytest.mark.parametrize("dropped", [0, 3], ids=["create", "renewal"])
 def test_a_lost_reply_to_its_own_lock_write_is_known_as_its_own(
     project: Project, monkeypatch: pytest.MonkeyPatch, dropped: int
@@ -298,13 +291,19 @@ def test_a_lost_reply_to_its_own_lock_write_is_known_as_its_own(
     """The store applies the write and the answer is lost: the client's retry is refused,
     and the lock read back holds its own token."""
     shorten(monkeypatch)
-    project.proxy.drop_reply("PUT", LOCK_KEY, after=dropped)  # after the create and checks
-    held = project.proxy.hold_reply("PUT", "index.html")
-    timer = threading.Timer(2.5, held.release.set)  # long enough for renewals
-    timer.start()
+    lost = project.proxy.drop_reply("PUT", LOCK_KEY, after=dropped)  # after the create and checks
+    held = project.proxy.hold_reply("PUT", "index.html")  # until a renewal is sent
+
+    def release() -> None:
+        lost.reached.wait(timeout=60)
+        time.sleep(0.5)  # its retry refused, the lock read back
+        held.release.set()
+
+    releaser = threading.Thread(target=release)
+    releaser.start()
     done = project.main("--publish", project.target)  # not --quiet: no line waiting on itself
-    timer.join()
-    assert (done.code, done.err) == (0, "")
+    releaser.join()
+    assert (done.code, done.err, lost.reached.is_set()) == (0, "", True)
     project.assert_published()
 
 
