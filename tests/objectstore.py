@@ -324,8 +324,9 @@ class CountingProxy:
         connection instead of answering: the store applied it, the client never hears."""
         return self._add(Rule(method, key, "drop", after=after))
 
-    def before_each(self, method: str, key: str, act: Callable[[], None]) -> Rule:
-        """Call ``act`` before forwarding each such request (another client's write, say)."""
+    def before(self, method: str, key: str, act: Callable[[], None]) -> Rule:
+        """Call ``act`` before forwarding the next such request (another client's write,
+        say): in the proxy, from outside the client."""
         return self._add(Rule(method, key, "before", act=act))
 
     def _add(self, rule: Rule) -> Rule:
@@ -362,13 +363,13 @@ class Rule:
     action: str  # "hold": answer once released; "drop": close without answering; "before"
     reached: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
-    taken: bool = False  # by a request: a rule acts once, but "before" each time
+    taken: bool = False  # by a request: a rule acts once
     act: Callable[[], None] | None = None  # what "before" does
     after: int = 0  # such requests let through before the rule acts
 
     def matches(self, method: str, path: str) -> bool:
         if (
-            (self.taken and self.action != "before")
+            self.taken
             or method != self.method
             or not urllib.parse.urlsplit(path).path.endswith("/" + self.key)
         ):

@@ -17,12 +17,12 @@ from typing import Final
 import pytest
 
 from ratings_api import lock, running
-from ratings_api.bucket_state import BucketState, Site, plan
+from ratings_api.bucket_state import BucketState, plan
 from ratings_api.build import render_site
 from ratings_api.publish import site_of
 from tests import test_publish
 from tests.objectstore import start_counting_proxy
-from tests.test_publish import SHORT, Project, many
+from tests.test_publish import SHORT, Project, catalogue, many
 
 pytestmark = pytest.mark.real_world
 
@@ -46,79 +46,36 @@ def plant(project: Project, lease: float) -> bytes:
     return body
 
 
-def catalogue(project: Project, name: str, text: str) -> Path:
-    folder = project.folder / name
-    folder.mkdir()
-    (folder / "ratings.yaml").write_text(text)
-    return folder
-
-
-def uploads(project: Project) -> int:
-    """The files uploaded through the proxy: PUTs of neither the state nor the lock."""
-    return sum(
-        1
-        for method, path in project.proxy.requests
-        if method == "PUT" and not path.endswith((STATE_KEY, LOCK_KEY))
-    )
-
-
 # Publishes started together
 
 
-def one_change(n: int) -> str:
-    return many(50).replace(f"  {n}: [{n % 5 + 1}]\n", f"  {n}: [{(n + 1) % 5 + 1}]\n")
-
-
-# Each case: the catalogue published first (if any), and those started together.
-TOGETHER: Final = {
-    "first": (None, [many(50), many(50), many(40, first=20)]),  # the same twice, and another
-    "one-change-each": (many(50), [one_change(3), one_change(30)]),
-}
-
-
-@pytest.mark.parametrize("case", ["first", pytest.param("one-change-each", marks=PUBLISHERS_OWN)])
-def test_publishes_started_together_take_turns(project: Project, case: str) -> None:
-    """All exit 0, the bucket holds the last one's site, and no file is uploaded twice
-    more than a run one after another would."""
-    before, texts = TOGETHER[case]
-    if before is not None:
-        project.ratings.write_text(before)
-        assert project.publish().code == 0
-    folders = [catalogue(project, f"c{n}", text) for n, text in enumerate(texts)]
-    project.proxy.clear()
-    started = []
-    for folder in folders:
-        project.use(folder)
-        started.append((folder, project.start("--quiet")))
-    finished: list[Path] = []
-    while len(finished) < len(started):
-        for folder, process in started:
-            if folder not in finished and process.poll() is not None:
-                finished.append(folder)
+def test_publishes_started_together_take_turns(project: Project) -> None:
+    """Three publishes of an empty bucket, two of them the same: all exit 0, the bucket
+    holds the last one's site, and no file is uploaded more than a run of the same
+    publishes one after another, in the order they ended, would upload it. (Publishes
+    of changes that meet are test_state_chain.py's, in memory.)"""
+    texts = [many(50), many(50), many(40, first=20)]
+    started = {}
+    for n, text in enumerate(texts):
+        project.use(catalogue(project, f"c{n}", text))
+        started[project.ratings] = project.start("--quiet")
+    ended: list[Path] = []
+    while len(ended) < len(started):
+        ended += [
+            path for path, run in started.items() if path not in ended and run.poll() is not None
+        ]
         time.sleep(0.05)
-    for _, process in started:
+    for process in started.values():
         assert (process.returncode, *process.communicate()) == (0, "", "")
-    project.use(finished[-1])
+    project.use(ended[-1].parent)
     project.assert_published()
     assert project.publish("--check").code == 0
-    # As many uploads as the same publishes run one after another, in the order they ran.
-    assert uploads(project) == serial_uploads(project, before, finished)
-
-
-def serial_uploads(project: Project, before: str | None, order: list[Path]) -> int:
-    """The files the publishes of ``order`` upload, run one after another after ``before``."""
-
-    def site(source: Path) -> Site:
-        return site_of(render_site(str(source), base_url=None, environ={}))
-
-    state = BucketState()
-    if before is not None:
-        state = plan(site(catalogue(project, "before", before) / "ratings.yaml"), state)[1]
-    total = 0
-    for folder in order:
-        todo, state = plan(site(folder / "ratings.yaml"), state)
-        total += todo.upload_count
-    return total
+    state, uploads = BucketState(), 0
+    for path in ended:
+        todo, state = plan(site_of(render_site(str(path), base_url=None, environ={})), state)
+        uploads += todo.upload_count
+    puts = [path for method, path in project.proxy.requests if method == "PUT"]
+    assert len([path for path in puts if not path.endswith((STATE_KEY, LOCK_KEY))]) == uploads
 
 
 # A lock held, stale or lost
@@ -179,14 +136,13 @@ def test_a_publish_that_lost_its_lock_stops(
     seen: list[bytes] = []
 
     def another_takes_it() -> None:
-        if not seen:
-            seen.append(project.objects()[LOCK_KEY])
-            time.sleep(0.6)
-            seen.append(project.objects()[LOCK_KEY])
-            plant(project, lock.LEASE)
-            time.sleep(1.2)
+        seen.append(project.objects()[LOCK_KEY])
+        time.sleep(0.6)
+        seen.append(project.objects()[LOCK_KEY])
+        plant(project, lock.LEASE)
+        time.sleep(1.2)
 
-    project.proxy.before_each("PUT", "index.html", another_takes_it)
+    project.proxy.before("PUT", "index.html", another_takes_it)
     done = project.publish()
     assert (done.code, done.out) == (2, "")
     assert done.err == (
@@ -218,24 +174,23 @@ FENCED: Final = (
 def test_a_holder_stopped_past_its_lease_writes_nothing_once_resumed(
     project: Project, monkeypatch: pytest.MonkeyPatch, when: str
 ) -> None:
-    """A is stopped (SIGSTOP) while it uploads, or just before it removes 90 files; B
+    """A is stopped (SIGSTOP) while it uploads, or just before it removes 30 files; B
     takes the stale lock and publishes; A resumes, and stops before its next write."""
     shorten(monkeypatch)
-    b = catalogue(project, "b", many(100))
-    a = catalogue(project, "a", many(300 if when == "uploading" else 10))
+    b = catalogue(project, "b", many(40))
+    a = catalogue(project, "a", many(60 if when == "uploading" else 10))
     if when != "uploading":
         project.use(b)
         assert project.publish().code == 0
     started: list[subprocess.Popen[str]] = []
     stopped = threading.Event()
 
-    def stop() -> None:  # before A's request, in the proxy: once
-        if not stopped.is_set():
-            stopped.set()
-            started[0].send_signal(signal.SIGSTOP)
+    def stop() -> None:
+        started[0].send_signal(signal.SIGSTOP)
+        stopped.set()
 
     key = "p/index.html" if when != "uploading" else "p/" + test_publish.document(40)
-    project.proxy.before_each("PUT", key, stop)
+    project.proxy.before("PUT", key, stop)
     project.use(a)
     started.append(
         project.start("--quiet", "--publish-workers", "1", "--max-removals", "999", short=True)
@@ -352,12 +307,13 @@ def test_a_full_store_is_one_line_and_the_next_publish_converges(
     project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every PUT answered 500, as SeaweedFS answers when it has no room left."""
-    project.ratings.write_text(many(100))
+    project.ratings.write_text(many(40))
+
+    def fill() -> None:  # from this upload on, in the proxy
+        project.proxy.full = True
+
+    project.proxy.before("PUT", "p/" + test_publish.document(10), fill)
     process = project.start("--quiet", "--publish-workers", "2")
-    deadline = time.monotonic() + 60
-    while project.proxy.count("PUT") < 10 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    project.proxy.full = True
     try:
         _, err = process.communicate(timeout=60)
     finally:
