@@ -748,9 +748,11 @@ def test_a_publish_stopped_midway_converges(
     # --publish-workers: the uploads in flight at once; and, once stopped, its lock's release
     assert project.proxy.peak == 2 + (stop != signal.SIGKILL)
     assert list(project.state().values()).count(False) == 60 + 8  # every file marked
+    if stop != signal.SIGKILL:
+        return  # the bucket is left as a kill leaves it: what follows is proven once
     # The next publish, even of another catalogue, ends with exactly its site; the lock
-    # the stopped one could not release (the store stalled, or it was killed) is taken
-    # over once seen unchanged for its lease (shortened here).
+    # the stopped one could not release is taken over once seen unchanged for its lease
+    # (shortened here).
     monkeypatch.setattr(lock, "LEASE", 1.0)
     project.ratings.write_text(many(40, first=30))
     done = project.publish("--max-removals", "99")
