@@ -3,49 +3,43 @@
 from __future__ import annotations
 
 import builtins
-import hashlib
-import os
-import re
 import signal
-import subprocess
 import sys
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 import pytest
 
 from ratings_api import lock
-from ratings_api.bucket_state import (
-    BucketState,
-    decode,
-    encode,
-    marked,
-    plan,
-)
+from ratings_api.bucket_state import BucketState, encode, marked, plan
 from ratings_api.build import render_site
 from ratings_api.cli import main
 from ratings_api.contract import CACHE_CONTROL
-from ratings_api.lock import read_body
 from ratings_api.publish import publish, site_of
 from ratings_api.s3 import Destination, explain
-from tests.objectstore import RATINGS as CATALOGUE
-from tests.objectstore import CountingProxy, Store, free_port, start_counting_proxy
+from tests import objectstore
+from tests.objectstore import (
+    LOCK_KEY,
+    STATE_KEY,
+    UNSET,
+    Capture,
+    Project,
+    catalogue,
+    free_port,
+    many,
+)
+from tests.objectstore import PUBLISHED as RATINGS
 from tests.test_state_chain import GOOD_HEAD, NEWER, UNREADABLE, state_of
 from tests.trees import document
 
 pytestmark = pytest.mark.real_world
 
-REPO: Final = Path(__file__).resolve().parent.parent
-STATE_KEY: Final = ".ratings-api/state.gz"
-BASE: Final = "https://ratings.example.com"
-UNSET: Final = "\0unset"  # a variable's value in Project.environ that removes it
-RATINGS: Final = CATALOGUE + "  31: []\n"  # and an article no one has rated yet
+project, proxy = objectstore.project, objectstore.proxy  # the fixtures, by name
+
 TYPES: Final = {
     "index.html": "text/html; charset=utf-8",
     "404.html": "application/json",
@@ -70,142 +64,6 @@ LOCKING: Final = 4
 # The same where a publish released it before: the create is refused, the lock read
 # back, and taken over with If-Match.
 TAKING: Final = LOCKING + 2
-LOCK_KEY: Final = ".ratings-api/lock"
-# The lease's figures shortened, so that a test waits seconds, not minutes; in a
-# process of its own (SHORT_MAIN) or in this one (monkeypatch).
-SHORT: Final = {"LEASE": 2.5, "RENEW": 0.5, "SAFE": 2.0}
-SHORT_MAIN: Final = (
-    "import sys; from ratings_api import lock; from ratings_api.cli import main; "
-    "[setattr(lock, name, value) for name, value in {}.items()]; sys.exit(main(sys.argv[1:]))"
-)
-
-
-def many(count: int, first: int = 1) -> str:
-    lines = "".join(f"  {n}: [{n % 5 + 1}]\n" for n in range(first, first + count))
-    return f"base_url: {BASE}\nscale: [1, 5]\narticles:\n{lines}"
-
-
-def catalogue(project: Project, name: str, text: str) -> Path:
-    """A folder with the ratings file ``text`` (its output goes beside it)."""
-    folder = project.folder / name
-    folder.mkdir()
-    (folder / "ratings.yaml").write_text(text)
-    return folder
-
-
-@dataclass(frozen=True)
-class Done:
-    code: int
-    out: str
-    err: str
-
-
-class Project:
-    """A ratings file, its output folder, a bucket and the AWS variables pointing at it."""
-
-    def __init__(
-        self, folder: Path, store: Store, proxy: CountingProxy, bucket: str, capsys: Capture
-    ) -> None:
-        self.folder, self.store, self.proxy, self.bucket = folder, store, proxy, bucket
-        self.capsys = capsys
-        self.target = f"s3://{bucket}/p"
-        self.use(folder)
-        self.ratings.write_text(RATINGS)
-
-    def use(self, folder: Path) -> None:
-        """Publish the ratings file in ``folder`` from now on, built beside it."""
-        self.ratings, self.output = folder / "ratings.yaml", folder / "site"
-
-    def environ(self, **changes: str) -> dict[str, str]:
-        """The AWS variables of a publish through the proxy (UNSET: not set)."""
-        return {
-            **self.store.environ(),
-            "AWS_ENDPOINT_URL": self.proxy.endpoint,
-            "AWS_CONFIG_FILE": str(self.folder / "no-aws-config"),
-            "AWS_SHARED_CREDENTIALS_FILE": str(self.folder / "no-aws-credentials"),
-            "AWS_EC2_METADATA_DISABLED": "true",  # no instance to ask for credentials
-            **changes,
-        }
-
-    def arguments(self, *options: str) -> list[str]:
-        return ["--input", str(self.ratings), "--output", str(self.output), *options]
-
-    def run(self, argv: list[str], **environ: str) -> Done:
-        """``generate.py ARGV`` in this process, in the project's folder: exit code, output."""
-        with pytest.MonkeyPatch.context() as patch:
-            patch.chdir(self.folder)
-            for name in [name for name in os.environ if name.startswith("AWS_")]:
-                patch.delenv(name)
-            for name, value in self.environ(**environ).items():
-                if value == UNSET:
-                    patch.delenv(name, raising=False)
-                else:
-                    patch.setenv(name, value)
-            code = main(argv)
-        out, err = self.capsys.readouterr()
-        return Done(code, out, err)
-
-    def main(self, *options: str, **environ: str) -> Done:
-        return self.run(self.arguments(*options), **environ)
-
-    def publish(self, *options: str, **environ: str) -> Done:
-        return self.main("--quiet", "--publish", self.target, *options, **environ)
-
-    def start(
-        self, *options: str, short: bool = False, clock: Sequence[str] = (), **environ: str
-    ) -> subprocess.Popen[str]:
-        """``generate.py --publish`` with ``options``, started in a process of its own;
-        ``short``: with the lease's figures SHORT; ``clock``: the command that runs it."""
-        variables = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        generate = [sys.executable, "-W", "error", str(REPO / "generate.py")]
-        if short:
-            generate[-1:] = ["-c", SHORT_MAIN.format(SHORT)]
-            variables["PYTHONPATH"] = str(REPO)
-        return subprocess.Popen(
-            [*clock, *generate, *self.arguments("--publish", self.target, *options)],
-            env={**variables, **self.environ(**environ)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-
-    def objects(self, prefix: str = "") -> dict[str, bytes]:
-        """Every object in the bucket (under ``prefix``), read back over S3."""
-        client = self.store.client()
-        listed = client.list_objects_v2(Bucket=self.bucket, Prefix=prefix).get("Contents", [])
-        return {
-            item["Key"]: client.get_object(Bucket=self.bucket, Key=item["Key"])["Body"].read()
-            for item in listed
-        }
-
-    def site(self, prefix: str = "p/") -> dict[str, bytes]:
-        """What the bucket must hold: the built files, but _redirects and the build's record."""
-        return {
-            prefix + path.relative_to(self.output).as_posix(): path.read_bytes()
-            for path in self.output.rglob("*")
-            if path.is_file() and path.name != "_redirects" and not path.name.startswith(".")
-        }
-
-    def state(self) -> dict[str, bool]:
-        """Each file the state records, and whether it knows its bytes."""
-        body = self.store.client().get_object(Bucket=self.bucket, Key=f"p/{STATE_KEY}")
-        return dict(decode(body["Body"].read()).entries())
-
-    def put_state(self, data: bytes) -> None:
-        self.store.client().put_object(Bucket=self.bucket, Key=f"p/{STATE_KEY}", Body=data)
-
-    def assert_published(self, prefix: str = "p/", theirs: dict[str, bytes] | None = None) -> None:
-        """The bucket under ``prefix`` holds exactly the site, its state (all known), and theirs."""
-        stored, theirs = self.objects(prefix), theirs or {}
-        state = dict(decode(stored.pop(prefix + STATE_KEY)).entries())
-        if prefix + LOCK_KEY not in theirs:  # the lock, released, if a publish took it
-            released = stored.pop(prefix + LOCK_KEY, None)
-            assert released is None or read_body(released).released
-        assert stored == self.site(prefix) | theirs
-        assert state == {key[len(prefix) :]: True for key in stored.keys() - theirs.keys()}
-
-
-Capture = pytest.CaptureFixture[str]
 # Tests that need one store only: marked with the store they run on and why.
 NO_STORE: Final = pytest.mark.stores("SeaweedFS", why="it never reaches the store")
 SIGNATURES: Final = pytest.mark.stores("SeaweedFS", why="moto's server checks no signature")
@@ -219,29 +77,6 @@ CLIENTS_OWN: Final = pytest.mark.stores(
 CLIENT_SIDE: Final = pytest.mark.stores(
     "SeaweedFS", why="the client's own decision: the requests it makes run on every store"
 )
-
-
-@pytest.fixture(scope="module")
-def proxy(object_store: Store) -> Iterator[CountingProxy]:
-    counting = start_counting_proxy(object_store.endpoint)
-    yield counting
-    counting.stop()
-
-
-@pytest.fixture
-def project(
-    tmp_path: Path,
-    object_store: Store,
-    proxy: CountingProxy,
-    request: pytest.FixtureRequest,
-    capsys: Capture,
-) -> Project:
-    name = request.node.name
-    digest = hashlib.md5(name.encode()).hexdigest()[:8]  # parametrized names differ at the end
-    bucket = re.sub(r"[^a-z0-9]+", "-", name.lower())[:40].strip("-") + "-" + digest
-    object_store.create_bucket(bucket)
-    proxy.clear()
-    return Project(tmp_path, object_store, proxy, bucket, capsys)
 
 
 def summary(project: Project, uploaded: int, removed: int, unchanged: int, requests: int) -> str:

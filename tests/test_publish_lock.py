@@ -20,13 +20,13 @@ from ratings_api import lock, running
 from ratings_api.bucket_state import BucketState, plan
 from ratings_api.build import render_site
 from ratings_api.publish import site_of
-from tests import test_publish
-from tests.objectstore import start_counting_proxy
-from tests.test_publish import SHORT, Project, catalogue, many
+from tests import objectstore
+from tests.objectstore import SHORT, Project, catalogue, many, start_counting_proxy
+from tests.trees import document
 
 pytestmark = pytest.mark.real_world
 
-project, proxy = test_publish.project, test_publish.proxy  # the fixtures, by name
+project, proxy = objectstore.project, objectstore.proxy  # the fixtures, by name
 
 LOCK_KEY: Final = "p/.ratings-api/lock"
 STATE_KEY: Final = "p/.ratings-api/state.gz"
@@ -189,7 +189,7 @@ def test_a_holder_stopped_past_its_lease_writes_nothing_once_resumed(
         started[0].send_signal(signal.SIGSTOP)
         stopped.set()
 
-    key = "p/index.html" if when != "uploading" else "p/" + test_publish.document(40)
+    key = "p/index.html" if when != "uploading" else "p/" + document(40)
     project.proxy.before("PUT", key, stop)
     project.use(a)
     started.append(
@@ -312,7 +312,7 @@ def test_a_full_store_is_one_line_and_the_next_publish_converges(
     def fill() -> None:  # from this upload on, in the proxy
         project.proxy.full = True
 
-    project.proxy.before("PUT", "p/" + test_publish.document(10), fill)
+    project.proxy.before("PUT", "p/" + document(10), fill)
     process = project.start("--quiet", "--publish-workers", "2")
     try:
         _, err = process.communicate(timeout=60)
