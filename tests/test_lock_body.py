@@ -50,7 +50,7 @@ def test_a_dead_holders_lock_is_taken_over_after_the_lease_its_body_gives(
 ) -> None:
     """Waited out on the waiter's own clock, from when it first saw the body, saying so
     every 10 s; then taken over, and the lines name the holder."""
-    memory, now, said = Memory(), [0.0], []
+    memory, now, said, timeout = Memory(), [0.0], [], MAX_LEASE + 60
     memory.put(LOCK_NAME, body)
 
     async def sleep(seconds: float) -> None:
@@ -58,13 +58,36 @@ def test_a_dead_holders_lock_is_taken_over_after_the_lease_its_body_gives(
 
     target = Destination("b", "p")
     taker = Lock(Seen(memory), target, "memory", said.append, clock=lambda: now[0], sleep=sleep)
-    asyncio.run(taker.take(Waiting(timeout=MAX_LEASE + 60)))
+    asyncio.run(taker.take(Waiting(timeout)))
     assert said == [
         *(
-            f"{target}: waiting for the lock held by {holder} ({n} of 660 s)"
+            f"{target}: waiting for the lock held by {holder} ({n} of {timeout:g} s)"
             for n in range(0, int(lease) + 1, 10)
         ),
         f"{target}: took over the lock of {holder}",
     ]
     assert lease < now[0] <= lease + POLL
+    assert read_body(memory.contents()[LOCK_NAME]).token == taker.body["token"]
+
+
+def test_a_takeover_another_publish_made_first_is_not_said() -> None:
+    """Another publish takes the dead lock over just before this one does, and releases
+    it: this one's takeover is refused; it takes the released lock, saying no takeover."""
+    memory, now, said, puts = Memory(), [0.0], [], []
+    memory.put(LOCK_NAME, other(lease=1))
+    released = json.dumps({"format": 1, "token": "t", **OTHER, "released": True}).encode()
+
+    async def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    async def before(number: int, method: str, path: str) -> None:
+        puts.append(method == "PUT" and now[0] > 1)
+        if puts.count(True) == 2 and puts[-1]:  # its create refused, the lock read: stale
+            memory.put(LOCK_NAME, released)  # the other's takeover, then its release
+
+    target = Destination("b", "p")
+    taker = Lock(Seen(memory, before), target, "memory", said.append, clock=lambda: now[0])
+    taker.sleep = sleep
+    asyncio.run(taker.take(Waiting()))
+    assert said == [f"{target}: waiting for the lock held by {HOLDER} (0 of 600 s)"]
     assert read_body(memory.contents()[LOCK_NAME]).token == taker.body["token"]

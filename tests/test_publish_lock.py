@@ -21,7 +21,7 @@ from ratings_api.bucket_state import BucketState, plan
 from ratings_api.build import render_site
 from ratings_api.publish import site_of
 from tests import objectstore
-from tests.objectstore import SHORT, Project, catalogue, many, start_counting_proxy
+from tests.objectstore import SHORT, Project, catalogue, many
 from tests.trees import document
 
 pytestmark = pytest.mark.real_world
@@ -51,9 +51,9 @@ def plant(project: Project, lease: float) -> bytes:
 
 def test_publishes_started_together_take_turns(project: Project) -> None:
     """Three publishes of an empty bucket, two of them the same: all exit 0, the bucket
-    holds the last one's site, and no file is uploaded more than a run of the same
-    publishes one after another, in the order they ended, would upload it. (Publishes
-    of changes that meet are test_state_chain.py's, in memory.)"""
+    holds the last one's site, and they upload as many files as the same publishes run
+    one after another, in the order they ended. (Publishes of changes that meet are
+    test_state_chain.py's, in memory.)"""
     texts = [many(50), many(50), many(40, first=20)]
     started = {}
     for n, text in enumerate(texts):
@@ -268,22 +268,17 @@ def test_a_lost_reply_to_its_own_lock_write_is_known_as_its_own(
 @pytest.mark.stores("moto", why="it checks no signature: a proxy may drop the signed conditions")
 @pytest.mark.parametrize("header", ["If-None-Match", "If-Match"])
 def test_a_store_that_ignores_conditional_writes_is_refused(project: Project, header: str) -> None:
-    stripping = start_counting_proxy(project.store.endpoint)
-    stripping.strip.add(header.lower())
-    project.proxy = stripping
-    try:
-        done = project.publish()
-        assert (done.code, done.out) == (2, "")
-        assert done.err == (
-            f"{project.target}: {stripping.endpoint} ignores conditional writes ({header}), "
-            "so two publishes at once could lose files; nothing was changed. If only one "
-            "publish ever runs at a time, run again with --single-publisher\n"
-        )
-        assert set(project.objects()) == {LOCK_KEY}  # no file: the lock, released
-        assert project.publish("--single-publisher").code == 0
-        project.assert_published()
-    finally:
-        stripping.stop()
+    project.proxy.strip.add(header.lower())
+    done = project.publish()
+    assert (done.code, done.out) == (2, "")
+    assert done.err == (
+        f"{project.target}: {project.proxy.endpoint} ignores conditional writes ({header}), "
+        "so two publishes at once could lose files; nothing was changed. If only one "
+        "publish ever runs at a time, run again with --single-publisher\n"
+    )
+    assert set(project.objects()) == {LOCK_KEY}  # no file: the lock, released
+    assert project.publish("--single-publisher").code == 0
+    project.assert_published()
 
 
 @pytest.mark.stores("SeaweedFS", why="the proxy holds the answer: the store plays no part")
