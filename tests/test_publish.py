@@ -606,12 +606,9 @@ def test_a_store_going_away_midway_exits_2_and_the_next_publish_converges(
         project.proxy.gone = True
 
     project.proxy.before("PUT", "p/" + document(30), go)
-    process = project.start("--quiet", "--publish-workers", "2")
-    try:
-        _, err = process.communicate(timeout=60)
-    finally:
-        project.proxy.gone = False
-    assert (process.returncode, err) == (
+    done = project.publish("--publish-workers", "2")
+    project.proxy.gone = False
+    assert (done.code, done.err) == (
         2,
         f"{project.target}: cannot reach {project.proxy.endpoint} (AWS_ENDPOINT_URL)\n",
     )

@@ -308,12 +308,9 @@ def test_a_full_store_is_one_line_and_the_next_publish_converges(
         project.proxy.full = True
 
     project.proxy.before("PUT", "p/" + document(10), fill)
-    process = project.start("--quiet", "--publish-workers", "2")
-    try:
-        _, err = process.communicate(timeout=60)
-    finally:
-        project.proxy.full = False
-    assert (process.returncode, err) == (
+    done = project.publish("--publish-workers", "2")
+    project.proxy.full = False
+    assert (done.code, done.err) == (
         2,
         f"{project.target}: {project.proxy.endpoint} failed: it answered 500 Internal Server Error\n",
     )
