@@ -200,7 +200,7 @@ def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_one() -> None:
     assert len(commands) == 2
     build, test = commands
     assert build.endswith("generate.py --serve")
-    assert test.endswith("python -m pytest --real-world --cov -n auto")
+    assert test.endswith("python -m pytest --real-world --cov -n 4")
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert ci[-1] == test
 
