@@ -21,6 +21,7 @@ from typing import Any, Final
 
 import pytest
 import yaml
+from filelock import FileLock
 
 REPO: Final = Path(__file__).resolve().parent.parent
 ACTION: Final = REPO / "action.yml"
@@ -70,23 +71,32 @@ def run_step(
 
 @pytest.fixture(scope="session")
 def installed_tool(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The action's Install step, run once: the action's own checkout is a copy of this one's
-    package (pip builds in the folder it installs from). Its RUNNER_TEMP, which holds the venv,
-    ``ratings-api``."""
-    folder = tmp_path_factory.mktemp("action")
-    checkout = folder / "action-checkout"
-    shutil.copytree(
-        REPO / "ratings_api", checkout / "ratings_api", ignore=shutil.ignore_patterns("__pycache__")
-    )
-    for name in ("pyproject.toml", "README.md", "action.yml", *REQUIREMENTS):
-        shutil.copyfile(REPO / name, checkout / name)
-    runner_temp = folder / "runner-temp"
-    runner_temp.mkdir()
-    values = {
-        "steps.python.outputs.python-path": sys.executable,
-        "github.action_path": str(checkout),
-    }
-    environ = {**clean_environ(), "RUNNER_TEMP": str(runner_temp)}
-    done = run_step("Install ratings-api", values, environ, folder)
-    assert done.returncode == 0, done.stdout + done.stderr
+    """The action's Install step, run once, however many workers (-n) ask for it: the
+    first installs, the others wait for it (pytest-xdist's own recipe). The action's
+    checkout is a copy of this one's package (pip builds in the folder it installs from).
+    Its RUNNER_TEMP, which holds the venv, ``ratings-api``."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the run's, above each worker's own
+    folder, runner_temp = shared / "action", shared / "action" / "runner-temp"
+    with FileLock(shared / "action.lock"):
+        if not runner_temp.exists():
+            checkout = folder / "action-checkout"
+            shutil.copytree(
+                REPO / "ratings_api",
+                checkout / "ratings_api",
+                ignore=shutil.ignore_patterns("__pycache__"),
+            )
+            for name in ("pyproject.toml", "README.md", "action.yml", *REQUIREMENTS):
+                shutil.copyfile(REPO / name, checkout / name)
+            values = {
+                "steps.python.outputs.python-path": sys.executable,
+                "github.action_path": str(checkout),
+            }
+            environ = {**clean_environ(), "RUNNER_TEMP": str(runner_temp)}
+            runner_temp.mkdir()
+            done = run_step("Install ratings-api", values, environ, folder)
+            if done.returncode != 0:
+                shutil.rmtree(runner_temp)
+            assert done.returncode == 0, done.stdout + done.stderr
     return runner_temp
