@@ -244,17 +244,6 @@ def test_a_repair_that_meets_another_publish_lists_again() -> None:
 DEEP: Final = gzip.compress(b"[" * 200_000 + b"\n")
 
 
-def test_a_state_it_cannot_read_stops_a_publish_and_a_repair_replaces_it() -> None:
-    memory, site = Memory(), site_of_numbers(BEFORE)
-    run(publish(memory, site))
-    memory.put(STATE_NAME, state_of({**GOOD_HEAD, "format": 3, "shards": 4}))
-    with pytest.raises(InputError) as error:
-        run(publish(memory, site))
-    assert str(error.value) == NEWER
-    assert run(publish(memory, site, repair=True)).plan.changes == 0
-    assert_holds(memory.contents(), site)
-
-
 # The state and the plan
 
 
