@@ -125,12 +125,10 @@ class Paused:
         return call
 
 
-def run_together(
-    memory: Memory, publishes: list[tuple[Site, Faults, float, float]], time: Time | None = None
-) -> list[str]:
+def run_together(memory: Memory, publishes: list[tuple[Site, Faults, float, float]]) -> list[str]:
     """Publishes started at their times, each on its own clock, to their ends: each with the
     lock, as publish.publishing runs it."""
-    time = time or Time()
+    time = Time()
 
     async def publish_one(site: Site, faults: Faults, offset: float, at: float) -> str:
         await time.sleep(at)

@@ -9,7 +9,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Final
 
 import pytest
@@ -18,8 +18,8 @@ from ratings_api import lock
 from ratings_api.bucket_state import BucketState, encode, marked, plan
 from ratings_api.build import render_site
 from ratings_api.cli import main
-from ratings_api.contract import CACHE_CONTROL
-from ratings_api.publish import publish, site_of
+from ratings_api.contract import CACHE_CONTROL, CONTENT_TYPES, ERROR_TYPE
+from ratings_api.publish import site_of
 from ratings_api.s3 import Destination, explain
 from tests import objectstore
 from tests.objectstore import (
@@ -40,16 +40,6 @@ pytestmark = pytest.mark.real_world
 
 project, proxy = objectstore.project, objectstore.proxy  # the fixtures, by name
 
-TYPES: Final = {
-    "index.html": "text/html; charset=utf-8",
-    "404.html": "application/json",
-    "away/api/openapi.json": "application/json",
-    "away/api/embed.js": "text/javascript; charset=utf-8",
-    "away/api/embed.d.ts": "text/plain; charset=utf-8",
-    "assets/front-page.css": "text/css; charset=utf-8",
-    "assets/front-page.js": "text/javascript; charset=utf-8",
-    "assets/star.svg": "image/svg+xml",
-}
 DENIED: Final = (
     "access denied (403): check the credentials (AWS_ACCESS_KEY_ID, "
     "AWS_SECRET_ACCESS_KEY, AWS_PROFILE) and their permissions"
@@ -127,12 +117,14 @@ def test_publishes_store_each_file_then_only_what_changed_and_leave_the_users_ob
     assert done.out.splitlines()[1].startswith(summary(project, 12, 0, 0, 17 + LOCKING))
     assert project.proxy.count() == 17 + LOCKING
     project.assert_published(prefix, theirs=theirs)
-    expected = {document(n): "application/json" for n in (1, 2, 7, 31)} | TYPES
-    assert project.site(prefix).keys() - theirs.keys() == {prefix + path for path in expected}
-    for path, kind in expected.items():
-        with urllib.request.urlopen(project.store.url(project.bucket, prefix + path)) as answer:
-            assert answer.headers["Content-Type"] == kind
-            assert answer.headers["Cache-Control"] == CACHE_CONTROL
+    for key in project.site(prefix).keys() - theirs.keys():
+        path = key.removeprefix(prefix)
+        kind = ERROR_TYPE if path == "404.html" else CONTENT_TYPES[PurePosixPath(path).suffix]
+        with urllib.request.urlopen(project.store.url(project.bucket, key)) as answer:
+            assert (answer.headers["Content-Type"], answer.headers["Cache-Control"]) == (
+                kind,
+                CACHE_CONTROL,
+            )
             assert answer.read() == (project.output / path).read_bytes()
     state = ("GET", f"/{project.bucket}/{prefix}{STATE_KEY}")
     lock = ("PUT", f"/{project.bucket}/{prefix}{LOCK_KEY}")
@@ -157,21 +149,6 @@ def test_publishes_store_each_file_then_only_what_changed_and_leave_the_users_ob
     assert done.out.splitlines()[1].startswith(summary(project, 2, 2, 8, 7 + TAKING))
     assert project.objects("elsewhere/") == elsewhere
     project.assert_published(prefix, theirs=theirs)
-
-
-@pytest.mark.stores("SeaweedFS", why="the client counts its uploads: one store shows it")
-def test_progress_is_reported_every_hundred_uploads(
-    project: Project, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    for name, value in project.environ().items():
-        monkeypatch.setenv(name, value)
-    project.ratings.write_text(many(150))
-    site = site_of(render_site(str(project.ratings), base_url=None, environ={}))
-    seen: list[tuple[str, int, int]] = []
-
-    publish(site, Destination(project.bucket, "p"), progress=lambda *report: seen.append(report))
-
-    assert seen == [("uploading", 100, 158), ("uploading", 158, 158)]
 
 
 # The removal guard, --check and --repair
@@ -299,7 +276,18 @@ def test_check_of_an_output_not_built_says_so(project: Project) -> None:
     assert project.proxy.count() == 0
 
 
-def test_repair_lists_the_bucket_and_puts_back_what_was_changed_by_hand(project: Project) -> None:
+@pytest.mark.parametrize(
+    ("data", "line"),
+    [
+        pytest.param(b"not gzip", UNREADABLE, marks=LIKE_ANOTHER),
+        (state_of({**GOOD_HEAD, "format": 3, "shards": 4}), NEWER),
+    ],
+)
+def test_a_state_it_cannot_read_stops_it_and_repair_puts_back_what_was_changed_by_hand(
+    project: Project, data: bytes, line: str
+) -> None:
+    """A publish trusts the state; one it cannot read stops it; --repair lists the bucket
+    and writes a state of this version."""
     assert project.publish().code == 0
     client = project.store.client()
     client.delete_object(Bucket=project.bucket, Key="p/" + document(7))
@@ -311,6 +299,10 @@ def test_repair_lists_the_bucket_and_puts_back_what_was_changed_by_hand(project:
     client.put_object(Bucket=project.bucket, Key="p/away/mine.json", Body=b"{}\n")
     assert project.publish().code == 0
     assert project.objects()["p/index.html"] == b"defaced\n"  # the state was trusted
+    project.put_state(data)
+    done = project.publish()
+    stopped = line.replace("s3://b/p", project.target) + "\n"
+    assert (done.code, done.out, done.err) == (2, "", stopped)
     project.proxy.clear()
     done = project.main("--publish", project.target, "--repair")
     assert done.code == 0, done.err
@@ -322,32 +314,6 @@ def test_repair_lists_the_bucket_and_puts_back_what_was_changed_by_hand(project:
     project.assert_published(theirs={"p/away/mine.json": b"{}\n"})
     head = client.head_object(Bucket=project.bucket, Key="p/assets/star.svg")
     assert (head["ContentType"], head["CacheControl"]) == ("image/svg+xml", CACHE_CONTROL)
-
-
-@CLIENT_SIDE
-@pytest.mark.parametrize(
-    ("data", "line"),
-    [
-        pytest.param(b"not gzip", UNREADABLE, marks=LIKE_ANOTHER),
-        (state_of({**GOOD_HEAD, "format": 3, "shards": 4}), NEWER),
-    ],
-)
-def test_a_state_it_cannot_read_stops_it_and_repair_replaces_it(
-    project: Project, data: bytes, line: str
-) -> None:
-    assert project.publish().code == 0
-    project.put_state(data)
-    done = project.publish()
-    assert (done.code, done.out, done.err) == (
-        2,
-        "",
-        line.replace("s3://b/p", project.target) + "\n",
-    )
-    done = project.main("--publish", project.target, "--repair")
-    assert (done.code, done.err) == (0, "")
-    # get (twice), list, a HEAD of each file, state: every object was right
-    assert done.out.splitlines()[1].startswith(summary(project, 0, 0, 12, 16 + TAKING))
-    project.assert_published()
 
 
 # Failures: one line, exit 2, no secret, nothing written
