@@ -589,20 +589,6 @@ def test_a_publish_that_another_overtook_plans_again(
     assert project.publish("--check").code == 1
 
 
-@CLIENT_SIDE
-def test_a_lost_reply_to_its_own_state_write_is_not_a_race(project: Project) -> None:
-    """The store writes the marks, the answer is lost, the retry finds them written."""
-    dropped = project.proxy.drop_reply("PUT", f"p/{STATE_KEY}")
-    done = project.publish()
-    assert (done.code, done.out, done.err) == (0, "", "")
-    assert dropped.reached.is_set()
-    state = f"/{project.bucket}/p/{STATE_KEY}"
-    seen = [method for method, path in project.proxy.requests if path == state]
-    # read (before the lock, and in it); marks, lost; their retry (412); read back: ours; final
-    assert seen == ["GET", "GET", "PUT", "PUT", "GET", "PUT"]
-    project.assert_published()
-
-
 @SIGNATURES
 def test_without_a_region_the_requests_are_signed_for_the_buckets_own(project: Project) -> None:
     """AWS names a bucket's region in x-amz-bucket-region: the proxy adds it here.

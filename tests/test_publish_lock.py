@@ -195,14 +195,19 @@ def test_a_waiter_whose_clock_is_ahead_takes_no_live_lock(project: Project) -> N
 
 
 @PUBLISHERS_OWN
-@pytest.mark.parametrize("dropped", [0, 3], ids=["create", "renewal"])
-def test_a_lost_reply_to_its_own_lock_write_is_known_as_its_own(
-    project: Project, monkeypatch: pytest.MonkeyPatch, dropped: int
+@pytest.mark.parametrize(
+    ("key", "dropped"),
+    [(LOCK_KEY, 0), (LOCK_KEY, 3), (STATE_KEY, 0)],
+    ids=["lock-create", "lock-renewal", "state-marks"],
+)
+def test_a_lost_reply_to_its_own_write_is_known_as_its_own(
+    project: Project, monkeypatch: pytest.MonkeyPatch, key: str, dropped: int
 ) -> None:
-    """The store applies the write and the answer is lost: the client's retry is refused,
-    and the lock read back holds its own token."""
+    """The store applies the write (the lock's create or a renewal, or the state's marks)
+    and the answer is lost: the client's retry is refused, and the object read back holds
+    its own token: no race."""
     shorten(monkeypatch)
-    lost = project.proxy.drop_reply("PUT", LOCK_KEY, after=dropped)  # after the create and checks
+    lost = project.proxy.drop_reply("PUT", key, after=dropped)  # a renewal: after 3 lock writes
     held = project.proxy.hold_reply("PUT", "index.html")  # until a renewal is sent
 
     def release() -> None:
