@@ -479,14 +479,9 @@ def test_without_its_libraries_the_error_names_the_requirements(
 ) -> None:
     monkeypatch.setitem(sys.modules, missing, None)
     done = project.main("--publish", project.target)
-    assert (done.code, done.out, done.err) == (
-        2,
-        "",
-        (
-            "--publish needs boto3 and obstore: pip install 'ratings-api[publish]' "
-            "(in a checkout: -r requirements-publish.txt)\n"
-        ),
-    )
+    needs = "--publish needs boto3 and obstore: pip install 'ratings-api[publish]' "
+    line = needs + "(in a checkout: -r requirements-publish.txt)\n"
+    assert (done.code, done.out, done.err) == (2, "", line)
     assert not project.output.exists()
 
 
