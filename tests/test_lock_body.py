@@ -52,9 +52,8 @@ def waiter(memory: Memory, said: list[str], now: list[float], before: Before | N
     async def sleep(seconds: float) -> None:
         now[0] += seconds
 
-    lock = Lock(Seen(memory, before), TARGET, "memory", said.append, clock=lambda: now[0])
-    lock.sleep = sleep
-    return lock
+    store = Seen(memory, before)
+    return Lock(store, TARGET, "memory", said.append, clock=lambda: now[0], sleep=sleep)
 
 
 def waiting(holder: str, timeout: float, until: float) -> list[str]:

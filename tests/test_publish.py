@@ -314,6 +314,11 @@ def test_a_state_it_cannot_read_stops_it_and_repair_puts_back_what_was_changed_b
     project.assert_published(theirs={"p/away/mine.json": b"{}\n"})
     head = client.head_object(Bucket=project.bucket, Key="p/assets/star.svg")
     assert (head["ContentType"], head["CacheControl"]) == ("image/svg+xml", CACHE_CONTROL)
+    project.put_state(data)
+    done = project.main("--publish", project.target, "--repair")
+    # get (twice), list, a HEAD of each file, state: every object was right
+    assert done.out.splitlines()[1].startswith(summary(project, 0, 0, 12, 16 + TAKING))
+    project.assert_published(theirs={"p/away/mine.json": b"{}\n"})
 
 
 # Failures: one line, exit 2, no secret, nothing written
