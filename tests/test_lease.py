@@ -25,7 +25,6 @@ from hypothesis import Phase, example, given, note, settings
 from hypothesis import strategies as st
 from obstore.exceptions import GenericError
 
-from ratings_api import lock as lease
 from ratings_api.bucket_state import STATE_NAME, Site
 from ratings_api.cli import main
 from ratings_api.errors import InputError
@@ -126,12 +125,10 @@ class Paused:
         return call
 
 
-def run_together(
-    memory: Memory, publishes: list[tuple[Site, Faults, float, float]], time: Time | None = None
-) -> list[str]:
+def run_together(memory: Memory, publishes: list[tuple[Site, Faults, float, float]]) -> list[str]:
     """Publishes started at their times, each on its own clock, to their ends: each with the
     lock, as publish.publishing runs it."""
-    time = time or Time()
+    time = Time()
 
     async def publish_one(site: Site, faults: Faults, offset: float, at: float) -> str:
         await time.sleep(at)
@@ -224,59 +221,6 @@ def test_once_all_stop_check_plans_nothing_only_for_the_site_the_bucket_holds(
     assert run_together(memory, [(last, Faults(), 0.0, 0.0)]) in (["published"], ["current"])
     assert_holds(bucket(memory), last)
     assert checked(memory, last) == 0
-
-
-# The lease's promises, one schedule each
-
-
-NOT_RENEWED: Final = (
-    "s3://b/p: this publish's lock was not renewed within 30 s, so another "
-    "publish may hold it now; stopped: publish again to finish"
-)
-# What befalls ONE; the clock of TWO, started 1 s later (None: none); how ONE ends.
-SCHEDULES: Final = {
-    # Paused 70 s while the other, its clock 50 s ahead, takes the lock and publishes.
-    "stalled-before-its-first-upload": (Faults(stalls={7: 70.0}), 50.0, NOT_RENEWED),
-    "stalled-before-its-second-upload": (Faults(stalls={8: 70.0}), 50.0, NOT_RENEWED),
-    # The library's retry of an applied write is refused: the lock read back is its own.
-    "lost-reply-to-its-create": (Faults(lost=frozenset({2})), None, "published"),
-    "lost-reply-to-its-renewal": (Faults(lost=frozenset({3})), None, "published"),
-    # Killed holding it; the other, its clock a day ahead, waits the lease from when it
-    # first saw the lock, and no more.
-    "dead-holder": (Faults(killed=6), 86_400.0, "killed"),
-}
-
-
-@pytest.mark.parametrize(("faults", "other", "ending"), SCHEDULES.values(), ids=SCHEDULES.keys())
-def test_the_lease_fences_a_paused_holder_and_a_waiter_takes_it_on_its_own_clock(
-    faults: Faults, other: float | None, ending: str
-) -> None:
-    memory, time = Memory(), Time()
-    publishes = [(ONE, faults, 0.0, 0.0)] + ([] if other is None else [(TWO, Faults(), other, 1.0)])
-    assert run_together(memory, publishes, time) == [ending, "published"][: len(publishes)]
-    assert_holds(bucket(memory), ONE if other is None else TWO)
-    assert lease.read_body(memory.objects[LOCK_NAME][0]).released
-    if faults.killed:
-        assert 1.0 + lease.LEASE < time.now <= 1.0 + lease.LEASE + lease.POLL
-
-
-def test_a_holder_whose_renewal_meets_another_lock_stops_its_work() -> None:
-    memory, time = Memory(), Time()
-    holder = Lock(Seen(memory), TARGET, "memory", print, clock=lambda: time.now, sleep=time.sleep)
-
-    async def main() -> None:
-        await holder.take(Waiting())
-        memory.put(LOCK_NAME, b'{"who": "ci@runner-7", "since": "now", "lease": 60}\n')
-        work = asyncio.ensure_future(holder.holding(time.sleep(100)))
-        await time.run([work])
-        work.result()
-
-    with pytest.raises(InputError) as error:
-        asyncio.run(main())
-    assert str(error.value) == (
-        "s3://b/p: another publish took over this one's lock; stopped: publish again to finish"
-    )
-    assert time.now == lease.RENEW
 
 
 @pytest.mark.parametrize("timeout", ["0", "59"])

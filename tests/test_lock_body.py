@@ -12,7 +12,6 @@ from typing import Final
 
 import pytest
 
-from ratings_api.errors import InputError
 from ratings_api.lock import LEASE, LOCK_NAME, MAX_LEASE, POLL, Lock, Waiting, read_body
 from ratings_api.s3 import Destination
 from tests.memorystore import Before, Memory, Seen
@@ -53,9 +52,8 @@ def waiter(memory: Memory, said: list[str], now: list[float], before: Before | N
     async def sleep(seconds: float) -> None:
         now[0] += seconds
 
-    lock = Lock(Seen(memory, before), TARGET, "memory", said.append, clock=lambda: now[0])
-    lock.sleep = sleep
-    return lock
+    store = Seen(memory, before)
+    return Lock(store, TARGET, "memory", said.append, clock=lambda: now[0], sleep=sleep)
 
 
 def waiting(holder: str, timeout: float, until: float) -> list[str]:
@@ -79,19 +77,6 @@ def test_a_dead_holders_lock_is_taken_over_after_the_lease_its_body_gives(
     assert said == [*waiting(holder, timeout, lease), f"{TARGET}: took over the lock of {holder}"]
     assert lease < now[0] <= lease + POLL
     assert read_body(memory.contents()[LOCK_NAME]).token == taker.body["token"]
-
-
-def test_a_lock_of_a_lease_longer_than_the_wait_is_left() -> None:
-    memory, now, said = Memory(), [0.0], []
-    memory.put(LOCK_NAME, other(lease=MAX_LEASE))
-    with pytest.raises(InputError) as error:
-        asyncio.run(waiter(memory, said, now).take(Waiting(25)))
-    assert str(error.value) == (
-        f"{TARGET}: another publish holds the lock ({HOLDER}); waited 25 s (--lock-timeout); "
-        "nothing was changed"
-    )
-    assert (said, now[0]) == (waiting(HOLDER, 25, 20), 25)
-    assert memory.contents() == {LOCK_NAME: other(lease=MAX_LEASE)}
 
 
 def test_a_takeover_another_publish_made_first_is_not_said() -> None:

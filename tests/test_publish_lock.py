@@ -82,27 +82,6 @@ def test_publishes_started_together_take_turns(project: Project) -> None:
 
 
 @PUBLISHERS_OWN
-def test_a_lock_whose_publish_died_is_taken_over_after_its_lease(
-    project: Project, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Waited out on the waiter's own clock, from when it first saw it, then taken over.
-    Every body a lock may hold, and a lock left as its lease outlasts the wait, are
-    tests/test_lock_body.py's; test_a_waiter_whose_clock_is_ahead_takes_no_live_lock
-    waits one out here."""
-    monkeypatch.setattr(lock, "LEASE", 1.0)
-    plant(project, 1.0)
-    started = time.monotonic()
-    done = project.main("--publish", project.target)
-    assert time.monotonic() - started > 1.0
-    assert done.code == 0, done.err
-    assert done.err == (
-        f"{project.target}: waiting for the lock held by {HOLDER} (0 of 600 s)\n"
-        f"{project.target}: took over the lock of {HOLDER}\n"
-    )
-    project.assert_published()  # and the lock released
-
-
-@PUBLISHERS_OWN
 def test_a_publish_that_lost_its_lock_stops(
     project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -141,8 +120,8 @@ def shorten(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 FENCED: Final = (
-    ": this publish's lock was not renewed within 2 s, so another publish may hold it "
-    "now; stopped: publish again to finish\n"
+    ": this publish's lock was not renewed within 2 s, so another "
+    "publish may hold it now; stopped: publish again to finish\n"
 )
 
 
@@ -216,14 +195,19 @@ def test_a_waiter_whose_clock_is_ahead_takes_no_live_lock(project: Project) -> N
 
 
 @PUBLISHERS_OWN
-@pytest.mark.parametrize("dropped", [0, 3], ids=["create", "renewal"])
-def test_a_lost_reply_to_its_own_lock_write_is_known_as_its_own(
-    project: Project, monkeypatch: pytest.MonkeyPatch, dropped: int
+@pytest.mark.parametrize(
+    ("key", "dropped"),
+    [(LOCK_KEY, 0), (LOCK_KEY, 3), (STATE_KEY, 0)],
+    ids=["lock-create", "lock-renewal", "state-marks"],
+)
+def test_a_lost_reply_to_its_own_write_is_known_as_its_own(
+    project: Project, monkeypatch: pytest.MonkeyPatch, key: str, dropped: int
 ) -> None:
-    """The store applies the write and the answer is lost: the client's retry is refused,
-    and the lock read back holds its own token."""
+    """The store applies the write (the lock's create or a renewal, or the state's marks)
+    and the answer is lost: the client's retry is refused, and the object read back holds
+    its own token: no race."""
     shorten(monkeypatch)
-    lost = project.proxy.drop_reply("PUT", LOCK_KEY, after=dropped)  # after the create and checks
+    lost = project.proxy.drop_reply("PUT", key, after=dropped)  # a renewal: after 3 lock writes
     held = project.proxy.hold_reply("PUT", "index.html")  # until a renewal is sent
 
     def release() -> None:
@@ -274,21 +258,25 @@ def test_a_stalled_store_is_said_while_it_is_awaited(
     assert done.err == f"{waiting} 1 s\n"
 
 
-@pytest.mark.stores("SeaweedFS", why="the proxy answers 500: the store plays no part")
-def test_a_full_store_is_one_line_and_exit_2(project: Project) -> None:
-    """Every PUT answered 500, as SeaweedFS answers when it has no room left."""
+@pytest.mark.stores("SeaweedFS", why="the proxy makes the failure: the store plays no part")
+@pytest.mark.parametrize(
+    ("failure", "line"),
+    [
+        ("gone", "cannot reach {endpoint} (AWS_ENDPOINT_URL)"),
+        ("full", "{endpoint} failed: it answered 500 Internal Server Error"),
+    ],
+)
+def test_a_store_going_away_or_full_midway_is_one_line_and_exit_2(
+    project: Project, failure: str, line: str
+) -> None:
+    """From an upload on, every connection closes unanswered (the store died), or every PUT
+    is answered 500 (SeaweedFS with no room left). Its release fails too: the lock stays, as
+    a killed publish's, and the next publish converges (test_publish.py's
+    test_a_publish_stopped_midway_converges)."""
     project.ratings.write_text(many(40))
-
-    def fill() -> None:  # from this upload on, in the proxy
-        project.proxy.full = True
-
-    project.proxy.before("PUT", "p/" + document(10), fill)
+    project.proxy.before("PUT", "p/" + document(10), lambda: setattr(project.proxy, failure, True))
     done = project.publish("--publish-workers", "2")
-    project.proxy.full = False
-    assert (done.code, done.err) == (
-        2,
-        f"{project.target}: {project.proxy.endpoint} failed: it answered 500 Internal Server Error\n",
-    )
-    # Its release, a PUT, was refused too: the lock stays, as a killed publish's, and
-    # the next publish converges (test_publish.py's test_a_publish_stopped_midway_converges).
+    setattr(project.proxy, failure, False)
+    expected = f"{project.target}: {line.format(endpoint=project.proxy.endpoint)}\n"
+    assert (done.code, done.err) == (2, expected)
     assert not lock.read_body(project.objects()[LOCK_KEY]).released

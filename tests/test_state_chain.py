@@ -38,7 +38,7 @@ from ratings_api.bucket_state import (
 from ratings_api.contract import CACHE_CONTROL
 from ratings_api.errors import InputError
 from ratings_api.loader import Catalogue
-from ratings_api.publish import Outcome, Publication, summary
+from ratings_api.publish import Outcome, Publication
 from ratings_api.rating import Renderer
 from ratings_api.s3 import Destination
 from tests.memorystore import Memory, Seen
@@ -205,23 +205,6 @@ def test_a_store_failure_with_no_other_publish_leaves_its_marks(
     assert [path for path, known in state.entries() if not known] == unknown
 
 
-def test_after_another_publish_the_summary_counts_every_plan() -> None:
-    """Held before its final write, while another publishes the same site whole: its second
-    plan finds nothing left to do."""
-    memory, site = Memory(), site_of_numbers(BEFORE)
-
-    async def before(number: int, method: str, path: str) -> None:
-        if number == 8:  # read, bucket looked for, marks, 4 uploads: the final write
-            await publish(memory, site)
-
-    outcome = run(publication(Seen(memory, before), site).carry_out())
-
-    assert summary(TARGET, outcome, 0.5, check=False) == (
-        "published s3://b/p: 4 uploaded, 0 removed, 4 unchanged; 9 requests in 0.50 s; "
-        "planned 2 times, as another publish wrote the state meanwhile"
-    )
-
-
 def test_a_repair_that_meets_another_publish_lists_again() -> None:
     """star.svg is changed by hand; another publish, which trusts the state, overtakes the repair."""
     memory = Memory()
@@ -244,15 +227,12 @@ def test_a_repair_that_meets_another_publish_lists_again() -> None:
 DEEP: Final = gzip.compress(b"[" * 200_000 + b"\n")
 
 
-def test_a_state_it_cannot_read_stops_a_publish_and_a_repair_replaces_it() -> None:
-    memory, site = Memory(), site_of_numbers(BEFORE)
-    run(publish(memory, site))
-    memory.put(STATE_NAME, state_of({**GOOD_HEAD, "format": 3, "shards": 4}))
-    with pytest.raises(InputError) as error:
-        run(publish(memory, site))
-    assert str(error.value) == NEWER
-    assert run(publish(memory, site, repair=True)).plan.changes == 0
-    assert_holds(memory.contents(), site)
+def test_progress_is_reported_every_hundred_uploads() -> None:
+    seen: list[tuple[str, int, int]] = []
+    site = site_of_numbers(dict.fromkeys(range(1, 151), (1, 1)))
+    progress = Publication(Seen(Memory()), TARGET, site, False, 256, 1, lambda *at: seen.append(at))
+    run(progress.carry_out())
+    assert seen == [("uploading", 100, 151), ("uploading", 151, 151)]
 
 
 # The state and the plan
