@@ -169,9 +169,12 @@ def front_page(site: Path) -> list[Element]:
     return parser.elements
 
 
-def test_the_front_page_passes_its_own_policy(tmp_path: Path) -> None:
-    """Nothing inline, nothing from elsewhere: all the policy allows is the site's own files."""
-    site = build_site(tmp_path, SAMPLE)
+def test_the_front_page_passes_its_own_policy_and_a_hostile_base_url_stays_data(
+    tmp_path: Path,
+) -> None:
+    """Nothing inline, nothing from elsewhere: all the policy allows is the site's own files,
+    whatever the base URL holds; in the document and on the page it is data."""
+    site = build_site(tmp_path, SAMPLE, HOSTILE_URL)
     elements = front_page(site)
     metas = [e.attributes for e in elements if e.tag == "meta" and "http-equiv" in e.attributes]
     assert metas == [{"http-equiv": "Content-Security-Policy", "content": META_CSP}]
@@ -194,11 +197,6 @@ def test_the_front_page_passes_its_own_policy(tmp_path: Path) -> None:
         assert unsafe not in script, unsafe
     assert 'setAttribute("style' not in script
 
-
-def test_a_hostile_base_url_is_data_in_the_document_and_on_the_front_page(
-    tmp_path: Path,
-) -> None:
-    site = build_site(tmp_path, SAMPLE, HOSTILE_URL)
     document = openapi(site)
     OpenAPIV31SpecValidator(document).validate()
     assert document["servers"][0]["url"] == HOSTILE_URL
@@ -209,8 +207,6 @@ def test_a_hostile_base_url_is_data_in_the_document_and_on_the_front_page(
     OAS31Validator(schema).validate(json.loads(rating_document(site, 7)))
     source = (site / "index.html").read_text(encoding="utf-8")
     assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;amp;&#34;" in source
-    elements = front_page(site)
-    assert [e.attributes["src"] for e in elements if e.tag == "script"] == ["assets/front-page.js"]
     # The curl line, pasted in a shell, asks for exactly the URL.
     text = {e.attributes.get("id"): e.text for e in elements}
     assert shlex.split(text["curl"]) == ["curl", f"{HOSTILE_URL}/away/api/articles/3/rating/"]

@@ -88,12 +88,7 @@ def test_the_action_installs_the_requirements_exact_versions(installed_tool: Pat
 
 # The installed app under gunicorn, as docs/serving.md shows (its --serve is generate.py's, which
 # served.py runs).
-GUNICORN: Final = [
-    "--bind",
-    "127.0.0.1:0",
-    "--no-control-socket",
-    "ratings_api.server:create_app()",
-]
+GUNICORN: Final = "--bind 127.0.0.1:0 --no-control-socket ratings_api.server:create_app()".split()
 
 
 @pytest.mark.stores(
@@ -113,9 +108,8 @@ def test_the_installed_command_builds_serves_and_publishes_the_checkout_s_site(
     expected = read_tree(checkout / "site")
     python = installed_tool / BIN / "python"
     where = run([python, "-c", "import ratings_api; print(ratings_api.__file__)"], folder)
-    assert where.stdout.startswith(str(installed_tool / "ratings-api" / "lib")), (
-        where
-    )  # not the checkout's
+    # Not the checkout's.
+    assert where.stdout.startswith(str(installed_tool / "ratings-api" / "lib")), where
     for command in ([installed_tool / BIN / "ratings-api"], [python, "-m", "ratings_api"]):
         shutil.rmtree(folder / "site", ignore_errors=True)
         said = run(command, folder)
@@ -130,11 +124,8 @@ def test_the_installed_command_builds_serves_and_publishes_the_checkout_s_site(
 
     # --version reads the installed metadata; a checkout's generate.py says it is none.
     said = run([installed_tool / BIN / "ratings-api", "--version"], tmp_path)
-    assert (said.returncode, said.stdout, said.stderr) == (
-        0,
-        f"ratings-api {PROJECT['version']}\n",
-        "",
-    )
+    version = f"ratings-api {PROJECT['version']}\n"
+    assert (said.returncode, said.stdout, said.stderr) == (0, version, "")
     said = run([sys.executable, "-m", "ratings_api", "--version"], ROOT)
     assert (said.returncode, said.stdout) == (0, "ratings-api (not installed: a checkout)\n")
 
