@@ -88,7 +88,7 @@ def test_the_action_installs_the_requirements_exact_versions(installed_tool: Pat
 
 # The installed app under gunicorn, as docs/serving.md shows (its --serve is generate.py's, which
 # served.py runs).
-GUNICORN: Final = "--bind 127.0.0.1:0 --no-control-socket ratings_api.server:create_app()".split()
+SERVE: Final = ["--bind", "127.0.0.1:0", "--no-control-socket", "ratings_api.server:create_app()"]
 
 
 @pytest.mark.stores(
@@ -130,7 +130,7 @@ def test_the_installed_command_builds_serves_and_publishes_the_checkout_s_site(
     assert (said.returncode, said.stdout) == (0, "ratings-api (not installed: a checkout)\n")
 
     log = tmp_path / "serve.log"
-    process = start([str(installed_tool / BIN / "gunicorn"), *GUNICORN], folder, log)
+    process = start([str(installed_tool / BIN / "gunicorn"), *SERVE], folder, log)
     try:
         port = int(wait_for(r"Listening at: http://127\.0\.0\.1:(\d+)", log, process)[1])
         wait_answering(port)  # gunicorn listens before its worker runs
