@@ -10,6 +10,7 @@ the option file) that point its own client at it, as a user's shell would.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -26,6 +27,7 @@ from typing import Any, Final, NamedTuple
 import pytest
 
 from tests.browser import install_test_tools
+from tests.contract import run_ok
 from tests.objectstore import free_port
 
 pytestmark = pytest.mark.real_world
@@ -51,13 +53,8 @@ def block(language: str, after: str = "") -> str:
     return found[1]
 
 
-def run(command: list[str], **options: Any) -> subprocess.CompletedProcess[str]:
-    """``command`` run, which must succeed; AssertionError with its output if not."""
-    done = subprocess.run(
-        command, capture_output=True, text=True, timeout=120, check=False, **options
-    )
-    assert done.returncode == 0, f"{command[0]} failed:\n{done.stdout}{done.stderr}"
-    return done
+# Each command must succeed; a failure shows its output.
+run: Final = functools.partial(run_ok, timeout=120)
 
 
 class Server(NamedTuple):

@@ -21,7 +21,7 @@ from openapi_spec_validator import OpenAPIV31SpecValidator
 
 from ratings_api.cli import main
 from ratings_api.contract import MAX_ID
-from ratings_api.describe import BEST_RATED, META_CSP, Article, best_rated, stars_for
+from ratings_api.describe import BEST_RATED, META_CSP, Article, best_rated
 from ratings_api.loader import Catalogue
 from ratings_api.rating import rating_value
 from tests.sample import SAMPLE
@@ -118,15 +118,6 @@ def test_best_rated_agrees_with_the_slow_ranking(seed: int) -> None:
         low, high = rng.choice([(1, 5), (-1, 1), (0, 10), (-1000, 1000)])
         articles[article_id] = (sum(rng.randint(low, high) for _ in range(count)), count)
     assert best_rated(catalogue_of(articles)) == reference_best(articles)
-
-
-@pytest.mark.parametrize(
-    ("scale", "stars"),
-    [((1, 5), 5), ((0, 10), 10), ((1, 3), 3), (None, None), ((-1, 1), None), ((1, 100), None)],
-)
-def test_stars_follow_the_scale(scale: tuple[int, int] | None, stars: int | None) -> None:
-    """Stars count to the top of a scale from 0 or 1; a hundred stars help nobody."""
-    assert stars_for(scale) == stars
 
 
 # The front page
