@@ -94,14 +94,6 @@ def test_every_catalogue_gives_a_valid_document_with_real_examples(
 # What the description is made of
 
 
-def catalogue_of(articles: dict[int, tuple[int, int]]) -> Catalogue:
-    return Catalogue(
-        ids=list(articles),
-        sums=[total for total, _ in articles.values()],
-        counts=[count for _, count in articles.values()],
-    )
-
-
 def reference_best(articles: dict[int, tuple[int, int]]) -> list[Article]:
     """The ranking, the slow and obvious way: by the value shown, then ratings, then id."""
     rated = [Article(i, t, c) for i, (t, c) in articles.items() if c]
@@ -117,7 +109,9 @@ def test_best_rated_agrees_with_the_slow_ranking(seed: int) -> None:
         count = rng.randint(0, 40)
         low, high = rng.choice([(1, 5), (-1, 1), (0, 10), (-1000, 1000)])
         articles[article_id] = (sum(rng.randint(low, high) for _ in range(count)), count)
-    assert best_rated(catalogue_of(articles)) == reference_best(articles)
+    sums, counts = zip(*articles.values(), strict=True)
+    catalogue = Catalogue(list(articles), list(sums), list(counts))
+    assert best_rated(catalogue) == reference_best(articles)
 
 
 # The front page
