@@ -124,10 +124,8 @@ HISTORY: Final = [
     (re.compile(r"(?<![\w.])/(?:dev/shm|work|home|root|tmp|mnt)/"), "a path of one machine"),
     (re.compile(r"\.\./[\w.-]*checkout"), "a path of one machine"),
     (re.compile(r"\bA/B\b"), "an A/B of designs"),
-    (
-        re.compile(r"(?<!date )(?<!\"Version\": \")\b20\d\d-\d\d-\d\d\b"),
-        "a dated run",
-    ),  # nor IAM's Version
+    # Not after `date ` nor IAM's "Version".
+    (re.compile(r"(?<!date )(?<!\"Version\": \")\b20\d\d-\d\d-\d\d\b"), "a dated run"),
 ]
 
 

@@ -91,8 +91,5 @@ def test_tsc_accepts_the_documented_uses_and_refuses_a_wrong_one(tmp_path: Path)
         check=False,
     )
     # Nothing from usage.ts, nor from embed.d.ts itself: the one error is the wrong use.
-    assert (done.returncode, done.stderr, done.stdout) == (
-        2,
-        "",
-        f"wrong.ts({line},9): error TS2322: Type 'string' is not assignable to type 'number'.\n",
-    )
+    error = f"wrong.ts({line},9): error TS2322: Type 'string' is not assignable to type 'number'.\n"
+    assert (done.returncode, done.stderr, done.stdout) == (2, "", error)
