@@ -126,9 +126,8 @@ def _cases(test: str) -> list[tuple[Any, ...]]:
     """The parameters of a parametrized test of tests/test_publish.py, as tuples."""
     from tests import test_publish
 
-    mark = next(
-        mark for mark in getattr(test_publish, test).pytestmark if mark.name == "parametrize"
-    )
+    marks = getattr(test_publish, test).pytestmark
+    (mark,) = [mark for mark in marks if mark.name == "parametrize"]
     return [tuple(getattr(value, "values", value)) for value in mark.args[1]]
 
 
