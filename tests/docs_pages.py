@@ -91,14 +91,12 @@ def input_errors(csv: bool = False) -> list[tuple[str, str]]:
     cases = sorted(CASES.iterdir())
     own = {case for case in INPUT_FIXES if not case.endswith("-")}
     assert own <= {case.name for case in cases}, "a fix without a case"
-    return [
-        (
-            LOCATION.sub("", (case / "error").read_text(encoding="utf-8").removesuffix("\n")),
-            input_fix(case.name),
-        )
-        for case in cases
-        if case.name.startswith("csv-") == csv
-    ]
+    errors = []
+    for case in cases:
+        if case.name.startswith("csv-") == csv:
+            message = (case / "error").read_text(encoding="utf-8").removesuffix("\n")
+            errors.append((LOCATION.sub("", message), input_fix(case.name)))
+    return errors
 
 
 def command_errors() -> list[tuple[str, str]]:
