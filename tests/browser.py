@@ -5,7 +5,6 @@ Selenium is given both paths, so its Selenium Manager, which would download them
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,6 +13,8 @@ from typing import Any, Final
 import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+
+from tests.contract import run_ok
 
 REPO: Final = Path(__file__).resolve().parent.parent
 INSTALL: Final = REPO / "scripts" / "install-test-tools"
@@ -40,15 +41,9 @@ FLAGS: Final = (
 )
 
 
-def install_test_tools() -> str:
-    """Run the install script; its output, or AssertionError with it if the script failed."""
-    done = subprocess.run(
-        ["bash", str(INSTALL)], capture_output=True, text=True, timeout=INSTALL_SECONDS, check=False
-    )
-    output = done.stdout + done.stderr
-    if done.returncode != 0:
-        raise AssertionError(f"{INSTALL} failed with exit code {done.returncode}:\n{output}")
-    return output
+def install_test_tools() -> None:
+    """Run the install script; fail with its output if it fails (as hosts.install_host_tools)."""
+    run_ok(["bash", str(INSTALL)], timeout=INSTALL_SECONDS)
 
 
 @contextmanager

@@ -91,14 +91,12 @@ def input_errors(csv: bool = False) -> list[tuple[str, str]]:
     cases = sorted(CASES.iterdir())
     own = {case for case in INPUT_FIXES if not case.endswith("-")}
     assert own <= {case.name for case in cases}, "a fix without a case"
-    return [
-        (
-            LOCATION.sub("", (case / "error").read_text(encoding="utf-8").removesuffix("\n")),
-            input_fix(case.name),
-        )
-        for case in cases
-        if case.name.startswith("csv-") == csv
-    ]
+    errors = []
+    for case in cases:
+        if case.name.startswith("csv-") == csv:
+            message = (case / "error").read_text(encoding="utf-8").removesuffix("\n")
+            errors.append((LOCATION.sub("", message), input_fix(case.name)))
+    return errors
 
 
 def command_errors() -> list[tuple[str, str]]:
@@ -126,9 +124,8 @@ def _cases(test: str) -> list[tuple[Any, ...]]:
     """The parameters of a parametrized test of tests/test_publish.py, as tuples."""
     from tests import test_publish
 
-    mark = next(
-        mark for mark in getattr(test_publish, test).pytestmark if mark.name == "parametrize"
-    )
+    marks = getattr(test_publish, test).pytestmark
+    (mark,) = [mark for mark in marks if mark.name == "parametrize"]
     return [tuple(getattr(value, "values", value)) for value in mark.args[1]]
 
 

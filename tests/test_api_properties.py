@@ -36,21 +36,10 @@ CANONICAL_ID: Final = re.compile(r"[1-9][0-9]*")
 CONFIG: Final = f"""\
 color = false
 hooks = "{Path(__file__).resolve().parent / "api_checks.py"}"
-
-[cache]
-enabled = false
-
-[generation]
-mode = "all"
-max-examples = {MAX_EXAMPLES}
-deterministic = true
-database = "none"
-
-[dictionaries.article-ids]
-values = [{", ".join(map(str, (*LISTED, *UNLISTED)))}]
-
-[parameters]
-"path.id" = {{ dictionary = "article-ids", probability = 0.5 }}
+cache.enabled = false
+generation = {{ mode = "all", max-examples = {MAX_EXAMPLES}, deterministic = true, database = "none" }}
+dictionaries.article-ids.values = [{", ".join(map(str, (*LISTED, *UNLISTED)))}]
+parameters."path.id" = {{ dictionary = "article-ids", probability = 0.5 }}
 """
 
 

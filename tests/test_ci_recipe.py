@@ -18,7 +18,7 @@ import tomllib
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import pytest
 
@@ -41,11 +41,8 @@ USES: Final = "OWNER/ratings-api@COMMIT"  # the action, at the commit of this ve
 PUBLISHING_GROUP: Final = "ratings-api-publish"
 # An action pinned as GitHub's hardening guide advises: a full commit SHA, its tag beside it.
 PINNED: Final = re.compile(r"[\w.-]+/[\w.-]+@[0-9a-f]{40} # v\d+\.\d+\.\d+")
-
-
-def the_action_step() -> dict[str, Any]:
-    (step,) = [s for s in load(WORKFLOW)["jobs"]["publish"]["steps"] if s["uses"] == USES]
-    return step
+# The workflow's step that uses the action.
+(STEP,) = [step for step in load(WORKFLOW)["jobs"]["publish"]["steps"] if step["uses"] == USES]
 
 
 def actionlint(folder: Path, workflow: str) -> subprocess.CompletedProcess[str]:
@@ -95,7 +92,7 @@ def test_the_workflow_s_triggers_group_permissions_and_pinned_actions() -> None:
         "AWS_ACCESS_KEY_ID": "${{ secrets.AWS_ACCESS_KEY_ID }}",
         "AWS_SECRET_ACCESS_KEY": "${{ secrets.AWS_SECRET_ACCESS_KEY }}",
     }
-    assert the_action_step()["with"]["check-only"] == "${{ github.ref != 'refs/heads/main' }}"
+    assert STEP["with"]["check-only"] == "${{ github.ref != 'refs/heads/main' }}"
 
     texts = [WORKFLOW.read_text(), *(page.read_text() for page in (REPO / "docs").glob("*.md"))]
     groups = {g for text in texts for g in re.findall(r"group: ([^\s`)]+)", text)}
@@ -141,7 +138,7 @@ def publish_step(
     def run(ref: str, **given: str) -> subprocess.CompletedProcess[str]:
         values = {**context, "github.ref != 'refs/heads/main'": str(ref != MAIN).lower()}
         env = {**environ, **{k: expand(v, values) for k, v in job["env"].items()}}
-        inputs = {k: expand(v, values) for k, v in the_action_step()["with"].items()}
+        inputs = {k: expand(v, values) for k, v in STEP["with"].items()}
         inputs = defaults | inputs | given
         return run_step("Publish", {f"inputs.{k}": v for k, v in inputs.items()}, env, folder)
 

@@ -10,6 +10,7 @@ the option file) that point its own client at it, as a user's shell would.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -17,15 +18,14 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
 import pytest
 
 from tests.browser import install_test_tools
+from tests.contract import run_ok, wait_until
 from tests.objectstore import free_port
 
 pytestmark = pytest.mark.real_world
@@ -39,7 +39,6 @@ SAMPLE: Final = (
 )
 EXPORTED: Final = b"article_id,rating_sum,rating_count\n7,9,2\n12,3,1\n31,0,0\n"
 DOCUMENTS: Final = {7: (9, 2, "4.5"), 12: (3, 1, "3.0"), 31: (0, 0, "0.0")}
-START_SECONDS: Final = 60.0
 QUIET: Final[dict[str, Any]] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
 
 
@@ -51,13 +50,8 @@ def block(language: str, after: str = "") -> str:
     return found[1]
 
 
-def run(command: list[str], **options: Any) -> subprocess.CompletedProcess[str]:
-    """``command`` run, which must succeed; AssertionError with its output if not."""
-    done = subprocess.run(
-        command, capture_output=True, text=True, timeout=120, check=False, **options
-    )
-    assert done.returncode == 0, f"{command[0]} failed:\n{done.stdout}{done.stderr}"
-    return done
+# Each command must succeed; a failure shows its output.
+run: Final = functools.partial(run_ok, timeout=120)
 
 
 class Server(NamedTuple):
@@ -117,11 +111,17 @@ SERVERS: Final[dict[str, Callable[[Path, str | None, int], Server] | None]] = {
 }
 
 
-@contextmanager
-def serving(make: Callable[[Path, str | None, int], Server]) -> Iterator[Server]:
-    """The server ``make`` makes in a new folder, running until the block ends."""
-    # Not under pytest's tmp folders: those are root's alone, and nobody must own this one.
-    # In memory where the machine has it, as the tests' own (conftest.py).
+@pytest.fixture(params=list(SERVERS))
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The page's tables and SAMPLE in a database ``shop``; the variables its client needs."""
+    install_test_tools()  # Debian's servers and sqlite3; a failure fails, never skips
+    make = SERVERS[request.param]
+    if make is None:
+        run(["sqlite3", str(tmp_path / "shop.db")], input=block("sql") + SAMPLE)
+        yield {}
+        return
+    # The server's folder: not under pytest's tmp folders, which are root's alone, and nobody
+    # must own this one. In memory where the machine has it, as the tests' own (conftest.py).
     memory = "/dev/shm" if os.path.isdir("/dev/shm") else None
     with tempfile.TemporaryDirectory(prefix="ratings-database-", dir=memory) as name:
         folder, owner = Path(name), "nobody" if os.geteuid() == 0 else None
@@ -134,33 +134,17 @@ def serving(make: Callable[[Path, str | None, int], Server]) -> Iterator[Server]
                 server.command, user=owner, cwd=folder, stdout=output, stderr=subprocess.STDOUT
             )
         try:
-            deadline = time.monotonic() + START_SECONDS
-            while subprocess.call(server.ready, timeout=30, **QUIET):
-                if process.poll() is not None or time.monotonic() > deadline:
-                    said = log.read_text(errors="replace")
-                    raise AssertionError(f"{server.ready[0]}: the server did not start:\n{said}")
-                time.sleep(0.1)
-            yield server
+            wait_until(
+                lambda: subprocess.call(server.ready, timeout=30, **QUIET) == 0, process, log
+            )
+            environ = {**os.environ, **server.environ}
+            run(server.client, input="create database shop;", env=environ)
+            run([*server.client, "shop"], input=block("sql") + SAMPLE, env=environ)
+            yield server.environ
         finally:
             if process.poll() is None:
                 process.send_signal(server.stop)
             process.wait(timeout=30)
-
-
-@pytest.fixture(params=list(SERVERS))
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
-    """The page's tables and SAMPLE in a database ``shop``; the variables its client needs."""
-    install_test_tools()  # Debian's servers and sqlite3; a failure fails, never skips
-    make = SERVERS[request.param]
-    if make is None:
-        run(["sqlite3", str(tmp_path / "shop.db")], input=block("sql") + SAMPLE)
-        yield {}
-        return
-    with serving(make) as server:
-        environ = {**os.environ, **server.environ}
-        run(server.client, input="create database shop;", env=environ)
-        run([*server.client, "shop"], input=block("sql") + SAMPLE, env=environ)
-        yield server.environ
 
 
 def test_the_export_and_build_run_as_the_page_shows(

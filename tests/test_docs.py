@@ -89,28 +89,6 @@ def test_every_relative_link_and_anchor_resolves() -> None:
     assert [problem for page in PAGES + OTHERS for problem in broken_links(page)] == []
 
 
-def test_a_broken_link_or_anchor_is_reported(tmp_path: Path) -> None:
-    (tmp_path / "other.md").write_text("# Other page\n\n## A `code` heading, with: punctuation\n")
-    page = tmp_path / "page.md"
-    page.write_text(
-        "# Title\n\n## Twice\n\n## Twice\n\n"
-        "```sh\n# not a heading\n[not a link](nowhere.md)\n```\n\n"
-        "[fine](other.md#a-code-heading-with-punctuation) [fine](#twice-1) [fine](#title)\n"
-        "[missing file](gone.md) `[in code](gone.md)`\n"
-        "[missing anchor](other.md#a-code-heading) [missing anchor](#twice-2)\n"
-        "![missing image](gone.png) [external](https://example.com/gone.md)\n"
-        "[missing here](#not-a-heading)\n"
-    )
-
-    assert broken_links(page) == [
-        "page.md:13: gone.md: no such file",
-        "page.md:14: other.md#a-code-heading: no such heading",
-        "page.md:14: #twice-2: no such heading",
-        "page.md:15: gone.png: no such file",
-        "page.md:16: #not-a-heading: no such heading",
-    ]
-
-
 # docs/ is for users: what a page must not hold, and how big it may be.
 
 DOCS = ROOT / "docs"
@@ -124,10 +102,8 @@ HISTORY: Final = [
     (re.compile(r"(?<![\w.])/(?:dev/shm|work|home|root|tmp|mnt)/"), "a path of one machine"),
     (re.compile(r"\.\./[\w.-]*checkout"), "a path of one machine"),
     (re.compile(r"\bA/B\b"), "an A/B of designs"),
-    (
-        re.compile(r"(?<!date )(?<!\"Version\": \")\b20\d\d-\d\d-\d\d\b"),
-        "a dated run",
-    ),  # nor IAM's Version
+    # Not after `date ` nor IAM's "Version".
+    (re.compile(r"(?<!date )(?<!\"Version\": \")\b20\d\d-\d\d-\d\d\b"), "a dated run"),
 ]
 
 
@@ -141,24 +117,39 @@ def history(page: Path) -> list[str]:
     return found
 
 
-def test_history_is_found(tmp_path: Path) -> None:
+def test_a_broken_link_an_anchor_or_history_is_found(tmp_path: Path) -> None:
+    (tmp_path / "other.md").write_text("# Other page\n\n## A `code` heading, with: punctuation\n")
     page = tmp_path / "page.md"
     page.write_text(
+        "# Title\n\n## Twice\n\n## Twice\n\n"
+        "```sh\n# not a heading\n[not a link](nowhere.md)\n```\n\n"
+        "[fine](other.md#a-code-heading-with-punctuation) [fine](#twice-1) [fine](#title)\n"
+        "[missing file](gone.md) `[in code](gone.md)`\n"
+        "[missing anchor](other.md#a-code-heading) [missing anchor](#twice-2)\n"
+        "![missing image](gone.png) [external](https://example.com/gone.md)\n"
+        "[missing here](#not-a-heading)\n"
         "Measured at load average 1.3.\n## Writers (issue 11)\nas issue 12 says\n"
         "python bench/run.py --dir /dev/shm/rb --compare ../threads-checkout\n"
         "an A/B on 2026-11-22, in /work/bench-disk\n"
         "fine: /proc/self/mem, site/away/api, s3://BUCKET/PREFIX, https://example.com/tmp/x\n"
     )
 
+    assert broken_links(page) == [
+        "page.md:13: gone.md: no such file",
+        "page.md:14: other.md#a-code-heading: no such heading",
+        "page.md:14: #twice-2: no such heading",
+        "page.md:15: gone.png: no such file",
+        "page.md:16: #not-a-heading: no such heading",
+    ]
     assert history(page) == [
-        "page.md:1: a load average",
-        "page.md:2: an issue number",
-        "page.md:3: an issue number",
-        "page.md:4: a path of one machine",
-        "page.md:4: a path of one machine",
-        "page.md:5: a path of one machine",
-        "page.md:5: an A/B of designs",
-        "page.md:5: a dated run",
+        "page.md:17: a load average",
+        "page.md:18: an issue number",
+        "page.md:19: an issue number",
+        "page.md:20: a path of one machine",
+        "page.md:20: a path of one machine",
+        "page.md:21: a path of one machine",
+        "page.md:21: an A/B of designs",
+        "page.md:21: a dated run",
     ]
 
 

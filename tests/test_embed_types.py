@@ -43,10 +43,11 @@ def test_the_module_is_small_and_fills_in_the_scale() -> None:
     five = embed_script((1, 5))
     assert len(gzip.compress(five, 9)) <= MAX_GZIPPED
     assert filled_in(five) == ["5", "5"]
-    assert filled_in(embed_script((0, 10))) == ["10", "10"]
-    # A scale too wide for stars is shown as a number, out of its top; no scale, as a number.
-    assert filled_in(embed_script((1, 100))) == ["null", "100"]
-    assert filled_in(embed_script(None)) == ["null", "null"]
+    # Stars count to the top of a scale from 0 or 1; a hundred stars help nobody. Any other
+    # scale is shown as a number, out of its top; no scale, as a number.
+    for scale, stars, top in [((0, 10), "10", "10"), ((1, 3), "3", "3"), ((-1, 1), "null", "1"),
+                              ((1, 100), "null", "100"), (None, "null", "null")]:  # fmt: skip
+        assert filled_in(embed_script(scale)) == [stars, top], scale
     assert embed_script((1, 5)) == five  # the same bytes every build
     # The labels say the scale in each language's words; without a scale, nothing.
     assert '"other":"Rated {value} out of {top} by {count} readers"' in five.decode()
@@ -90,8 +91,5 @@ def test_tsc_accepts_the_documented_uses_and_refuses_a_wrong_one(tmp_path: Path)
         check=False,
     )
     # Nothing from usage.ts, nor from embed.d.ts itself: the one error is the wrong use.
-    assert (done.returncode, done.stderr, done.stdout) == (
-        2,
-        "",
-        f"wrong.ts({line},9): error TS2322: Type 'string' is not assignable to type 'number'.\n",
-    )
+    error = f"wrong.ts({line},9): error TS2322: Type 'string' is not assignable to type 'number'.\n"
+    assert (done.returncode, done.stderr, done.stdout) == (2, "", error)

@@ -52,32 +52,34 @@ def test_the_checkout_passes(command: tuple[str, ...]) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-# The project's settings are the ones in force: a file that breaks them is caught.
-
-
-def test_ruff_applies_the_chosen_rules(tmp_path: Path) -> None:
+# The project's settings are the ones in force: a file that breaks them is caught. Each tool:
+# the file, its command (the file's path last), and its findings as (code, line).
+CAUGHT: Final = {
     # An unused import, no __future__ import, and a comma missing after "a".
-    (tmp_path / "bad.py").write_text('import os\n\nNAMES = [\n    "a"\n    "b",\n    "c",\n]\n')
-    config, bad = str(ROOT / "pyproject.toml"), str(tmp_path / "bad.py")
-    done = run_tool(
-        "ruff", "check", "--no-cache", "--config", config, "--output-format", "json", bad
-    )
-    found = [(item["code"], item["location"]["row"]) for item in json.loads(done.stdout or "[]")]
-    assert (done.returncode, sorted(found)) == (
-        1,
+    "ruff": (
+        'import os\n\nNAMES = [\n    "a"\n    "b",\n    "c",\n]\n',
+        ["ruff", "check", "--no-cache", "--config", "pyproject.toml", "--output-format", "json"],
         [("F401", 1), ("I002", 1), ("ISC004", 4)],
-    ), done.stdout + done.stderr
-
-
-def test_mypy_is_strict(tmp_path: Path) -> None:
-    (tmp_path / "loose.py").write_text("def double(x):\n    return x * 2\n")
-    # A cache of its own: the shared one remembers a module "loose" at an older path.
-    cache, loose = str(tmp_path / "mypy-cache"), str(tmp_path / "loose.py")
-    done = run_tool(
-        "mypy", "--config-file", "pyproject.toml", "--cache-dir", cache, "-O", "json", loose
-    )
-    found = [json.loads(line) for line in done.stdout.splitlines()]
-    assert (done.returncode, [(item["code"], item["line"]) for item in found]) == (
-        1,
+    ),
+    # A cache of its own: the shared one remembers a module "bad" at an older path.
+    "mypy": (
+        "def double(x):\n    return x * 2\n",
+        ["mypy", "--config-file", "pyproject.toml", "--cache-dir", "CACHE", "-O", "json"],
         [("no-untyped-def", 1)],
-    ), done.stdout + done.stderr
+    ),
+}
+
+
+@pytest.mark.parametrize("tool", CAUGHT)
+def test_the_tool_applies_the_chosen_rules(tool: str, tmp_path: Path) -> None:
+    source, command, expected = CAUGHT[tool]
+    (tmp_path / "bad.py").write_text(source)
+    command = [part.replace("CACHE", str(tmp_path / "cache")) for part in command]
+    done = run_tool(*command, str(tmp_path / "bad.py"))
+    text = done.stdout.strip()
+    # ruff reports a JSON list; mypy, a JSON object a line.
+    found = (
+        [json.loads(line) for line in text.splitlines()] if text[:1] == "{" else json.loads(text)
+    )
+    codes = sorted((item["code"], item.get("line") or item["location"]["row"]) for item in found)
+    assert (done.returncode, codes) == (1, expected), done.stdout + done.stderr
