@@ -185,24 +185,22 @@ def _get_a_rating(host: Host) -> object:
     return one(found(host.request("GET", rating_path(i)), host.document(i)) for i in ARTICLES)
 
 
-@observes("`Content-Length` of a file")
-def _file_length(host: Host) -> object:
-    return length(host.request("GET", R7), len(host.document(7)))
-
-
-@observes("`ETag`")
-def _etag(host: Host) -> object:
-    return etag_form(host.request("GET", R7).header("ETag"))
-
-
-@observes("`Last-Modified`")
-def _last_modified(host: Host) -> object:
-    value = host.request("GET", R7).header("Last-Modified")
+def http_date(value: str | None) -> str:
     if value is None:
         return "none"
     date = email.utils.parsedate_to_datetime(value)  # ValueError unless a date
     assert date.utcoffset() == datetime.timedelta(0), value  # HTTP dates are in GMT
     return "an HTTP date"
+
+
+def found_at(file: str) -> Callable[[Host, Reply, str], object]:
+    """200 and the site's ``file``, or the status (a redirect followed once)."""
+
+    def said(host: Host, reply: Reply, path: str) -> object:
+        body = (host.site / file).read_bytes()
+        return found(reply, body) if reply.status == 200 else outcome(host, reply, path)
+
+    return said
 
 
 @observes("HEAD: the headers of GET, no body")
@@ -270,18 +268,6 @@ def _empty_body(host: Host, path: str, headers: dict[str, str], status: int) -> 
     return "empty" if not reply.body else body_said(reply)
 
 
-@observes("an encoded slash (`7%2Frating%2F`)")
-def _encoded_slash(host: Host) -> object:
-    return found(host.request("GET", "/away/api/articles/7%2Frating%2F"), host.document(7))
-
-
-@observes("an encoded slash and no slash (`7%2Frating`)")
-def _encoded_slash_no_slash(host: Host) -> object:
-    path = "/away/api/articles/7%2Frating"
-    reply = host.request("GET", path)
-    return found(reply, host.document(7)) if reply.status == 200 else outcome(host, reply, path)
-
-
 @observes("280 requests from 32 threads at once")
 def _parallel(host: Host) -> object:
     cases = [(rating_path(i), 200) for i in ARTICLES] + [(rating_path(2), 404), ("/abc", 404)]
@@ -322,19 +308,6 @@ NOT_FOUND_PATHS: Final = {
 }
 
 
-def _statuses(host: Host, paths: tuple[str, ...]) -> object:
-    said = [
-        outcome(host, host.request(method, path), path)
-        for path in paths
-        for method in ("GET", "HEAD")
-    ]
-    return one(said)
-
-
-for _point, _paths in NOT_FOUND_PATHS.items():
-    observes(_point, paths=_paths)(_statuses)
-
-
 @observes("a 404's body")
 def _not_found_body(host: Host) -> object:
     assert host.raw(rating_path(2).encode(), "HEAD").body == b""
@@ -342,22 +315,41 @@ def _not_found_body(host: Host) -> object:
     return one(JSON_ERROR if reply.body == NOT_FOUND else body_said(reply) for reply in said)
 
 
-def _header(host: Host, name: str, paths: tuple[str, ...]) -> object:
-    return one(quoted(host.request("GET", path), name) for path in paths)
+def header(
+    name: str, form: Callable[[str | None], object] = "`{}`".format
+) -> Callable[..., object]:
+    return lambda host, reply, path: form(reply.header(name))
 
 
-for _point, _name, _paths in (
-    ("`Content-Type` of a JSON file", "Content-Type", (R7, "/away/api/openapi.json")),
-    ("`Content-Type` of a 404", "Content-Type", MISSING),
-    ("`Cache-Control` of a 404", "Cache-Control", MISSING),
-):
-    observes(_point, name=_name, paths=_paths)(_header)
+ENCODED: Final = "/away/api/articles/7%2Frating"
+DOCUMENT: Final = "away/api/articles/7/rating/index.json"
+GET: Final = ("GET",)
+BOTH: Final = ("GET", "HEAD")
+# Points observed by the replies to paths: the paths, the methods, and what each reply said,
+# a function of (host, reply, path).
+REPLIES: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...], Callable[..., object]]]] = {
+    "`Content-Length` of a file": ((R7,), GET, lambda h, r, p: length(r, len(h.document(7)))),
+    "`ETag`": ((R7,), GET, header("ETag", etag_form)),
+    "`Last-Modified`": ((R7,), GET, header("Last-Modified", http_date)),
+    "an encoded slash (`7%2Frating%2F`)": ((ENCODED + "%2F",), GET, found_at(DOCUMENT)),
+    "an encoded slash and no slash (`7%2Frating`)": ((ENCODED,), GET, found_at(DOCUMENT)),
+    "the front page `/index.html`": (("/index.html",), GET, found_at("index.html")),
+    **{point: (paths, BOTH, outcome) for point, paths in NOT_FOUND_PATHS.items()},
+    "`Content-Type` of a JSON file": ((R7, "/away/api/openapi.json"), GET, header("Content-Type")),
+    "`Content-Type` of a 404": (MISSING, GET, header("Content-Type")),
+    "`Cache-Control` of a 404": (MISSING, GET, header("Cache-Control")),
+    "`Content-Length` of a 404": (MISSING, BOTH, lambda h, r, p: length(r, len(NOT_FOUND))),
+}
 
 
-@observes("`Content-Length` of a 404")
-def _not_found_length(host: Host) -> object:
-    replies = [host.request(method, path) for path in MISSING for method in ("GET", "HEAD")]
-    return one(length(reply, len(NOT_FOUND)) for reply in replies)
+def _replies(
+    host: Host, paths: tuple[str, ...], methods: tuple[str, ...], said: Callable[..., object]
+) -> object:
+    return one(said(host, host.request(m, path), path) for path in paths for m in methods)
+
+
+for _point, (_paths, _methods, _said) in REPLIES.items():
+    observes(_point, paths=_paths, methods=_methods, said=_said)(_replies)
 
 
 # Methods
@@ -551,13 +543,6 @@ def _if_range(host: Host) -> object:
 
 
 # Other files
-
-
-@observes("the front page `/index.html`")
-def _front_page(host: Host) -> object:
-    reply = host.request("GET", "/index.html")
-    body = (host.site / "index.html").read_bytes()
-    return found(reply, body) if reply.status == 200 else outcome(host, reply, "/index.html")
 
 
 OTHER_FILES: Final = (
