@@ -128,7 +128,7 @@ class Host:
     restart: Callable[[], Host] | None = None
     # For a host that serves a bucket: publishes ``site`` again after a rebuild,
     # and returns once the host serves it (an edge may keep the old for ``stale_seconds``).
-    publish: Callable[[], None] | None = None
+    publish: Callable[[], None] = lambda: None
     stale_seconds: float = 0.0
     # What else the host started (a store behind an edge), stopped after it.
     stop_also: Callable[[], None] | None = None

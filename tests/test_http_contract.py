@@ -17,7 +17,6 @@ import os
 import re
 import signal
 import socket
-import subprocess
 import threading
 import time
 import urllib.parse
@@ -47,18 +46,14 @@ from tests.contract import (
     ARTICLES,
     POINTS,
     RATINGS,
-    READY_SECONDS,
     REPO,
     SECRET,
     STOP_SECONDS,
     USER_FILES,
     Host,
     Reply,
-    hermetic_environ,
-    make_project,
     process_tree,
     request,
-    start,
     stop,
     wait_for,
     wait_until,
@@ -70,13 +65,13 @@ from tests.hosts import (
     HOSTS,
     NGINX_EDGE_CACHE_SECONDS,
     NGINX_EDGE_STALE_SECONDS,
-    SERVING,
     build_project,
-    serve_command,
     start_edge_nginx,
 )
+from tests.served import serving
 from tests.test_cloudfront import headers as cloudfront_headers
 from tests.test_cloudfront import node, viewer_request
+from tests.test_user_errors import run
 
 # What a host answers, in the few words of the table: outcomes that are not answers, then answers.
 STOPS: Final = "no answer: the server exits"
@@ -683,6 +678,9 @@ for _point, (_path, _reached) in SYMLINK_PATHS.items():
     observes(_point, path=_path, reached=_reached)(_symlink)
 
 
+REBUILT: Final = "\nratings.yaml changed: built site: "
+
+
 @observes(REBUILD)
 def _rebuilt_in_the_same_second(server: Host) -> object:
     """Within the same second and at the same size, the hardest case for a validator.
@@ -690,7 +688,18 @@ def _rebuilt_in_the_same_second(server: Host) -> object:
     old = server.request("GET", R7)
     document = server.site / "away/api/articles/7/rating/index.json"
     before = os.stat(document).st_mtime_ns
-    rebuild(server, RATINGS.replace("7: [5, 4, 5, 5, 5, 5]", "7: [5, 4, 5, 5, 5, 4]"))
+    # Changed as the host's users do; --serve rebuilds it itself.
+    serve = server.name == "generate --serve"
+    rebuilds = server.log.read_text().count(REBUILT) if serve else 0
+    source = server.site.parent / "ratings.yaml"
+    source.write_text(RATINGS.replace("7: [5, 4, 5, 5, 5, 5]", "7: [5, 4, 5, 5, 5, 4]"), "utf-8")
+    if serve:
+        wait_until(
+            lambda: server.log.read_text().count(REBUILT) > rebuilds, server.process, server.log
+        )
+    else:
+        build(str(source), str(server.site), base_url=server.base_url, environ={})
+        server.publish()
     # The new document is as long as the old, and written in the same second.
     second = before - before % 10**9
     os.utime(document, ns=(second + (before + 1) % 10**9,) * 2)
@@ -703,23 +712,6 @@ def _rebuilt_in_the_same_second(server: Host) -> object:
     assert (stale.status, stale.body) == (200, reply.body)
     later = f", after up to {server.stale_seconds:g} s (its cache)" if server.stale_seconds else ""
     return "the new document, with a new `ETag`" + later
-
-
-REBUILT: Final = "\nratings.yaml changed: built site: "
-
-
-def rebuild(host: Host, ratings: str) -> None:
-    """Change the ratings as the host's users do, and wait until the site is rebuilt."""
-    source = host.site.parent / "ratings.yaml"
-    if host.name == "generate --serve":
-        done = host.log.read_text().count(REBUILT)
-        source.write_text(ratings, encoding="utf-8")
-        wait_until(lambda: host.log.read_text().count(REBUILT) > done, host.process, host.log)
-    else:
-        source.write_text(ratings, encoding="utf-8")
-        build(str(source), str(host.site), base_url=host.base_url, environ={})
-        if host.publish is not None:
-            host.publish()
 
 
 assert set(OBSERVE) == set(POINTS), set(POINTS) ^ set(OBSERVE)
@@ -840,16 +832,13 @@ def test_no_path_reads_or_poisons_the_cache_entry_of_the_existence_check(server:
 class Forbidding(http.server.BaseHTTPRequestHandler):
     """A store that may not be listed: every missing key is a 403 with an XML body, as S3's."""
 
-    def do_GET(self) -> None:
-        body = b"<?xml version='1.0'?><Error><Code>AccessDenied</Code></Error>"
-        self.send_response(403)
-        self.send_header("Content-Type", "application/xml")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body if self.command == "GET" else b"")
+    error_content_type = "application/xml"
+    error_message_format = "<?xml version='1.0'?><Error><Code>AccessDenied</Code></Error>"
 
-    def do_HEAD(self) -> None:
-        self.do_GET()
+    def do_GET(self) -> None:
+        self.send_error(403)
+
+    do_HEAD = do_GET  # noqa: N815  (http.server's names)
 
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -1007,24 +996,16 @@ def test_the_http_page_states_the_contract_s_values() -> None:
 # What only `python generate.py --serve` does
 
 
-@pytest.fixture
-def serve_project(tmp_path: Path) -> Path:
-    make_project(tmp_path)
-    return tmp_path
-
-
 @pytest.mark.real_world
 @pytest.mark.parametrize("quiet", [False, True])
 def test_serve_says_where_keeps_the_last_good_site_and_stops_on_ctrl_c(
-    serve_project: Path, quiet: bool
+    tmp_path: Path, quiet: bool
 ) -> None:
     """The build's line and a sample URL; a bad edit is one error, the last good site stays
     served, and a fix is rebuilt; Ctrl-C stops it with 0, and no traceback."""
-    log = serve_project / "serve.log"
-    process = start(serve_command(*(["--quiet"] if quiet else [])), serve_project, log)
-    source = serve_project / "ratings.yaml"
-    try:
-        port = int(wait_for(SERVING, log, process)[1])
+    source = tmp_path / "ratings.yaml"
+    with serving(tmp_path, RATINGS, *(["--quiet"] if quiet else [])) as served:
+        port, log, process = int(served.address.rsplit(":")[2]), served.log, served.process
         good = request(port, "GET", R7).body
         # No base URL anywhere: the served address is the base URL.
         url = f"http://127.0.0.1:{port}/away/api/articles/7/"
@@ -1037,8 +1018,6 @@ def test_serve_says_where_keeps_the_last_good_site_and_stops_on_ctrl_c(
         wait_until(lambda: fixed in request(port, "GET", R7).body, process, log)
         process.send_signal(signal.SIGINT)
         assert process.wait(STOP_SECONDS) == 0
-    finally:
-        stop(process)
     # The lines but the request log's (127.0.0.1 - - [24/Nov/2026 18:15:27] "GET ...).
     lines = [line for line in log.read_text().splitlines() if " - - [" not in line]
     said = [
@@ -1068,25 +1047,15 @@ def test_serve_says_where_keeps_the_last_good_site_and_stops_on_ctrl_c(
     ],
 )
 def test_serve_refuses_a_bad_input_or_a_port_in_use_with_exit_2(
-    serve_project: Path, ratings: str, port: str | None, error: str
+    tmp_path: Path, ratings: str, port: str | None, error: str
 ) -> None:
-    (serve_project / "ratings.yaml").write_text(ratings, encoding="utf-8")
+    (tmp_path / "ratings.yaml").write_text(ratings, encoding="utf-8")
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         number = str(taken.getsockname()[1])
-        command = serve_command(port=number if port else "0")
-        done = subprocess.run(  # check=False: the exit code is what the test reads
-            command,
-            cwd=serve_project,
-            capture_output=True,
-            text=True,
-            env=hermetic_environ(),
-            timeout=READY_SECONDS,
-            check=False,
-        )
-    assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == error.format(port=number) + "\n"
+        code, stdout, stderr = run(tmp_path, "--serve", "--port", number if port else "0")
+    assert (code, stdout, stderr) == (2, "", error.format(port=number) + "\n")
 
 
 # What only the WSGI app does
@@ -1101,13 +1070,10 @@ def test_create_app_needs_a_built_site(tmp_path: Path) -> None:
 
 
 @pytest.mark.real_world
-def test_an_unservable_file_is_the_json_404_and_a_lost_site_a_json_500(serve_project: Path) -> None:
+def test_an_unservable_file_is_the_json_404_and_a_lost_site_a_json_500(tmp_path: Path) -> None:
     """No traceback on an error path: each answer follows the contract, with one log line."""
-    site = serve_project / "site"
-    log = serve_project / "serve.log"
-    process = start(serve_command(), serve_project, log)
-    try:
-        port = int(wait_for(SERVING, log, process)[1])
+    with serving(tmp_path, RATINGS) as served:
+        port, site = int(served.address.rsplit(":")[2]), served.site
         os.mkfifo(site / "fifo")
         (site / "unreadable.txt").write_bytes(SECRET)
         (site / "unreadable.txt").chmod(0)
@@ -1116,19 +1082,17 @@ def test_an_unservable_file_is_the_json_404_and_a_lost_site_a_json_500(serve_pro
             for path in ("/fifo", "/socket", *(["/unreadable.txt"] if os.geteuid() else [])):
                 reply = request(port, "GET", path)
                 assert (reply.status, reply.body) == (404, NOT_FOUND), path
-        os.rename(site, serve_project / "elsewhere")  # the site's folder gone from under it
+        os.rename(site, tmp_path / "elsewhere")  # the site's folder gone from under it
         for method in ("GET", "HEAD"):
             reply = request(port, method, R7)
             assert (reply.status, reply.body) == (500, SERVER_ERROR if method == "GET" else b"")
             sent = (reply.header("Content-Type"), reply.header("Content-Length"))
             assert sent == (ERROR_TYPE, str(len(SERVER_ERROR)))
             assert reply.header("Access-Control-Allow-Origin") == "*"
-        os.rename(serve_project / "elsewhere", site)
+        os.rename(tmp_path / "elsewhere", site)
         assert request(port, "GET", R7).status == 200
-    finally:
-        stop(process)
-    text = log.read_text()
+    text = served.log.read_text()
     assert "Traceback" not in text
-    lost = f"{serve_project / 'site'}: cannot open the site's folder: No such file or directory"
+    lost = f"{site}: cannot open the site's folder: No such file or directory"
     assert text.count(f"GET {R7}: 500: {lost}\n") == 1
     assert text.count(f"HEAD {R7}: 500: {lost}\n") == 1
