@@ -131,9 +131,9 @@ class Host:
     publish: Callable[[], None] = lambda: None
     stale_seconds: float = 0.0
     # What else the host started (a store behind an edge), stopped after it.
-    stop_also: Callable[[], None] | None = None
+    stop_also: Callable[[], None] = lambda: None
     # For an edge: how many reads the store behind it has answered, by its own count.
-    reads: Callable[[], int] | None = None
+    reads: Callable[[], int] = lambda: 0
 
     def stop(self) -> None:
         """Stop the server, then what it stands in front of, waiting until they exit."""
@@ -141,8 +141,7 @@ class Host:
             if self.process is not None:
                 stop(self.process)
         finally:
-            if self.stop_also is not None:
-                self.stop_also()
+            self.stop_also()
 
     def expect(self, point: str) -> object:
         """The contract's value at ``point``, or this host's documented difference."""

@@ -60,17 +60,21 @@ def started(
     environ: dict[str, str] | None = None,
     port: int | None = None,
     log: Path | None = None,
+    answering: bool = False,
 ) -> tuple[subprocess.Popen[bytes], int, Path]:
     """Start ``command`` in ``folder``; wait for ``ready`` in its log (group 1: the port if none
-    is given). The process, its port and its log."""
+    is given), and if ``answering``, until it answers. The process, its port and its log."""
     log = log or folder / "server.log"
     process = start(command, folder, log, environ)
     try:
         found = wait_for(ready, log, process)
+        port = port if port is not None else int(found[1])
+        if answering:
+            wait_answering(port)
     except BaseException:
         stop(process)
         raise
-    return process, port if port is not None else int(found[1]), log
+    return process, port, log
 
 
 def host(name: str, site: Path, started: tuple[subprocess.Popen[bytes], int, Path]) -> Host:
@@ -102,14 +106,9 @@ def start_gunicorn(folder: Path, ratings: str = RATINGS) -> Host:
     command = [sys.executable, "-W", "error", "-m", "gunicorn", "--bind", "127.0.0.1:0"]
     command += ["--workers", "2", "--threads", "4", "--no-control-socket"]
     command += ["--pythonpath", str(REPO)]
-    process = started(
-        [*command, "generate:create_app()"], folder, r"Listening at: http://127\.0\.0\.1:(\d+)"
-    )
-    try:
-        wait_answering(process[1])  # gunicorn listens before its workers run
-    except BaseException:
-        stop(process[0])
-        raise
+    ready = r"Listening at: http://127\.0\.0\.1:(\d+)"
+    # gunicorn listens before its workers run.
+    process = started([*command, "generate:create_app()"], folder, ready, answering=True)
     return host("gunicorn", site, process)
 
 

@@ -170,13 +170,9 @@ def observes(point: str, /, **arguments: object) -> Callable[[Callable[..., obje
 
 @observes("GET a rating")
 def _get_a_rating(host: Host) -> object:
-    assert (
-        host.document(7)
-        == (
-            f'{{"article_url": "{host.base_url}/away/api/articles/7/", "id": 7, '
-            '"rating_sum": 29, "rating_count": 6, "rating_value": "4.8"}\n'
-        ).encode()
-    )
+    expected = f'{{"article_url": "{host.base_url}/away/api/articles/7/", "id": 7, '
+    expected += '"rating_sum": 29, "rating_count": 6, "rating_value": "4.8"}\n'
+    assert host.document(7) == expected.encode()
     return one(found(host.request("GET", rating_path(i)), host.document(i)) for i in ARTICLES)
 
 
@@ -231,9 +227,7 @@ def _cors(host: Host) -> object:
     asked += [("GET", R7, {"Range": value}) for value in ("bytes=0-9", "bytes=500-")]
     wanted = [(name, value) for name, value in COMMON_HEADERS if name != "Cache-Control"]
     replies = {f"{m} {path} {h}": host.request(m, path, h) for m, path, h in asked}
-    lacking = [
-        key for key, reply in replies.items() if any(reply.header(n) != v for n, v in wanted)
-    ]
+    lacking = [k for k, r in replies.items() if any(r.header(n) != v for n, v in wanted)]
     return f"not on {lacking}" if lacking else "both"
 
 
@@ -765,49 +759,43 @@ EDGE: Final = pytest.mark.parametrize(
 )
 
 
-def edge_reads(edge: Host) -> int:
-    """How many reads the store behind ``edge`` has answered, by its own count."""
-    assert edge.reads is not None
-    return edge.reads()
-
-
 @EDGE
 def test_a_hot_article_reaches_the_store_once_per_cache_lifetime(server: Host) -> None:
     """And the check behind a redirect fills the very entry its document is read from."""
-    before = edge_reads(server)
+    before = server.reads()
     first = request(server.port, "GET", HOT)
     assert (first.status, first.header("X-Cache-Status")) == (200, "MISS")
-    assert edge_reads(server) == before + 1
+    assert server.reads() == before + 1
     started = time.monotonic()
     statuses = [request(server.port, "GET", HOT).header("X-Cache-Status") for _ in range(20)]
     assert time.monotonic() - started < NGINX_EDGE_CACHE_SECONDS, "too slow to tell"
     assert statuses == ["HIT"] * 20
-    assert edge_reads(server) == before + 1  # none of the 20 reached the store
+    assert server.reads() == before + 1  # none of the 20 reached the store
     time.sleep(NGINX_EDGE_STALE_SECONDS + 0.1)  # every copy expired, article 31's too
     # Expired: asked again with If-None-Match, and the store's 304 renews the copy.
     again = request(server.port, "GET", HOT)
     assert (again.status, again.body) == (200, first.body)
     assert again.header("X-Cache-Status") == "REVALIDATED"
-    assert edge_reads(server) == before + 2
+    assert server.reads() == before + 2
     # One key per object: the redirect's check reads the store, its document is then a HIT.
     assert request(server.port, "GET", "/away/api/articles/31/rating").status == 301
     reply = request(server.port, "GET", "/away/api/articles/31/rating/")
     assert (reply.status, reply.header("X-Cache-Status")) == (200, "HIT")
     assert reply.body == server.document(31)
-    assert edge_reads(server) == before + 3
+    assert server.reads() == before + 3
 
 
 @EDGE
 def test_a_query_is_not_a_new_copy_and_a_404_is_cached_too(server: Host) -> None:
     request(server.port, "GET", "/away/api/articles/12/rating/")
-    before = edge_reads(server)
+    before = server.reads()
     asked = [f"/away/api/articles/12/rating/?v={n}" for n in range(5)]
     replies = [request(server.port, "GET", path) for path in asked]
     assert [reply.header("X-Cache-Status") for reply in replies] == ["HIT"] * 5
-    assert edge_reads(server) == before
+    assert server.reads() == before
     replies = [request(server.port, "GET", "/away/api/articles/2/rating/") for _ in range(3)]
     assert [(reply.status, reply.body) for reply in replies] == [(404, NOT_FOUND)] * 3
-    assert edge_reads(server) == before + 1
+    assert server.reads() == before + 1
 
 
 @EDGE
@@ -839,9 +827,6 @@ class Forbidding(http.server.BaseHTTPRequestHandler):
         self.send_error(403)
 
     do_HEAD = do_GET  # noqa: N815  (http.server's names)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
 
 
 @pytest.mark.real_world
