@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from email.message import Message
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 from wsgiref.util import setup_testing_defaults
 
 from ratings_api.contract import CACHE_CONTROL
@@ -26,6 +26,7 @@ from ratings_api.contract import NOT_FOUND as NOT_FOUND  # test_serve_edges.py i
 if TYPE_CHECKING:
     from wsgiref.types import WSGIApplication
 
+T = TypeVar("T")
 REPO: Final = Path(__file__).resolve().parent.parent
 # A start takes 1 to 7 s on a quiet machine; netlify dev took 20 to 38 s on a shared
 # 2-core one at a load of 6 to 7.
@@ -234,25 +235,19 @@ def start(
 
 def wait_for(pattern: str, log: Path, process: subprocess.Popen[bytes]) -> re.Match[str]:
     """The first match of ``pattern`` in the server's output, within READY_SECONDS."""
-
-    def seen() -> re.Match[str] | None:
-        return re.search(pattern, log.read_text(errors="replace"), re.MULTILINE)
-
-    wait_until(seen, process, log)
-    found = seen()
-    assert found is not None
-    return found
+    return wait_until(
+        lambda: re.search(pattern, log.read_text(errors="replace"), re.MULTILINE), process, log
+    )
 
 
-def wait_until(
-    condition: Callable[[], object], process: subprocess.Popen[bytes], log: Path
-) -> None:
-    """Until ``condition()`` holds, within READY_SECONDS, while ``process`` runs."""
+def wait_until(condition: Callable[[], T | None], process: subprocess.Popen[bytes], log: Path) -> T:
+    """``condition()``'s value once it holds, within READY_SECONDS, while ``process`` runs."""
     deadline = time.monotonic() + READY_SECONDS
-    while not condition():
+    while not (value := condition()):
         assert process.poll() is None, f"exited with {process.returncode}:\n{log.read_text()}"
         assert time.monotonic() < deadline, f"not within {READY_SECONDS} s:\n{log.read_text()}"
         time.sleep(0.02)
+    return value
 
 
 def run_ok(command: list[str], **options: Any) -> subprocess.CompletedProcess[str]:
