@@ -310,11 +310,9 @@ def process_tree(root: int) -> set[int]:
             except OSError:
                 continue  # gone meanwhile
             parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    tree, grown = {root}, True
-    while grown:
-        more = {pid for pid, parent in parents.items() if parent in tree} - tree
+    tree = {root}
+    while more := {pid for pid, parent in parents.items() if parent in tree} - tree:
         tree |= more
-        grown = bool(more)
     return tree
 
 
@@ -358,14 +356,8 @@ def raw_request(port: int, target: bytes, method: str = "GET", headers: bytes = 
     frame it, so a server that keeps the connection open costs no time (but after HEAD).
     """
     with socket.create_connection(("127.0.0.1", port), timeout=REQUEST_SECONDS) as connection:
-        connection.sendall(
-            method.encode()
-            + b" "
-            + target
-            + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            + headers
-            + b"Connection: close\r\n\r\n"
-        )
+        line = b"%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n" % (method.encode(), target)
+        connection.sendall(line + headers + b"Connection: close\r\n\r\n")
         response = http.client.HTTPResponse(connection, method=method)
         try:
             response.begin()

@@ -1001,15 +1001,14 @@ def test_serve_says_where_keeps_the_last_good_site_and_stops_on_ctrl_c(
         assert len(lines) == 5
 
 
+BAD_RATING: Final = "articles:\n  7: [5, 9]\nscale: [1, 5]\n"
+
+
 @pytest.mark.real_world
 @pytest.mark.parametrize(
     ("ratings", "port", "error"),
     [
-        (
-            "articles:\n  7: [5, 9]\nscale: [1, 5]\n",
-            None,
-            "ratings.yaml:2:10: article 7: rating 9 is outside the scale 1..5",
-        ),
+        (BAD_RATING, None, "ratings.yaml:2:10: article 7: rating 9 is outside the scale 1..5"),
         (RATINGS, "taken", "cannot serve at 127.0.0.1:{port}: Address already in use"),
     ],
 )
