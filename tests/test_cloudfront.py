@@ -97,12 +97,8 @@ def test_a_path_goes_on_to_its_object() -> None:
 
 def test_no_slash_no_article_is_documented_as_the_function_answers() -> None:
     """The one point where the function differs from the app (the one suite holds the rest)."""
-    unknown, malformed = node(
-        [
-            viewer_request("/away/api/articles/2/rating"),
-            viewer_request("/away/api/articles/abc/rating"),
-        ]
-    )
+    paths = ["/away/api/articles/2/rating", "/away/api/articles/abc/rating"]
+    unknown, malformed = node([viewer_request(path) for path in paths])
     said = f"`2/rating`: {unknown['statusCode']} to `{headers(unknown)['location']}`; "
     said += f"`abc/rating`: {malformed['statusCode']}"
     point = "no slash, no article (`2/rating`, `abc/rating`)"

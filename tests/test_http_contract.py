@@ -557,15 +557,11 @@ def _charset(host: Host) -> object:
 
 @observes("the front page's `Content-Security-Policy`")
 def _front_page_policy(host: Host) -> object:
-    def policy(path: str) -> str | None:
-        return host.request("GET", path).header("Content-Security-Policy")
-
-    missing = [path for path in ("/", "/index.html") if policy(path) != FRONT_PAGE_CSP]
-    others = (R7, "/away/api/openapi.json", "/robots.txt", "/about/")
-    elsewhere = [path for path in others if policy(path) is not None]
-    if missing or elsewhere:
-        return f"not on {missing}; also on {elsewhere}"
-    return POINTS["the front page's `Content-Security-Policy`"]
+    paths = ("/", "/index.html", R7, "/away/api/openapi.json", "/robots.txt", "/about/")
+    sent = [host.request("GET", path).header("Content-Security-Policy") for path in paths]
+    if sent == [FRONT_PAGE_CSP] * 2 + [None] * 4:
+        return POINTS["the front page's `Content-Security-Policy`"]
+    return f"sent {dict(zip(paths, sent, strict=True))}"
 
 
 # Requests that try to leave the root, sent byte for byte. A WSGI server
