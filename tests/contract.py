@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from email.message import Message
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 from wsgiref.util import setup_testing_defaults
 
 from ratings_api.contract import CACHE_CONTROL
@@ -26,6 +26,7 @@ from ratings_api.contract import NOT_FOUND as NOT_FOUND  # test_serve_edges.py i
 if TYPE_CHECKING:
     from wsgiref.types import WSGIApplication
 
+T = TypeVar("T")
 REPO: Final = Path(__file__).resolve().parent.parent
 # A start takes 1 to 7 s on a quiet machine; netlify dev took 20 to 38 s on a shared
 # 2-core one at a load of 6 to 7.
@@ -128,12 +129,12 @@ class Host:
     restart: Callable[[], Host] | None = None
     # For a host that serves a bucket: publishes ``site`` again after a rebuild,
     # and returns once the host serves it (an edge may keep the old for ``stale_seconds``).
-    publish: Callable[[], None] | None = None
+    publish: Callable[[], None] = lambda: None
     stale_seconds: float = 0.0
     # What else the host started (a store behind an edge), stopped after it.
-    stop_also: Callable[[], None] | None = None
+    stop_also: Callable[[], None] = lambda: None
     # For an edge: how many reads the store behind it has answered, by its own count.
-    reads: Callable[[], int] | None = None
+    reads: Callable[[], int] = lambda: 0
 
     def stop(self) -> None:
         """Stop the server, then what it stands in front of, waiting until they exit."""
@@ -141,8 +142,7 @@ class Host:
             if self.process is not None:
                 stop(self.process)
         finally:
-            if self.stop_also is not None:
-                self.stop_also()
+            self.stop_also()
 
     def expect(self, point: str) -> object:
         """The contract's value at ``point``, or this host's documented difference."""
@@ -235,25 +235,19 @@ def start(
 
 def wait_for(pattern: str, log: Path, process: subprocess.Popen[bytes]) -> re.Match[str]:
     """The first match of ``pattern`` in the server's output, within READY_SECONDS."""
-
-    def seen() -> re.Match[str] | None:
-        return re.search(pattern, log.read_text(errors="replace"), re.MULTILINE)
-
-    wait_until(seen, process, log)
-    found = seen()
-    assert found is not None
-    return found
+    return wait_until(
+        lambda: re.search(pattern, log.read_text(errors="replace"), re.MULTILINE), process, log
+    )
 
 
-def wait_until(
-    condition: Callable[[], object], process: subprocess.Popen[bytes], log: Path
-) -> None:
-    """Until ``condition()`` holds, within READY_SECONDS, while ``process`` runs."""
+def wait_until(condition: Callable[[], T | None], process: subprocess.Popen[bytes], log: Path) -> T:
+    """``condition()``'s value once it holds, within READY_SECONDS, while ``process`` runs."""
     deadline = time.monotonic() + READY_SECONDS
-    while not condition():
+    while not (value := condition()):
         assert process.poll() is None, f"exited with {process.returncode}:\n{log.read_text()}"
         assert time.monotonic() < deadline, f"not within {READY_SECONDS} s:\n{log.read_text()}"
         time.sleep(0.02)
+    return value
 
 
 def run_ok(command: list[str], **options: Any) -> subprocess.CompletedProcess[str]:
@@ -316,11 +310,9 @@ def process_tree(root: int) -> set[int]:
             except OSError:
                 continue  # gone meanwhile
             parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    tree, grown = {root}, True
-    while grown:
-        more = {pid for pid, parent in parents.items() if parent in tree} - tree
+    tree = {root}
+    while more := {pid for pid, parent in parents.items() if parent in tree} - tree:
         tree |= more
-        grown = bool(more)
     return tree
 
 
@@ -364,14 +356,8 @@ def raw_request(port: int, target: bytes, method: str = "GET", headers: bytes = 
     frame it, so a server that keeps the connection open costs no time (but after HEAD).
     """
     with socket.create_connection(("127.0.0.1", port), timeout=REQUEST_SECONDS) as connection:
-        connection.sendall(
-            method.encode()
-            + b" "
-            + target
-            + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            + headers
-            + b"Connection: close\r\n\r\n"
-        )
+        line = b"%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n" % (method.encode(), target)
+        connection.sendall(line + headers + b"Connection: close\r\n\r\n")
         response = http.client.HTTPResponse(connection, method=method)
         try:
             response.begin()

@@ -60,17 +60,21 @@ def started(
     environ: dict[str, str] | None = None,
     port: int | None = None,
     log: Path | None = None,
+    answering: bool = False,
 ) -> tuple[subprocess.Popen[bytes], int, Path]:
     """Start ``command`` in ``folder``; wait for ``ready`` in its log (group 1: the port if none
-    is given). The process, its port and its log."""
+    is given), and if ``answering``, until it answers. The process, its port and its log."""
     log = log or folder / "server.log"
     process = start(command, folder, log, environ)
     try:
         found = wait_for(ready, log, process)
+        port = port if port is not None else int(found[1])
+        if answering:
+            wait_answering(port)
     except BaseException:
         stop(process)
         raise
-    return process, port if port is not None else int(found[1]), log
+    return process, port, log
 
 
 def host(name: str, site: Path, started: tuple[subprocess.Popen[bytes], int, Path]) -> Host:
@@ -96,20 +100,15 @@ def start_serve(folder: Path, ratings: str = RATINGS) -> Host:
     return served
 
 
-def start_gunicorn(folder: Path, ratings: str = RATINGS) -> Host:
+def start_gunicorn(folder: Path) -> Host:
     """The production command, run in the folder that holds site/."""
-    site = build_project(folder, ratings)
+    site = build_project(folder)
     command = [sys.executable, "-W", "error", "-m", "gunicorn", "--bind", "127.0.0.1:0"]
     command += ["--workers", "2", "--threads", "4", "--no-control-socket"]
     command += ["--pythonpath", str(REPO)]
-    process = started(
-        [*command, "generate:create_app()"], folder, r"Listening at: http://127\.0\.0\.1:(\d+)"
-    )
-    try:
-        wait_answering(process[1])  # gunicorn listens before its workers run
-    except BaseException:
-        stop(process[0])
-        raise
+    ready = r"Listening at: http://127\.0\.0\.1:(\d+)"
+    # gunicorn listens before its workers run.
+    process = started([*command, "generate:create_app()"], folder, ready, answering=True)
     return host("gunicorn", site, process)
 
 
@@ -122,9 +121,9 @@ def install_host_tools() -> None:
     run_ok([str(INSTALL)], timeout=1800)
 
 
-def build_project(folder: Path, ratings: str = RATINGS) -> Path:
+def build_project(folder: Path) -> Path:
     """The contract's test project, built with BASE_URL (and so the hosts' files); its site/."""
-    source = make_project(folder, ratings)
+    source = make_project(folder)
     build(str(source), str(folder / "site"), base_url=BASE_URL, environ={})
     return folder / "site"
 
@@ -176,10 +175,10 @@ def run_nginx(
     return process
 
 
-def start_nginx(folder: Path, ratings: str = RATINGS) -> Host:
+def start_nginx(folder: Path) -> Host:
     """Debian's nginx with deploy/nginx.conf and its documented edits, its files in ``folder``."""
     install_host_tools()
-    site = build_project(folder, ratings)
+    site = build_project(folder)
     root = "    root /var/www/ratings/site;  # EDIT: the absolute path of the built site/\n"
     return host("nginx", site, run_nginx(folder, NGINX_CONF, {root: f"    root {site};\n"}))
 
@@ -191,12 +190,12 @@ NETLIFY_ENVIRON: Final = {"NETLIFY_TELEMETRY_DISABLED": "1", "BROWSER": "none", 
 }
 
 
-def start_netlify_dev(folder: Path, ratings: str = RATINGS) -> Host:
+def start_netlify_dev(folder: Path) -> Host:
     """``netlify dev --offline`` from netlify-cli, serving site/ with the shipped netlify.toml."""
     install_host_tools()
     site = folder / "site"
     if not (site / "404.html").exists():  # started again after a crash: already built
-        build_project(folder, ratings)
+        build_project(folder)
         shutil.copyfile(NETLIFY_TOML, folder / "netlify.toml")
     port = free_port()
     command = [str(NODE_BIN / "netlify"), "dev", "--offline", "--internal-disable-edge-functions"]
@@ -220,10 +219,10 @@ def wrangler_environ(folder: Path) -> dict[str, str]:
     return environ | {"XDG_CONFIG_HOME": str(folder / ".config")}
 
 
-def start_wrangler(folder: Path, ratings: str = RATINGS) -> Host:
+def start_wrangler(folder: Path) -> Host:
     """``wrangler pages dev`` (Cloudflare Pages' local server) serving site/, offline."""
     install_host_tools()
-    make_project(folder, ratings)
+    make_project(folder)
     environ = {**hermetic_environ(), "CF_PAGES_URL": BASE_URL, "PYTHON": sys.executable}
     run_ok(["bash", str(CLOUDFLARE_BUILD)], cwd=folder, env=environ)  # as Pages runs it
     port = free_port()
@@ -300,10 +299,10 @@ def fill_r2(folder: Path, site: Path) -> None:
     run_ok(["node", str(FILL_R2), str(folder / "state"), BUCKET, objects_file], cwd=folder)
 
 
-def start_worker(folder: Path, ratings: str = RATINGS) -> Host:
+def start_worker(folder: Path) -> Host:
     """``wrangler dev`` running deploy/cloudflare-r2-worker over a local R2, offline."""
     install_host_tools()
-    site = build_project(folder, ratings)
+    site = build_project(folder)
     config = worker_config(folder)
     fill_r2(folder, site)
     port = free_port()
@@ -340,11 +339,11 @@ def start_edge_nginx(folder: Path, store_port: int) -> tuple[subprocess.Popen[by
     return run_nginx(folder, NGINX_EDGE_CONF, edits)
 
 
-def nginx_edge(folder: Path, ratings: str = RATINGS) -> tuple[Host, Store]:
+def nginx_edge(folder: Path) -> Host:
     """Debian's nginx with deploy/nginx-object-storage.conf in front of SeaweedFS, and the
     store (stopped with it)."""
     install_host_tools()
-    site = build_project(folder, ratings)
+    site = build_project(folder)
     store = start_store(folder / "store")
     try:
         store.create_bucket(BUCKET)
@@ -361,7 +360,7 @@ def nginx_edge(folder: Path, ratings: str = RATINGS) -> tuple[Host, Store]:
     edge.publish, edge.stop_also = publish_again, store.stop
     edge.reads = functools.partial(store_reads, store)
     edge.stale_seconds = NGINX_EDGE_STALE_SECONDS
-    return edge, store
+    return edge
 
 
 def store_reads(store: Store, bucket: str = BUCKET) -> int:
@@ -410,13 +409,13 @@ NOT_MEASURED: Final = {
 }
 
 
-HOSTS: Final[dict[str, Callable[..., Host]]] = {
+HOSTS: Final[dict[str, Callable[[Path], Host]]] = {
     "generate --serve": start_serve,
     "gunicorn": start_gunicorn,
     "nginx": start_nginx,
     "netlify dev": start_netlify_dev,
     "wrangler pages dev": start_wrangler,
-    "nginx → S3": lambda folder, ratings=RATINGS: nginx_edge(folder, ratings)[0],
+    "nginx → S3": nginx_edge,
     "Worker → R2": start_worker,
 }
 DIFFERENCES: Final = read_differences([*HOSTS, "CloudFront"])

@@ -17,7 +17,6 @@ import os
 import re
 import signal
 import socket
-import subprocess
 import threading
 import time
 import urllib.parse
@@ -47,18 +46,13 @@ from tests.contract import (
     ARTICLES,
     POINTS,
     RATINGS,
-    READY_SECONDS,
     REPO,
     SECRET,
     STOP_SECONDS,
-    USER_FILES,
     Host,
     Reply,
-    hermetic_environ,
-    make_project,
     process_tree,
     request,
-    start,
     stop,
     wait_for,
     wait_until,
@@ -70,13 +64,13 @@ from tests.hosts import (
     HOSTS,
     NGINX_EDGE_CACHE_SECONDS,
     NGINX_EDGE_STALE_SECONDS,
-    SERVING,
     build_project,
-    serve_command,
     start_edge_nginx,
 )
+from tests.served import serving
 from tests.test_cloudfront import headers as cloudfront_headers
 from tests.test_cloudfront import node, viewer_request
+from tests.test_user_errors import run
 
 # What a host answers, in the few words of the table: outcomes that are not answers, then answers.
 STOPS: Final = "no answer: the server exits"
@@ -175,34 +169,28 @@ def observes(point: str, /, **arguments: object) -> Callable[[Callable[..., obje
 
 @observes("GET a rating")
 def _get_a_rating(host: Host) -> object:
-    assert (
-        host.document(7)
-        == (
-            f'{{"article_url": "{host.base_url}/away/api/articles/7/", "id": 7, '
-            '"rating_sum": 29, "rating_count": 6, "rating_value": "4.8"}\n'
-        ).encode()
-    )
+    expected = f'{{"article_url": "{host.base_url}/away/api/articles/7/", "id": 7, '
+    expected += '"rating_sum": 29, "rating_count": 6, "rating_value": "4.8"}\n'
+    assert host.document(7) == expected.encode()
     return one(found(host.request("GET", rating_path(i)), host.document(i)) for i in ARTICLES)
 
 
-@observes("`Content-Length` of a file")
-def _file_length(host: Host) -> object:
-    return length(host.request("GET", R7), len(host.document(7)))
-
-
-@observes("`ETag`")
-def _etag(host: Host) -> object:
-    return etag_form(host.request("GET", R7).header("ETag"))
-
-
-@observes("`Last-Modified`")
-def _last_modified(host: Host) -> object:
-    value = host.request("GET", R7).header("Last-Modified")
+def http_date(value: str | None) -> str:
     if value is None:
         return "none"
     date = email.utils.parsedate_to_datetime(value)  # ValueError unless a date
     assert date.utcoffset() == datetime.timedelta(0), value  # HTTP dates are in GMT
     return "an HTTP date"
+
+
+def found_at(file: str) -> Callable[[Host, Reply, str], object]:
+    """200 and the site's ``file``, or the status (a redirect followed once)."""
+
+    def said(host: Host, reply: Reply, path: str) -> object:
+        body = (host.site / file).read_bytes()
+        return found(reply, body) if reply.status == 200 else outcome(host, reply, path)
+
+    return said
 
 
 @observes("HEAD: the headers of GET, no body")
@@ -238,9 +226,7 @@ def _cors(host: Host) -> object:
     asked += [("GET", R7, {"Range": value}) for value in ("bytes=0-9", "bytes=500-")]
     wanted = [(name, value) for name, value in COMMON_HEADERS if name != "Cache-Control"]
     replies = {f"{m} {path} {h}": host.request(m, path, h) for m, path, h in asked}
-    lacking = [
-        key for key, reply in replies.items() if any(reply.header(n) != v for n, v in wanted)
-    ]
+    lacking = [k for k, r in replies.items() if any(r.header(n) != v for n, v in wanted)]
     return f"not on {lacking}" if lacking else "both"
 
 
@@ -268,18 +254,6 @@ def _empty_body(host: Host, path: str, headers: dict[str, str], status: int) -> 
     if reply.status != status:
         return "no redirect" if status == 301 else f"no {status}"
     return "empty" if not reply.body else body_said(reply)
-
-
-@observes("an encoded slash (`7%2Frating%2F`)")
-def _encoded_slash(host: Host) -> object:
-    return found(host.request("GET", "/away/api/articles/7%2Frating%2F"), host.document(7))
-
-
-@observes("an encoded slash and no slash (`7%2Frating`)")
-def _encoded_slash_no_slash(host: Host) -> object:
-    path = "/away/api/articles/7%2Frating"
-    reply = host.request("GET", path)
-    return found(reply, host.document(7)) if reply.status == 200 else outcome(host, reply, path)
 
 
 @observes("280 requests from 32 threads at once")
@@ -322,19 +296,6 @@ NOT_FOUND_PATHS: Final = {
 }
 
 
-def _statuses(host: Host, paths: tuple[str, ...]) -> object:
-    said = [
-        outcome(host, host.request(method, path), path)
-        for path in paths
-        for method in ("GET", "HEAD")
-    ]
-    return one(said)
-
-
-for _point, _paths in NOT_FOUND_PATHS.items():
-    observes(_point, paths=_paths)(_statuses)
-
-
 @observes("a 404's body")
 def _not_found_body(host: Host) -> object:
     assert host.raw(rating_path(2).encode(), "HEAD").body == b""
@@ -342,22 +303,41 @@ def _not_found_body(host: Host) -> object:
     return one(JSON_ERROR if reply.body == NOT_FOUND else body_said(reply) for reply in said)
 
 
-def _header(host: Host, name: str, paths: tuple[str, ...]) -> object:
-    return one(quoted(host.request("GET", path), name) for path in paths)
+def header(
+    name: str, form: Callable[[str | None], object] = "`{}`".format
+) -> Callable[..., object]:
+    return lambda host, reply, path: form(reply.header(name))
 
 
-for _point, _name, _paths in (
-    ("`Content-Type` of a JSON file", "Content-Type", (R7, "/away/api/openapi.json")),
-    ("`Content-Type` of a 404", "Content-Type", MISSING),
-    ("`Cache-Control` of a 404", "Cache-Control", MISSING),
-):
-    observes(_point, name=_name, paths=_paths)(_header)
+ENCODED: Final = "/away/api/articles/7%2Frating"
+DOCUMENT: Final = "away/api/articles/7/rating/index.json"
+GET: Final = ("GET",)
+BOTH: Final = ("GET", "HEAD")
+# Points observed by the replies to paths: the paths, the methods, and what each reply said,
+# a function of (host, reply, path).
+REPLIES: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...], Callable[..., object]]]] = {
+    "`Content-Length` of a file": ((R7,), GET, lambda h, r, p: length(r, len(h.document(7)))),
+    "`ETag`": ((R7,), GET, header("ETag", etag_form)),
+    "`Last-Modified`": ((R7,), GET, header("Last-Modified", http_date)),
+    "an encoded slash (`7%2Frating%2F`)": ((ENCODED + "%2F",), GET, found_at(DOCUMENT)),
+    "an encoded slash and no slash (`7%2Frating`)": ((ENCODED,), GET, found_at(DOCUMENT)),
+    "the front page `/index.html`": (("/index.html",), GET, found_at("index.html")),
+    **{point: (paths, BOTH, outcome) for point, paths in NOT_FOUND_PATHS.items()},
+    "`Content-Type` of a JSON file": ((R7, "/away/api/openapi.json"), GET, header("Content-Type")),
+    "`Content-Type` of a 404": (MISSING, GET, header("Content-Type")),
+    "`Cache-Control` of a 404": (MISSING, GET, header("Cache-Control")),
+    "`Content-Length` of a 404": (MISSING, BOTH, lambda h, r, p: length(r, len(NOT_FOUND))),
+}
 
 
-@observes("`Content-Length` of a 404")
-def _not_found_length(host: Host) -> object:
-    replies = [host.request(method, path) for path in MISSING for method in ("GET", "HEAD")]
-    return one(length(reply, len(NOT_FOUND)) for reply in replies)
+def _replies(
+    host: Host, paths: tuple[str, ...], methods: tuple[str, ...], said: Callable[..., object]
+) -> object:
+    return one(said(host, host.request(m, path), path) for path in paths for m in methods)
+
+
+for _point, (_paths, _methods, _said) in REPLIES.items():
+    observes(_point, paths=_paths, methods=_methods, said=_said)(_replies)
 
 
 # Methods
@@ -553,13 +533,6 @@ def _if_range(host: Host) -> object:
 # Other files
 
 
-@observes("the front page `/index.html`")
-def _front_page(host: Host) -> object:
-    reply = host.request("GET", "/index.html")
-    body = (host.site / "index.html").read_bytes()
-    return found(reply, body) if reply.status == 200 else outcome(host, reply, "/index.html")
-
-
 OTHER_FILES: Final = (
     ("/", "index.html", "text/html"),  # the front page the build writes
     ("/away/api/openapi.json", "away/api/openapi.json", "application/json"),
@@ -584,15 +557,11 @@ def _charset(host: Host) -> object:
 
 @observes("the front page's `Content-Security-Policy`")
 def _front_page_policy(host: Host) -> object:
-    def policy(path: str) -> str | None:
-        return host.request("GET", path).header("Content-Security-Policy")
-
-    missing = [path for path in ("/", "/index.html") if policy(path) != FRONT_PAGE_CSP]
-    others = (R7, "/away/api/openapi.json", "/robots.txt", "/about/")
-    elsewhere = [path for path in others if policy(path) is not None]
-    if missing or elsewhere:
-        return f"not on {missing}; also on {elsewhere}"
-    return POINTS["the front page's `Content-Security-Policy`"]
+    paths = ("/", "/index.html", R7, "/away/api/openapi.json", "/robots.txt", "/about/")
+    sent = [host.request("GET", path).header("Content-Security-Policy") for path in paths]
+    if sent == [FRONT_PAGE_CSP] * 2 + [None] * 4:
+        return POINTS["the front page's `Content-Security-Policy`"]
+    return f"sent {dict(zip(paths, sent, strict=True))}"
 
 
 # Requests that try to leave the root, sent byte for byte. A WSGI server
@@ -662,26 +631,21 @@ for _point, _targets in TRAVERSALS.items():
     observes(_point, point=_point, targets=_targets)(_traversals)
 
 
-# Symlinks in the site: the path asked for, and what it would reach through the link.
-HOSTNAME: Final = Path("/etc/hostname").read_bytes()
+# Symlinks in the site: the path asked for; what it would reach is read through the link.
 SYMLINK_PATHS: Final = {
-    "a symlink to a folder outside the root (`site/system -> /etc`)": (
-        "/system/hostname",
-        HOSTNAME,
-    ),
-    "a symlink to a file outside the root (`-> ../secret.txt`)": ("/secret-link.txt", SECRET),
-    "a symlink to a file inside the root (`-> robots.txt`)": (
-        "/robots-link.txt",
-        USER_FILES["robots.txt"],
-    ),
-    "a symlink to a folder inside the root (`-> away`)": ("/mirror/api/openapi.json", None),
-    "a symlink loop (`loop -> loop`)": ("/loop", None),
+    "a symlink to a folder outside the root (`site/system -> /etc`)": "/system/hostname",
+    "a symlink to a file outside the root (`-> ../secret.txt`)": "/secret-link.txt",
+    "a symlink to a file inside the root (`-> robots.txt`)": "/robots-link.txt",
+    "a symlink to a folder inside the root (`-> away`)": "/mirror/api/openapi.json",
+    "a symlink loop (`loop -> loop`)": "/loop",
 }
 
 
-def _symlink(host: Host, path: str, reached: bytes | None) -> object:
-    if path.startswith("/mirror/"):
-        reached = (host.site / "away/api/openapi.json").read_bytes()
+def _symlink(host: Host, path: str) -> object:
+    try:
+        reached: bytes | None = (host.site / path[1:]).read_bytes()
+    except OSError:  # the loop reaches nothing
+        reached = None
     said: list[object] = []
     for method in ("GET", "HEAD"):
         reply = host.request(method, path)
@@ -694,8 +658,11 @@ def _symlink(host: Host, path: str, reached: bytes | None) -> object:
     return one(said)
 
 
-for _point, (_path, _reached) in SYMLINK_PATHS.items():
-    observes(_point, path=_path, reached=_reached)(_symlink)
+for _point, _path in SYMLINK_PATHS.items():
+    observes(_point, path=_path)(_symlink)
+
+
+REBUILT: Final = "\nratings.yaml changed: built site: "
 
 
 @observes(REBUILD)
@@ -705,7 +672,18 @@ def _rebuilt_in_the_same_second(server: Host) -> object:
     old = server.request("GET", R7)
     document = server.site / "away/api/articles/7/rating/index.json"
     before = os.stat(document).st_mtime_ns
-    rebuild(server, RATINGS.replace("7: [5, 4, 5, 5, 5, 5]", "7: [5, 4, 5, 5, 5, 4]"))
+    # Changed as the host's users do; --serve rebuilds it itself.
+    serve = server.name == "generate --serve"
+    rebuilds = server.log.read_text().count(REBUILT) if serve else 0
+    source = server.site.parent / "ratings.yaml"
+    source.write_text(RATINGS.replace("7: [5, 4, 5, 5, 5, 5]", "7: [5, 4, 5, 5, 5, 4]"), "utf-8")
+    if serve:
+        wait_until(
+            lambda: server.log.read_text().count(REBUILT) > rebuilds, server.process, server.log
+        )
+    else:
+        build(str(source), str(server.site), base_url=server.base_url, environ={})
+        server.publish()
     # The new document is as long as the old, and written in the same second.
     second = before - before % 10**9
     os.utime(document, ns=(second + (before + 1) % 10**9,) * 2)
@@ -718,23 +696,6 @@ def _rebuilt_in_the_same_second(server: Host) -> object:
     assert (stale.status, stale.body) == (200, reply.body)
     later = f", after up to {server.stale_seconds:g} s (its cache)" if server.stale_seconds else ""
     return "the new document, with a new `ETag`" + later
-
-
-REBUILT: Final = "\nratings.yaml changed: built site: "
-
-
-def rebuild(host: Host, ratings: str) -> None:
-    """Change the ratings as the host's users do, and wait until the site is rebuilt."""
-    source = host.site.parent / "ratings.yaml"
-    if host.name == "generate --serve":
-        done = host.log.read_text().count(REBUILT)
-        source.write_text(ratings, encoding="utf-8")
-        wait_until(lambda: host.log.read_text().count(REBUILT) > done, host.process, host.log)
-    else:
-        source.write_text(ratings, encoding="utf-8")
-        build(str(source), str(host.site), base_url=host.base_url, environ={})
-        if host.publish is not None:
-            host.publish()
 
 
 assert set(OBSERVE) == set(POINTS), set(POINTS) ^ set(OBSERVE)
@@ -788,49 +749,37 @@ EDGE: Final = pytest.mark.parametrize(
 )
 
 
-def edge_reads(edge: Host) -> int:
-    """How many reads the store behind ``edge`` has answered, by its own count."""
-    assert edge.reads is not None
-    return edge.reads()
-
-
 @EDGE
 def test_a_hot_article_reaches_the_store_once_per_cache_lifetime(server: Host) -> None:
-    """And the check behind a redirect fills the very entry its document is read from."""
-    before = edge_reads(server)
+    """With or without a query; the check behind a redirect fills the very entry its document
+    is read from; a 404 is cached too."""
+    before = server.reads()
     first = request(server.port, "GET", HOT)
     assert (first.status, first.header("X-Cache-Status")) == (200, "MISS")
-    assert edge_reads(server) == before + 1
+    assert server.reads() == before + 1
     started = time.monotonic()
-    statuses = [request(server.port, "GET", HOT).header("X-Cache-Status") for _ in range(20)]
+    # A query is not a new copy.
+    asked = [HOT, f"{HOT}?v=1"] * 10
+    statuses = [request(server.port, "GET", path).header("X-Cache-Status") for path in asked]
     assert time.monotonic() - started < NGINX_EDGE_CACHE_SECONDS, "too slow to tell"
     assert statuses == ["HIT"] * 20
-    assert edge_reads(server) == before + 1  # none of the 20 reached the store
+    assert server.reads() == before + 1  # none of the 20 reached the store
     time.sleep(NGINX_EDGE_STALE_SECONDS + 0.1)  # every copy expired, article 31's too
     # Expired: asked again with If-None-Match, and the store's 304 renews the copy.
     again = request(server.port, "GET", HOT)
     assert (again.status, again.body) == (200, first.body)
     assert again.header("X-Cache-Status") == "REVALIDATED"
-    assert edge_reads(server) == before + 2
+    assert server.reads() == before + 2
     # One key per object: the redirect's check reads the store, its document is then a HIT.
     assert request(server.port, "GET", "/away/api/articles/31/rating").status == 301
     reply = request(server.port, "GET", "/away/api/articles/31/rating/")
     assert (reply.status, reply.header("X-Cache-Status")) == (200, "HIT")
     assert reply.body == server.document(31)
-    assert edge_reads(server) == before + 3
-
-
-@EDGE
-def test_a_query_is_not_a_new_copy_and_a_404_is_cached_too(server: Host) -> None:
-    request(server.port, "GET", "/away/api/articles/12/rating/")
-    before = edge_reads(server)
-    asked = [f"/away/api/articles/12/rating/?v={n}" for n in range(5)]
-    replies = [request(server.port, "GET", path) for path in asked]
-    assert [reply.header("X-Cache-Status") for reply in replies] == ["HIT"] * 5
-    assert edge_reads(server) == before
+    assert server.reads() == before + 3
+    # A 404 is cached too.
     replies = [request(server.port, "GET", "/away/api/articles/2/rating/") for _ in range(3)]
     assert [(reply.status, reply.body) for reply in replies] == [(404, NOT_FOUND)] * 3
-    assert edge_reads(server) == before + 1
+    assert server.reads() == before + 4
 
 
 @EDGE
@@ -855,19 +804,13 @@ def test_no_path_reads_or_poisons_the_cache_entry_of_the_existence_check(server:
 class Forbidding(http.server.BaseHTTPRequestHandler):
     """A store that may not be listed: every missing key is a 403 with an XML body, as S3's."""
 
+    error_content_type = "application/xml"
+    error_message_format = "<?xml version='1.0'?><Error><Code>AccessDenied</Code></Error>"
+
     def do_GET(self) -> None:
-        body = b"<?xml version='1.0'?><Error><Code>AccessDenied</Code></Error>"
-        self.send_response(403)
-        self.send_header("Content-Type", "application/xml")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body if self.command == "GET" else b"")
+        self.send_error(403)
 
-    def do_HEAD(self) -> None:
-        self.do_GET()
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+    do_HEAD = do_GET  # noqa: N815  (http.server's names)
 
 
 @pytest.mark.real_world
@@ -951,14 +894,6 @@ CLOUDFRONT_ASKED: Final = {
 }
 
 
-def differing(expected: Reply, got: Reply) -> list[str]:
-    """What differs: "status", "body" or a contract header's name in lower case."""
-    said = ["status"] if expected.status != got.status else []
-    said += ["body"] if expected.body != got.body else []
-    headers = (name for name in CONTRACT_HEADERS if expected.header(name) != got.header(name))
-    return said + [name.lower() for name in headers]
-
-
 def cloudfront_differs(app: Host, method: str, target: str, result: dict[str, Any]) -> object:
     """How the function's answer, or S3's to the request it passes on, is not the app's.
 
@@ -978,7 +913,11 @@ def cloudfront_differs(app: Host, method: str, target: str, result: dict[str, An
         message[name] = value
     # CloudFront sends no body after HEAD, and a Content-Length of its own (not the contract's).
     body = result.get("body", {}).get("data", "").encode() if method != "HEAD" else b""
-    return differing(expected, Reply(result["statusCode"], message, body)) or None
+    got = Reply(result["statusCode"], message, body)
+    said = ["status"] if expected.status != got.status else []
+    said += ["body"] if expected.body != got.body else []
+    said += [name.lower() for name in CONTRACT_HEADERS if expected.header(name) != got.header(name)]
+    return said or None
 
 
 @pytest.mark.real_world
@@ -989,10 +928,8 @@ def test_the_cloudfront_function_answers_each_point_as_the_app_or_as_documented(
         for method, target in pairs
         if target.isprintable()
     ]
-    events = []
-    for _, method, target in asked:
-        path, _, query = target.partition("?")
-        events.append(viewer_request(path, method, dict(urllib.parse.parse_qsl(query))))
+    split = [(method, *target.partition("?")) for _, method, target in asked]
+    events = [viewer_request(path, m, dict(urllib.parse.parse_qsl(q))) for m, path, _, q in split]
     wrong: dict[str, list[str]] = {}
     for (point, method, target), result in zip(asked, node(events), strict=True):
         if (why := cloudfront_differs(app, method, target, result)) is not None:
@@ -1022,24 +959,16 @@ def test_the_http_page_states_the_contract_s_values() -> None:
 # What only `python generate.py --serve` does
 
 
-@pytest.fixture
-def serve_project(tmp_path: Path) -> Path:
-    make_project(tmp_path)
-    return tmp_path
-
-
 @pytest.mark.real_world
 @pytest.mark.parametrize("quiet", [False, True])
 def test_serve_says_where_keeps_the_last_good_site_and_stops_on_ctrl_c(
-    serve_project: Path, quiet: bool
+    tmp_path: Path, quiet: bool
 ) -> None:
     """The build's line and a sample URL; a bad edit is one error, the last good site stays
     served, and a fix is rebuilt; Ctrl-C stops it with 0, and no traceback."""
-    log = serve_project / "serve.log"
-    process = start(serve_command(*(["--quiet"] if quiet else [])), serve_project, log)
-    source = serve_project / "ratings.yaml"
-    try:
-        port = int(wait_for(SERVING, log, process)[1])
+    source = tmp_path / "ratings.yaml"
+    with serving(tmp_path, RATINGS, *(["--quiet"] if quiet else [])) as served:
+        port, log, process = int(served.address.rsplit(":")[2]), served.log, served.process
         good = request(port, "GET", R7).body
         # No base URL anywhere: the served address is the base URL.
         url = f"http://127.0.0.1:{port}/away/api/articles/7/"
@@ -1052,8 +981,6 @@ def test_serve_says_where_keeps_the_last_good_site_and_stops_on_ctrl_c(
         wait_until(lambda: fixed in request(port, "GET", R7).body, process, log)
         process.send_signal(signal.SIGINT)
         assert process.wait(STOP_SECONDS) == 0
-    finally:
-        stop(process)
     # The lines but the request log's (127.0.0.1 - - [24/Nov/2026 18:15:27] "GET ...).
     lines = [line for line in log.read_text().splitlines() if " - - [" not in line]
     said = [
@@ -1070,38 +997,27 @@ def test_serve_says_where_keeps_the_last_good_site_and_stops_on_ctrl_c(
         assert len(lines) == 5
 
 
+BAD_RATING: Final = "articles:\n  7: [5, 9]\nscale: [1, 5]\n"
+
+
 @pytest.mark.real_world
 @pytest.mark.parametrize(
     ("ratings", "port", "error"),
     [
-        (
-            "articles:\n  7: [5, 9]\nscale: [1, 5]\n",
-            None,
-            "ratings.yaml:2:10: article 7: rating 9 is outside the scale 1..5",
-        ),
+        (BAD_RATING, None, "ratings.yaml:2:10: article 7: rating 9 is outside the scale 1..5"),
         (RATINGS, "taken", "cannot serve at 127.0.0.1:{port}: Address already in use"),
     ],
 )
 def test_serve_refuses_a_bad_input_or_a_port_in_use_with_exit_2(
-    serve_project: Path, ratings: str, port: str | None, error: str
+    tmp_path: Path, ratings: str, port: str | None, error: str
 ) -> None:
-    (serve_project / "ratings.yaml").write_text(ratings, encoding="utf-8")
+    (tmp_path / "ratings.yaml").write_text(ratings, encoding="utf-8")
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         number = str(taken.getsockname()[1])
-        command = serve_command(port=number if port else "0")
-        done = subprocess.run(  # check=False: the exit code is what the test reads
-            command,
-            cwd=serve_project,
-            capture_output=True,
-            text=True,
-            env=hermetic_environ(),
-            timeout=READY_SECONDS,
-            check=False,
-        )
-    assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == error.format(port=number) + "\n"
+        code, stdout, stderr = run(tmp_path, "--serve", "--port", number if port else "0")
+    assert (code, stdout, stderr) == (2, "", error.format(port=number) + "\n")
 
 
 # What only the WSGI app does
@@ -1116,13 +1032,10 @@ def test_create_app_needs_a_built_site(tmp_path: Path) -> None:
 
 
 @pytest.mark.real_world
-def test_an_unservable_file_is_the_json_404_and_a_lost_site_a_json_500(serve_project: Path) -> None:
+def test_an_unservable_file_is_the_json_404_and_a_lost_site_a_json_500(tmp_path: Path) -> None:
     """No traceback on an error path: each answer follows the contract, with one log line."""
-    site = serve_project / "site"
-    log = serve_project / "serve.log"
-    process = start(serve_command(), serve_project, log)
-    try:
-        port = int(wait_for(SERVING, log, process)[1])
+    with serving(tmp_path, RATINGS) as served:
+        port, site = int(served.address.rsplit(":")[2]), served.site
         os.mkfifo(site / "fifo")
         (site / "unreadable.txt").write_bytes(SECRET)
         (site / "unreadable.txt").chmod(0)
@@ -1131,19 +1044,17 @@ def test_an_unservable_file_is_the_json_404_and_a_lost_site_a_json_500(serve_pro
             for path in ("/fifo", "/socket", *(["/unreadable.txt"] if os.geteuid() else [])):
                 reply = request(port, "GET", path)
                 assert (reply.status, reply.body) == (404, NOT_FOUND), path
-        os.rename(site, serve_project / "elsewhere")  # the site's folder gone from under it
+        os.rename(site, tmp_path / "elsewhere")  # the site's folder gone from under it
         for method in ("GET", "HEAD"):
             reply = request(port, method, R7)
             assert (reply.status, reply.body) == (500, SERVER_ERROR if method == "GET" else b"")
             sent = (reply.header("Content-Type"), reply.header("Content-Length"))
             assert sent == (ERROR_TYPE, str(len(SERVER_ERROR)))
             assert reply.header("Access-Control-Allow-Origin") == "*"
-        os.rename(serve_project / "elsewhere", site)
+        os.rename(tmp_path / "elsewhere", site)
         assert request(port, "GET", R7).status == 200
-    finally:
-        stop(process)
-    text = log.read_text()
+    text = served.log.read_text()
     assert "Traceback" not in text
-    lost = f"{serve_project / 'site'}: cannot open the site's folder: No such file or directory"
+    lost = f"{site}: cannot open the site's folder: No such file or directory"
     assert text.count(f"GET {R7}: 500: {lost}\n") == 1
     assert text.count(f"HEAD {R7}: 500: {lost}\n") == 1
