@@ -13,10 +13,8 @@ from typing import Final
 
 import pytest
 
-from ratings_api.build import Result, resolve_base_url
+from ratings_api.build import Result
 from ratings_api.cli import BUG, main, parser
-from ratings_api.errors import InputError
-from ratings_api.loader import Catalogue
 from ratings_api.writer import Changes
 from tests.test_user_errors import KEYS, PUBLISH, run
 from tests.trees import documents
@@ -253,21 +251,6 @@ def test_the_summary_line_belongs_to_the_build_result() -> None:
     )
 
 
-def test_an_error_keeps_where_it_is_apart_from_what_it_is(tmp_path: Path) -> None:
-    """As tomli's TOMLDecodeError: path, line and column as fields; None where there is none."""
-    in_file = Catalogue(base_url="ftp://x.example", base_url_at=(3, 11))
-    must = "base_url: the base URL must start with http:// or https://, found 'ftp://x.example'"
-    with pytest.raises(InputError) as caught:
-        resolve_base_url("r.yaml", None, {}, in_file)
-    error = caught.value
-    assert (error.msg, error.path, error.lineno, error.colno) == (must, "r.yaml", 3, 11)
-    assert [str(error), str(InputError("m", "p")), str(InputError("m"))] == [
-        f"r.yaml:3:11: {must}",
-        "p: m",
-        "m",
-    ]
-
-
 # Exit codes: 0 done or current, 1 only "differs", 2 the user's mistake or the store's
 # refusal, 3 a bug. A bug is injected from outside the code under test: a sitecustomize
 # module, which the interpreter runs before generate.py.
@@ -309,7 +292,6 @@ EXIT_CODES: Final = {
     "built": ([], {}, None, 0, ""),
     "current": (["--check"], {}, None, 0, ""),
     "differs": (["--check", "--output", "other"], {}, None, 1, "  and 5 more"),
-    "a-mistake": (["--input", "missing.yaml"], {}, None, 2, "missing.yaml: cannot read: "),
     "a-bug": ([], {}, "a-bug-of-ours", 3, "RuntimeError: injected"),
     "a-panic": ([], {}, "a-panic", 3, "pyo3_runtime.PanicException: "),
     "nothing-answers": (
