@@ -289,7 +289,6 @@ NOWHERE: Final = {  # a publish to AWS, through a proxy that is not there: nothi
 }
 # id: (options, environment, the sitecustomize, the exit code, stderr or its last line)
 EXIT_CODES: Final = {
-    "built": ([], {}, None, 0, ""),
     "current": (["--check"], {}, None, 0, ""),
     "differs": (["--check", "--output", "other"], {}, None, 1, "  and 5 more"),
     "a-bug": ([], {}, "a-bug-of-ours", 3, "RuntimeError: injected"),
@@ -315,7 +314,7 @@ EXIT_CODES: Final = {
 def test_each_exit_code_means_one_thing(name: str, tmp_path: Path) -> None:
     options, environ, injected, code, said = EXIT_CODES[name]
     (tmp_path / "ratings.yaml").write_text(GOOD)
-    assert run(tmp_path)[0] == 0
+    assert run(tmp_path)[0] == 0  # 0: built
     if injected:
         (tmp_path / "sitecustomize.py").write_text(SITECUSTOMIZE[injected])
         environ = {**environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}

@@ -151,20 +151,20 @@ def test_a_stopped_build_stops_at_once_and_leaves_whole_documents(
     assert os.listdir(lock_folder_of(site)) == ["lock"]
 
 
-@pytest.mark.parametrize(
-    "link",
-    [
-        "site/away",
-        "site/away/api/articles",
-        "site/away/api/articles/1",
-        "site/away/api/articles/1/rating",
-        "site/away/api/articles/9",
-        "site/away/api/articles/9/rating",
-        ".site.generate",
-        ".site.generate/lock",
-    ],
-    ids=["away", "articles", "article", "rating", "stale", "stale-rating", "lock-folder", "lock"],
-)
+# The build's folder or file the test makes a link, by id.
+LINKS = {
+    "away": "site/away",
+    "articles": "site/away/api/articles",
+    "article": "site/away/api/articles/1",
+    "rating": "site/away/api/articles/1/rating",
+    "stale": "site/away/api/articles/9",
+    "stale-rating": "site/away/api/articles/9/rating",
+    "lock-folder": ".site.generate",
+    "lock": ".site.generate/lock",
+}
+
+
+@pytest.mark.parametrize("link", LINKS.values(), ids=LINKS)
 def test_a_link_where_the_build_writes_is_an_error(
     tmp_path: Path, link: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
