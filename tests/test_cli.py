@@ -68,18 +68,11 @@ BASE_URLS: Final = {
 }
 
 
-@pytest.mark.parametrize(
-    ("in_file", "environ", "option", "expected"), BASE_URLS.values(), ids=BASE_URLS
-)
+@pytest.mark.parametrize("name", list(BASE_URLS))
 def test_the_base_url_comes_from_the_first_place_that_gives_one(
-    in_file: bool,
-    environ: dict[str, str],
-    option: str | None,
-    expected: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    in_file, environ, option, expected = BASE_URLS[name]
     base_url = "base_url: https://file.example\n" if in_file else ""
     ratings = tmp_path / "ratings.yaml"
     ratings.write_text(f"{base_url}articles:\n  7: [5]\n")

@@ -214,13 +214,11 @@ CHECKS: dict[str, tuple[Callable[[Path], Path], str]] = {
 }
 
 
-@pytest.mark.parametrize(("prepare", "message"), CHECKS.values(), ids=CHECKS)
+@pytest.mark.parametrize("name", list(CHECKS))
 def test_check_names_what_a_build_would_change_and_writes_nothing(
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    prepare: Callable[[Path], Path],
-    message: str,
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    prepare, message = CHECKS[name]
     site = tmp_path / "site"
     ratings = prepare(tmp_path)
     before = (snapshot(tmp_path), snapshot(lock_folder_of(site)))
