@@ -115,22 +115,18 @@ def test_builds_started_together_leave_one_inputs_tree(tmp_path: Path) -> None:
         assert read_tree(site) in expected  # the tree of the one that took the lock second
 
 
+# SIGKILL: no last word, whatever was renamed into place stays. Ctrl-C: the terminal signals
+# the whole process group. SIGTERM (kill PID, a CI timeout): the build's own process only.
 @pytest.mark.parametrize(
-    ("number", "group"),
-    [
-        (signal.SIGKILL, False),  # no last word: whatever was renamed into place stays
-        (signal.SIGINT, True),  # Ctrl-C: the terminal signals the whole process group
-        (signal.SIGTERM, False),  # kill PID, a CI timeout: the build's own process only
-    ],
-    ids=["kill", "ctrl-c", "sigterm"],
+    "number", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM], ids=["kill", "ctrl-c", "sigterm"]
 )
 def test_a_stopped_build_stops_at_once_and_leaves_whole_documents(
-    tmp_path: Path, number: signal.Signals, group: bool
+    tmp_path: Path, number: signal.Signals
 ) -> None:
     site, ratings, old = rewriting(tmp_path, 6000)
     process = generate(ratings, site)
     once_rewriting(site, process)
-    (os.killpg if group else os.kill)(process.pid, number)
+    (os.killpg if number == signal.SIGINT else os.kill)(process.pid, number)
     sent = time.monotonic()
     stdout, stderr = process.communicate(timeout=60)
 
