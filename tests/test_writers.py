@@ -47,23 +47,6 @@ def rewriting(tmp_path: Path, size: int) -> tuple[Path, Path, dict[str, bytes]]:
     return site, ratings, documents(site)
 
 
-def once_rewriting(site: Path, process: subprocess.Popen[bytes]) -> None:
-    """Wait until the build has rewritten some documents, but not all (it goes in order)."""
-    while OLD.encode() in (site / document(200)).read_bytes() and process.poll() is None:
-        time.sleep(0.001)
-    assert process.poll() is None, "the build finished before it could be stopped"
-
-
-def assert_old_or_new(site: Path, old: dict[str, bytes]) -> None:
-    """Each document whole, old or new; some of each."""
-    now = documents(site)
-    assert now.keys() == old.keys()
-    new = {name for name in old if now[name] != old[name]}
-    for name in new:
-        assert now[name] == old[name].replace(OLD.encode(), NEW.encode()), name
-    assert 0 < len(new) < len(old)
-
-
 def hold_lock(site: Path, pid: bytes) -> int:
     """Take the build lock of ``site`` as a build would, ``pid`` not yet written or written."""
     lock_folder_of(site).mkdir(exist_ok=True)
@@ -125,7 +108,10 @@ def test_a_stopped_build_stops_at_once_and_leaves_whole_documents(
 ) -> None:
     site, ratings, old = rewriting(tmp_path, 6000)
     process = generate(ratings, site)
-    once_rewriting(site, process)
+    # Stopped once it has rewritten some documents, but not all (it goes in order).
+    while OLD.encode() in (site / document(200)).read_bytes() and process.poll() is None:
+        time.sleep(0.001)
+    assert process.poll() is None, "the build finished before it could be stopped"
     (os.killpg if number == signal.SIGINT else os.kill)(process.pid, number)
     sent = time.monotonic()
     stdout, stderr = process.communicate(timeout=60)
@@ -138,7 +124,13 @@ def test_a_stopped_build_stops_at_once_and_leaves_whole_documents(
     assert (process.returncode, stdout, stderr.decode()) == (
         (-number, b"", "") if number == signal.SIGKILL else (128 + number, b"", said)
     )
-    assert_old_or_new(site, old)
+    now = documents(site)  # each document whole, old or new; some of each
+    assert now.keys() == old.keys()
+    new = {name for name in old if now[name] != old[name]}
+    assert [now[name] for name in new] == [
+        old[name].replace(OLD.encode(), NEW.encode()) for name in new
+    ]
+    assert 0 < len(new) < len(old)
     with open(lock_folder_of(site) / "lock") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the kernel released it at once
     assert build(ratings, site, "--check") == 1
