@@ -86,12 +86,8 @@ BUILDS: Final = {
 @pytest.mark.parametrize("name", list(BUILDS))
 def test_a_build_on_a_host_checks_its_limit_before_writing(name: str, tmp_path: Path) -> None:
     articles, environ, options, code, said = BUILDS[name]
-    articles_text = "".join(
-        f"  {index}: {{sum: 5, count: 1}}\n" for index in range(1, articles + 1)
-    )
-    (tmp_path / "ratings.yaml").write_text(
-        f"scale: [1, 5]\narticles:\n{articles_text}", encoding="utf-8"
-    )
+    text = "".join(f"  {n}: {{sum: 5, count: 1}}\n" for n in range(1, articles + 1))
+    (tmp_path / "ratings.yaml").write_text(f"scale: [1, 5]\narticles:\n{text}", encoding="utf-8")
     done = run(tmp_path, "--base-url", "https://r.example.com", *options, environ=environ)
     lines = zip(done[2].splitlines(), said, strict=False)
     assert (done[0], [line[: len(start)] for line, start in lines]) == (code, said), done
