@@ -306,8 +306,9 @@ EXIT_CODES: Final = {
 @pytest.mark.parametrize("name", list(EXIT_CODES))
 def test_each_exit_code_means_one_thing(name: str, tmp_path: Path) -> None:
     options, environ, injected, code, said = EXIT_CODES[name]
-    (tmp_path / "ratings.yaml").write_text(GOOD)
-    assert run(tmp_path)[0] == 0  # 0: built
+    ratings = tmp_path / "ratings.yaml"
+    ratings.write_text(GOOD)
+    assert main(["--input", str(ratings), "--output", str(tmp_path / "site")]) == 0  # 0: built
     if injected:
         (tmp_path / "sitecustomize.py").write_text(SITECUSTOMIZE[injected])
         environ = {**environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
