@@ -196,33 +196,28 @@ def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_one() -> None:
     assert ci[-1] == test
 
 
-def run_on_terminal(*args: str) -> tuple[int, bytes, bytes]:
-    """generate.py with stderr on a pseudo-terminal: its exit code, stdout, what the terminal got."""
-    leader, follower = pty.openpty()
-    command = [sys.executable, str(ROOT / "generate.py"), *args]
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=follower) as process:
-        os.close(follower)
-        terminal = []
-        with contextlib.suppress(OSError):  # EIO: the process closed the terminal
-            while chunk := os.read(leader, 4096):
-                terminal.append(chunk)
-        stdout = process.communicate(timeout=60)[0]
-    os.close(leader)
-    return process.returncode, stdout, b"".join(terminal)
-
-
 @pytest.mark.parametrize("quiet", [False, True], ids=["progress", "quiet"])
 def test_progress_shows_on_a_terminal_unless_quiet(tmp_path: Path, quiet: bool) -> None:
+    """generate.py with stderr on a pseudo-terminal: what the terminal gets, and stdout."""
     lines = "".join(f"  {n}: [5]\n" for n in range(1, 1001))
     ratings = tmp_path / "ratings.yaml"
     ratings.write_text(f"base_url: https://example.com\narticles:\n{lines}")
     site = tmp_path / "s"
+    command = [sys.executable, str(ROOT / "generate.py"), "--input", str(ratings), "--output"]
+    command += [str(site), *["--quiet"] * quiet]
 
-    code, stdout, terminal = run_on_terminal(
-        "--input", str(ratings), "--output", str(site), *["--quiet"] * quiet
-    )
+    leader, follower = pty.openpty()
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=follower) as process:
+        os.close(follower)
+        chunks = []
+        with contextlib.suppress(OSError):  # EIO: the process closed the terminal
+            while chunk := os.read(leader, 4096):
+                chunks.append(chunk)
+        stdout = process.communicate(timeout=60)[0]
+    os.close(leader)
+    terminal = b"".join(chunks)
 
-    assert (code, len(documents(site))) == (0, 1000)
+    assert (process.returncode, len(documents(site))) == (0, 1000)
     if quiet:
         assert (stdout, terminal) == (b"", b"")
         return
