@@ -22,6 +22,7 @@ from ratings_api.contract import COMMON_HEADERS, ERROR_TYPE, NOT_FOUND
 from ratings_api.publish import content_type
 from tests.contract import make_project
 from tests.hosts import CLOUDFLARE_BUILD, CLOUDFLARE_HEADERS, NETLIFY_TOML, build_project
+from tests.test_cli import SCHEME
 from tests.test_user_errors import run
 
 # The rendered files
@@ -60,25 +61,21 @@ def test_netlify_builds_with_the_deploy_s_own_url() -> None:
 
 
 PAGES_URL: Final = "https://abc123.ratings.pages.dev"
+OWN_URL: Final = "https://ratings.example.com"
 
 
-# The deployment's variables, and the article URL the build gives, or its error.
-@pytest.mark.parametrize(
-    ("environ", "url", "error"),
-    [
-        ({"CF_PAGES_URL": PAGES_URL}, PAGES_URL, ""),
-        (  # the project's own base URL wins over the deployment's address
-            {"CF_PAGES_URL": PAGES_URL, "BASE_URL": "https://ratings.example.com"},
-            "https://ratings.example.com",
-            "",
-        ),
-        ({}, None, "--base-url: the base URL must start with http:// or https://, found ''\n"),
-    ],
-    ids=["deployment", "base-url", "no-address"],
-)
-def test_the_cloudflare_build(
-    tmp_path: Path, environ: dict[str, str], url: str | None, error: str
-) -> None:
+# id: (the deployment's variables, the article URL the build gives, or its error)
+CLOUDFLARE: Final = {
+    "deployment": ({"CF_PAGES_URL": PAGES_URL}, PAGES_URL, ""),
+    # the project's own base URL wins over the deployment's address
+    "base-url": ({"CF_PAGES_URL": PAGES_URL, "BASE_URL": OWN_URL}, OWN_URL, ""),
+    "no-address": ({}, None, f"--base-url: {SCHEME}''\n"),
+}
+
+
+@pytest.mark.parametrize("name", list(CLOUDFLARE))
+def test_the_cloudflare_build(tmp_path: Path, name: str) -> None:
+    environ, url, error = CLOUDFLARE[name]
     make_project(tmp_path)
     pages = {"PYTHON": sys.executable, **environ}
     done = run(tmp_path, environ=pages, command=["bash", str(CLOUDFLARE_BUILD)])

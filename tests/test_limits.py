@@ -20,17 +20,15 @@ EXTRAS: Final = (
 )
 
 
-def ratings(count: int) -> str:
-    return "scale: [1, 5]\narticles:\n" + "".join(
-        f"  {index}: {{sum: 5, count: 1}}\n" for index in range(1, count + 1)
+def free_plan_note(files: str, over: str) -> str:
+    """The notice of a deployment of ``files`` files, ``over`` over the Free plan's limit."""
+    return (
+        f"note: {files} files (and any of yours) are over Cloudflare Pages' Free plan limit of "
+        f"20,000 files a deployment by {over}: the deploy fails unless the project is on a "
+        f"paid plan (100,000); or {OBJECT_STORAGE}"
     )
 
 
-FREE_PLAN_NOTE: Final = (
-    "note: 100,000 files (and any of yours) are over Cloudflare Pages' Free plan limit of "
-    "20,000 files a deployment by 80,000: the deploy fails unless the project is on a "
-    f"paid plan (100,000); or {OBJECT_STORAGE}"
-)
 NETLIFY_NOTE: Final = (
     "note: away/api/articles/ holds 54,001 folders, 1 over the 54,000 files a directory "
     "Netlify is reported to allow, if folders count (not confirmed); if the deploy fails, "
@@ -42,16 +40,8 @@ NETLIFY_NOTE: Final = (
 @pytest.mark.parametrize(
     ("articles", "environ", "said"),
     [
-        (99_994, {"CF_PAGES": "1"}, [FREE_PLAN_NOTE]),
-        (
-            19_995,
-            {"CF_PAGES": "1"},
-            [
-                FREE_PLAN_NOTE.replace("100,000 files (", "20,001 files (").replace(
-                    "by 80,000", "by 1"
-                )
-            ],
-        ),
+        (99_994, {"CF_PAGES": "1"}, [free_plan_note("100,000", "80,000")]),
+        (19_995, {"CF_PAGES": "1"}, [free_plan_note("20,001", "1")]),
         (19_994, {"CF_PAGES": "1"}, []),
         (54_001, {"NETLIFY": "true"}, [NETLIFY_NOTE]),
         (54_001, {"CONTEXT": "production"}, [NETLIFY_NOTE]),
@@ -96,7 +86,8 @@ BUILDS: Final = {
 @pytest.mark.parametrize("name", list(BUILDS))
 def test_a_build_on_a_host_checks_its_limit_before_writing(name: str, tmp_path: Path) -> None:
     articles, environ, options, code, said = BUILDS[name]
-    (tmp_path / "ratings.yaml").write_text(ratings(articles), encoding="utf-8")
+    text = "".join(f"  {n}: {{sum: 5, count: 1}}\n" for n in range(1, articles + 1))
+    (tmp_path / "ratings.yaml").write_text(f"scale: [1, 5]\narticles:\n{text}", encoding="utf-8")
     done = run(tmp_path, "--base-url", "https://r.example.com", *options, environ=environ)
     lines = zip(done[2].splitlines(), said, strict=False)
     assert (done[0], [line[: len(start)] for line, start in lines]) == (code, said), done

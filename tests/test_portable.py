@@ -64,17 +64,16 @@ MISSING: Final = {
     "socket": ("SOCK_CLOEXEC", "SOCK_NONBLOCK", "SO_BINDTODEVICE", "TCP_QUICKACK", "TCP_CORK"),
     "time": ("CLOCK_BOOTTIME", "CLOCK_TAI"),
 }
-# What a fresh interpreter takes out before it runs generate.py. asyncio and subprocess
-# are imported first: they take Windows's own paths when they find msvcrt.
+# What a fresh interpreter takes out before it runs generate.py, then Windows's lock played
+# by flock. asyncio and subprocess are imported first: they take Windows's own paths when
+# they find msvcrt.
 WITHOUT: Final = """\
-import errno, fcntl, importlib, os, stat, sys, types
+import errno, fcntl, importlib, os, runpy, stat, sys, types
 import asyncio, subprocess
 for module, names in {names!r}.items():
     for name in names:
         if hasattr(importlib.import_module(module), name):
             delattr(importlib.import_module(module), name)
-"""
-WINDOWS: Final = """\
 flock = fcntl.flock
 def locking(fd, mode, size):
     assert (mode, size, os.lseek(fd, 0, os.SEEK_CUR)) == (msvcrt.LK_NBLCK, 1, 32)
@@ -87,9 +86,6 @@ sys.modules["msvcrt"] = msvcrt
 sys.modules["fcntl"] = None  # "import fcntl" raises ImportError
 os.supports_dir_fd = set()
 sys.platform = "win32"
-"""
-RUN: Final = """\
-import runpy
 sys.path.insert(0, {repo!r})
 sys.argv[0] = {script!r}
 runpy.run_path({script!r}, run_name="__main__")
@@ -131,7 +127,7 @@ def on_windows(*args: str) -> list[str]:
     """generate.py in a fresh interpreter without what macOS's and Windows's Pythons lack,
     then ``args``."""
     script = str(REPO / "generate.py")
-    code = WITHOUT.format(names=MISSING) + WINDOWS + RUN.format(repo=str(REPO), script=script)
+    code = WITHOUT.format(names=MISSING, repo=str(REPO), script=script)
     return [sys.executable, "-W", "error", "-c", code, *args]
 
 

@@ -32,12 +32,17 @@ def build(ratings: Path, site: Path, *extra: str) -> int:
     return main(["--input", str(ratings), "--output", str(site), *extra])
 
 
+def built(tmp_path: Path, articles: str, *extra: str) -> tuple[Path, Path]:
+    """``articles`` in ``tmp_path``'s ratings.yaml, and ``tmp_path / "site"`` built from it."""
+    ratings = ratings_file(tmp_path, articles)
+    assert build(ratings, tmp_path / "site", *extra) == 0
+    return ratings, tmp_path / "site"
+
+
 def test_a_rebuild_writes_only_the_files_that_changed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    site = tmp_path / "site"
-    ratings = ratings_file(tmp_path, RATINGS)
-    assert build(ratings, site) == 0
+    ratings, site = built(tmp_path, RATINGS)
     for path in site.rglob("*"):
         os.utime(path, ns=(OLD_TIME, OLD_TIME))
     ratings_file(tmp_path, RATINGS.replace("[4, 4]", "[4, 4, 1]"))
@@ -124,10 +129,9 @@ def test_a_rebuild_leaves_what_a_fresh_build_makes(
     tmp_path: Path, damage: Damage, check: int
 ) -> None:
     """Whatever happened to the folder, or was built there before."""
-    site, fresh = tmp_path / "site", tmp_path / "fresh"
     (tmp_path / "outside").write_bytes(b"precious\n")
-    ratings = ratings_file(tmp_path, RATINGS)
-    assert build(ratings, site, "--quiet") == 0
+    ratings, site = built(tmp_path, RATINGS, "--quiet")
+    fresh = tmp_path / "fresh"
     assert build(ratings, fresh, "--quiet") == 0
     damage(site, lock_folder_of(site))
 
@@ -143,9 +147,7 @@ def test_a_rebuild_leaves_what_a_fresh_build_makes(
 
 
 def test_files_the_generator_did_not_make_are_kept(tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    ratings = ratings_file(tmp_path, "  7: [5]\n  8: [4]\n")
-    assert build(ratings, site) == 0
+    ratings, site = built(tmp_path, "  7: [5]\n  8: [4]\n")
     users = {
         "CNAME": b"ratings.example.com\n",
         "_headers": b"/*\n  X-Frame-Options: DENY\n",
@@ -171,9 +173,7 @@ def test_files_the_generator_did_not_make_are_kept(tmp_path: Path) -> None:
 def test_an_empty_catalogue_removes_the_article_folders_but_not_the_users_files(
     tmp_path: Path,
 ) -> None:
-    site = tmp_path / "site"
-    ratings = ratings_file(tmp_path, "  7: [5]\n")
-    assert build(ratings, site) == 0
+    ratings, site = built(tmp_path, "  7: [5]\n")
     (site / "CNAME").write_text("ratings.example.com\n")
     ratings_file(tmp_path, "  {}\n")
 
@@ -184,24 +184,18 @@ def test_an_empty_catalogue_removes_the_article_folders_but_not_the_users_files(
     assert sorted(os.listdir(site / "away/api")) == ["embed.d.ts", "embed.js", "openapi.json"]
 
 
-def site_of_three(tmp_path: Path) -> Path:
-    ratings = ratings_file(tmp_path, "  1: [5]\n  2: [4]\n  3: [3]\n")
-    assert build(ratings, tmp_path / "site", "--quiet") == 0
-    return ratings
-
-
 def edited_stale_and_old(tmp_path: Path) -> Path:
-    site_of_three(tmp_path)
+    built(tmp_path, "  1: [5]\n  2: [4]\n  3: [3]\n", "--quiet")
     (tmp_path / "site" / document(2)).write_text('{"edited": true}\n')
     (tmp_path / "site" / ".generate-1.tmp").write_bytes(b'{"article_url": "ht')
     return ratings_file(tmp_path, "  1: [5]\n  2: [4]\n")
 
 
-# How the site came to be, what --check then exits with and prints.
-CHECKS: dict[str, tuple[Callable[[Path], Path], int, str]] = {
+# How the site came to be, and what --check then prints (exit 1; up to date, exit 0, and its
+# line: tests/test_portable.py).
+CHECKS: dict[str, tuple[Callable[[Path], Path], str]] = {
     "missing-site": (
         lambda tmp_path: ratings_file(tmp_path, "  1: [5]\n  2: [4]\n"),
-        1,
         (
             "{site} is out of date: 11 to write, 0 to remove:\n  {site}/{doc1}\n  {site}/{doc2}\n"
             "  {site}/404.html\n  {site}/_redirects\n  {site}/assets/front-page.css\n  and 6 more\n"
@@ -211,43 +205,35 @@ CHECKS: dict[str, tuple[Callable[[Path], Path], int, str]] = {
     # front page's table and the OpenAPI document's examples), then removals.
     "edited-stale-and-old": (
         edited_stale_and_old,
-        1,
         (
             "{site} is out of date: 3 to write, 2 to remove:\n  {site}/{doc2}\n"
             "  {site}/away/api/openapi.json\n  {site}/index.html\n  {site}/{doc3}\n"
             "  {site}/.generate-1.tmp\n"
         ),
     ),
-    "up-to-date": (site_of_three, 0, "{site} is up to date: 3 articles\n"),
 }
 
 
-@pytest.mark.parametrize(("prepare", "code", "message"), CHECKS.values(), ids=CHECKS)
+@pytest.mark.parametrize("name", list(CHECKS))
 def test_check_names_what_a_build_would_change_and_writes_nothing(
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    prepare: Callable[[Path], Path],
-    code: int,
-    message: str,
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    prepare, message = CHECKS[name]
     site = tmp_path / "site"
     ratings = prepare(tmp_path)
     before = (snapshot(tmp_path), snapshot(lock_folder_of(site)))
     capsys.readouterr()
 
-    assert build(ratings, site, "--check") == code
+    assert build(ratings, site, "--check") == 1
 
     names = {f"doc{n}": document(n) for n in (1, 2, 3)}
-    output = capsys.readouterr()
-    assert (output.err if code else output.out) == message.format(site=site, **names)
+    assert capsys.readouterr().err == message.format(site=site, **names)
     assert (snapshot(tmp_path), snapshot(lock_folder_of(site))) == before  # nor the lock folder
 
 
 def test_a_write_cut_short_leaves_whole_documents(tmp_path: Path) -> None:
     """As on a full disk: the kernel writes part of a file, then refuses the rest."""
-    site = tmp_path / "site"
-    ratings = ratings_file(tmp_path, "  1: [5]\n  2: [4]\n")
-    assert build(ratings, site) == 0
+    ratings, site = built(tmp_path, "  1: [5]\n  2: [4]\n")
     old = documents(site)
     # Article 1's new document fits in the limit; article 2's is longer and does not.
     ratings_file(tmp_path, "  1: [5, 5]\n  2: {sum: 40000000000000, count: 10000000000000}\n")
@@ -284,8 +270,7 @@ def test_a_write_cut_short_leaves_whole_documents(tmp_path: Path) -> None:
 def test_an_output_that_cannot_be_written_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], path: str
 ) -> None:
-    site, ratings = tmp_path / "site", ratings_file(tmp_path, "  1: [4]\n  2: [4]\n")
-    assert build(ratings, site, "--quiet") == 0
+    ratings, site = built(tmp_path, "  1: [4]\n  2: [4]\n", "--quiet")
     (site / path).unlink()
     (site / path).mkdir()  # a folder where the file goes
     old = documents(site)

@@ -19,6 +19,7 @@ from tests.contract import READY_SECONDS, hermetic_environ
 ROOT: Final = Path(__file__).resolve().parent.parent
 GOOD: Final = "articles:\n  7: [5]\n"
 UNREADABLE: Final = "the base URL cannot be read as a URL"
+UNCAST: Final = "Port could not be cast to integer value as 'http'"
 
 
 def run(
@@ -46,21 +47,14 @@ def run(
 # but where FILES and ENVIRON say otherwise). docs/troubleshooting.md shows each line
 # with its fix (tests/docs_pages.py).
 MISTAKES: Final[dict[str, tuple[list[str], str]]] = {
-    "ipv6-unclosed": (
-        ["--base-url", "http://[::1"],
-        f"--base-url: {UNREADABLE} (Invalid IPv6 URL), found 'http://[::1'",
-    ),
-    "port-out-of-range": (
-        ["--base-url", "https://x.example:99999"],
-        f"--base-url: {UNREADABLE} (Port out of range 0-65535), found 'https://x.example:99999'",
-    ),
-    "port-not-a-number": (
-        ["--base-url", "https://x.example:http"],
-        (
-            f"--base-url: {UNREADABLE} (Port could not be cast to integer value as 'http'), "
-            "found 'https://x.example:http'"
-        ),
-    ),
+    **{
+        name: (["--base-url", url], f"--base-url: {UNREADABLE} ({reason}), found '{url}'")
+        for name, url, reason in [
+            ("ipv6-unclosed", "http://[::1", "Invalid IPv6 URL"),
+            ("port-out-of-range", "https://x.example:99999", "Port out of range 0-65535"),
+            ("port-not-a-number", "https://x.example:http", UNCAST),
+        ]
+    },
     "port-0": (
         ["--base-url", "https://x.example:0"],
         (
@@ -163,33 +157,25 @@ KEYS: Final = {
 }
 PUBLISH: Final = ("--publish", "s3://ratings/v1")
 STORE: Final = "s3://ratings/v1: http://{host}:{port}"
+
+
+Answer = tuple[str, tuple[int, str] | None, str]
+
+
+def answered(host: str, status: int, reason: str, code: str, verb: str = "failed") -> Answer:
+    """A store at ``host`` that answers ``status`` and ``code``, and the line that says so."""
+    return (host, (status, code), f"{STORE} {verb}: it answered {status} {reason} ({code})")
+
+
 # id: (the store's host, its answer or None for nothing listening, the line)
-STORE_ANSWERS: Final = {
-    "server-error": (
-        "127.0.0.1",
-        (500, "InternalError"),
-        STORE + " failed: it answered 500 Internal Server Error (InternalError)",
+STORE_ANSWERS: Final[dict[str, Answer]] = {
+    "server-error": answered("127.0.0.1", 500, "Internal Server Error", "InternalError"),
+    "slow-down": answered("127.0.0.1", 503, "Service Unavailable", "SlowDown"),
+    "full": answered("127.0.0.1", 507, "Insufficient Storage", "XMinioStorageFull", "is full"),
+    "over-quota": answered(
+        "127.0.0.1", 400, "Bad Request", "XMinioAdminBucketQuotaExceeded", "is full"
     ),
-    "slow-down": (
-        "127.0.0.1",
-        (503, "SlowDown"),
-        STORE + " failed: it answered 503 Service Unavailable (SlowDown)",
-    ),
-    "full": (
-        "127.0.0.1",
-        (507, "XMinioStorageFull"),
-        STORE + " is full: it answered 507 Insufficient Storage (XMinioStorageFull)",
-    ),
-    "over-quota": (
-        "127.0.0.1",
-        (400, "XMinioAdminBucketQuotaExceeded"),
-        STORE + " is full: it answered 400 Bad Request (XMinioAdminBucketQuotaExceeded)",
-    ),
-    "ipv6-server-error": (
-        "[::1]",
-        (500, "InternalError"),
-        STORE + " failed: it answered 500 Internal Server Error (InternalError)",
-    ),
+    "ipv6-server-error": answered("[::1]", 500, "Internal Server Error", "InternalError"),
     "ipv6-nothing-answers": (
         "[::1]",
         None,
