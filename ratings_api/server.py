@@ -178,22 +178,22 @@ class App:
             return _error(
                 start_response, "405 Method Not Allowed", body, method, ("Allow", contract.ALLOW)
             )
-        target = route(url)
+        relative, add_slash = route(url) or ("", False)  # "": no file to look for
         try:
-            found = None if target is None else self._open(target[0])
+            found = self._open(relative) if relative else None
         except ServerError as fault:
             # One line in the server's log, and the contract's answer: no traceback.
             environ["wsgi.errors"].write(f"{method} {url}: 500: {fault}\n")
             return _error(
                 start_response, "500 Internal Server Error", contract.SERVER_ERROR, method
             )
-        if target is None or found is None or (target[1] and not _as_sent(environ)):
+        if found is None or (add_slash and not _as_sent(environ)):
             return _error(start_response, "404 Not Found", contract.NOT_FOUND, method)
         file, opened = found
         if file is None:  # an asset: looked up here too, so that no link leads to it
             answer: Iterable[bytes] = self.assets(environ, partial(_with_common, start_response))
             return answer
-        if target[1]:
+        if add_slash:
             # Relative: behind a proxy the app does not know the public scheme,
             # host or path. "rating/" against ".../7/rating".
             query = environ.get("QUERY_STRING", "")
