@@ -10,6 +10,7 @@ field's line and column, for the first bad row's message.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import re
@@ -34,7 +35,7 @@ FIELD_BREAK: Final = re.compile(r'"[^"]*"|(,)')
 
 def read(path: str, data: bytes, scale: Scale) -> Catalogue:
     """Validate ``data``, the CSV bytes of ``path``, into a Catalogue on ``scale``."""
-    data = data.removeprefix(b"\xef\xbb\xbf")  # a spreadsheet's mark, no part of a column name
+    data = data.removeprefix(codecs.BOM_UTF8)  # a spreadsheet's mark, no part of a column name
     text = decoded(path, data)
     rows = _Rows(path, text)
     header = next(rows.records, None)

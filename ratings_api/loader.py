@@ -215,12 +215,12 @@ class Walker:
             expected = "expected a mapping with the key 'articles' at the top level"
             self.fail(mapping, f"{expected}, found {_describe(mapping)}")
         seen: dict[str, int] = {}
-        expected = "expected one of: " + ", ".join(TOP_KEYS)
+        known = "expected one of: " + ", ".join(TOP_KEYS)
         while not isinstance(key := self.node(), MappingEndEvent):
             # Quoting a key changes nothing here (keys are strings either way),
             # unlike quoting a number, which makes it a string.
             if not (isinstance(key, ScalarEvent) and key.value in TOP_KEYS):
-                self.fail(key, f"unknown key {_describe(key)} ({expected})")
+                self.fail(key, f"unknown key {_describe(key)} ({known})")
             if key.value in seen:
                 first = seen[key.value]
                 self.fail(key, f"the key '{key.value}' appears twice (first at line {first})")

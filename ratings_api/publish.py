@@ -187,11 +187,13 @@ class Publication:
             todo, final = await self.plan(read)
             count = len(todo.removals)
             if count > self.max_removals:
-                done = ", after another publish; uploads were made" if self.touched else ""
+                done = "; nothing was changed"
+                if self.touched:
+                    done = ", after another publish; uploads were made"
                 await self.stop(
                     read,
                     f"{self.destination}: this publish would remove {count:,} files, more than "
-                    f"--max-removals {self.max_removals}{done or '; nothing was changed'}. "
+                    f"--max-removals {self.max_removals}{done}. "
                     f"If that is meant, run again with --max-removals {count}",
                 )
             try:
