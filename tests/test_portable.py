@@ -30,8 +30,8 @@ PORTABLE: Final = {
     "os": {
         *("O_CREAT", "O_EXCL", "O_RDONLY", "O_RDWR", "O_WRONLY"),
         *("SEEK_SET", "close", "environ", "fstat", "ftruncate", "getpid", "lseek", "lstat"),
-        *("makedirs", "mkdir", "open", "path", "read", "replace", "rmdir", "scandir", "stat"),
-        *("stat_result", "strerror", "unlink", "write"),
+        *("makedirs", "mkdir", "open", "path", "read", "readlink", "replace", "rmdir"),
+        *("scandir", "stat", "stat_result", "strerror", "unlink", "write"),
     },
     "signal": {"SIGINT", "SIGTERM", "Signals", "getsignal", "signal"},
     "fcntl": {"LOCK_EX", "LOCK_NB", "flock"},

@@ -53,6 +53,24 @@ def test_a_file_removed_by_a_rebuild_is_a_404(tmp_path: Path) -> None:
     assert call_app(app, "GET", b"/away/api/articles/2/rating/")[::2] == (404, NOT_FOUND)
 
 
+def test_a_root_linked_to_another_release_is_served_with_no_restart(tmp_path: Path) -> None:
+    """A deploy that points the site's link at a new release: every document is the new one's,
+    those asked for before and those not."""
+    releases = [tmp_path / "1", tmp_path / "2"]
+    for release, rating in zip(releases, (5, 1), strict=True):
+        release.mkdir()
+        built(release, f"articles:\n  7: [{rating}]\n  8: [{rating}]\n")
+    (tmp_path / "site").symlink_to(releases[0] / "site")
+    app = create_app(str(tmp_path / "site"))
+    assert call_app(app, "GET", b"/away/api/articles/7/rating/")[0] == 200
+    (tmp_path / "next").symlink_to(releases[1] / "site")
+    (tmp_path / "next").replace(tmp_path / "site")
+    for article in (7, 8):
+        document = releases[1] / "site" / "away" / "api" / "articles" / str(article) / "rating"
+        url = f"/away/api/articles/{article}/rating/".encode()
+        assert call_app(app, "GET", url)[::2] == (200, (document / "index.json").read_bytes())
+
+
 LINK: Final = b"(a link to ../secret.txt)"  # made a link, not a file of these bytes
 # What a rebuild renames into place again and again while the app serves it: a file the
 # app keeps in memory, one it reads at each request, and a link, never followed.
