@@ -46,6 +46,8 @@ from ratings_api.s3 import Destination, explain, open_store, require_client
 from ratings_api.store import ObjectStoreAdapter, Refused, Store
 
 if TYPE_CHECKING:
+    from obstore import PutMode
+
     from ratings_api.build import Result
 
 T = TypeVar("T")
@@ -313,9 +315,8 @@ class Publication:
         """
         body = encode(state, secrets.token_hex(16))
         try:
-            return await self.store.put(
-                STATE_NAME, body, STATE_ATTRIBUTES, if_match=version, create=version is None
-            )
+            mode: PutMode = {"e_tag": version} if version else "create"
+            return await self.store.put(STATE_NAME, body, STATE_ATTRIBUTES, mode=mode)
         except Refused:
             stored = await self.read_state(repair=True)
             return stored.version if stored.data == body and stored.version else stored

@@ -46,16 +46,10 @@ class Store(Protocol):
         """The headers (Content-Type, Cache-Control) of the object, None if there is none."""
 
     async def put(
-        self,
-        path: str,
-        body: bytes,
-        attributes: Mapping[str, str],
-        *,
-        if_match: str | None = None,
-        create: bool = False,
+        self, path: str, body: bytes, attributes: Mapping[str, str], mode: PutMode = "overwrite"
     ) -> str:
-        """Write ``body``, if it is still ``if_match`` / if there is none (``create``): its
-        version; else ``Refused``."""
+        """Write ``body`` as obstore's ``mode`` asks (``"create"``: if there is none;
+        ``{"e_tag": version}``: if it is still that version): its version; else ``Refused``."""
 
     async def delete(self, paths: list[str]) -> None:
         """Remove ``paths``, PAGE at a time (the library's delete takes no condition)."""
@@ -99,21 +93,12 @@ class ObjectStoreAdapter:
         return {key: str(value) for key, value in answer.attributes.items()}
 
     async def put(
-        self,
-        path: str,
-        body: bytes,
-        attributes: Mapping[str, str],
-        *,
-        if_match: str | None = None,
-        create: bool = False,
+        self, path: str, body: bytes, attributes: Mapping[str, str], mode: PutMode = "overwrite"
     ) -> str:
         import obstore
         from obstore.exceptions import AlreadyExistsError, PreconditionError
 
         self.requests += 1
-        mode: PutMode = "create" if create else "overwrite"
-        if if_match is not None:
-            mode = {"e_tag": if_match}
         try:
             answer = await obstore.put_async(
                 self.store,
@@ -123,12 +108,10 @@ class ObjectStoreAdapter:
                 mode=mode,
                 use_multipart=False,
             )
-        except FileNotFoundError:
-            if if_match is None and not create:
+        except (FileNotFoundError, AlreadyExistsError, PreconditionError):
+            if mode == "overwrite":
                 raise  # a 404 to a plain write: no bucket
             raise Refused(path) from None  # 404 to a condition: no object, or no bucket
-        except (AlreadyExistsError, PreconditionError):
-            raise Refused(path) from None
         return str(answer["e_tag"])
 
     async def delete(self, paths: list[str]) -> None:
