@@ -11,7 +11,6 @@ empty is unset first: obstore reads them all itself.
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import urllib.error
@@ -119,8 +118,7 @@ def parse_destination(text: str) -> Destination:
 def require_client() -> None:
     """An InputError naming the requirements file if boto3 or obstore is not installed."""
     try:
-        for name in ("boto3", "obstore"):
-            importlib.import_module(name)
+        import obstore.auth.boto3  # noqa: F401  (imports boto3)
     except ImportError:
         raise InputError(
             f"--publish needs boto3 and obstore: pip install 'ratings-api[publish]' (in a checkout: -r {REQUIREMENTS})"
@@ -138,7 +136,14 @@ def open_store(destination: Destination) -> tuple[S3Store, str, int]:
     from obstore.auth.boto3 import Boto3CredentialProvider
     from obstore.store import S3Store
 
-    _unset_empty_variables()
+    # An ``AWS_*`` variable set and empty is unset, as a CI variable never defined arrives:
+    # botocore would read an empty AWS_PROFILE as a profile named "", and obstore's S3Store
+    # reads every ``AWS_*`` variable itself, before its configuration: an empty
+    # AWS_ENDPOINT_URL is a panic at its first request, an empty AWS_ALLOW_HTTP a refusal
+    # to start.
+    for name in [name for name, value in os.environ.items() if name.startswith("AWS_")]:
+        if not os.environ[name]:
+            del os.environ[name]
     session = Session()
     endpoint = _endpoint(session, destination)
     credentials = session.get_credentials()
@@ -168,28 +173,24 @@ def open_store(destination: Destination) -> tuple[S3Store, str, int]:
     return store, named, 0 if region else 1
 
 
-def _unset_empty_variables() -> None:
-    """An ``AWS_*`` variable set and empty is unset, as a CI variable never defined arrives.
-
-    botocore would read an empty AWS_PROFILE as a profile named "", and obstore's
-    S3Store reads every ``AWS_*`` variable itself, before its configuration: an
-    empty AWS_ENDPOINT_URL is a panic at its first request, an empty AWS_ALLOW_HTTP
-    a refusal to start.
-    """
-    for name in [name for name, value in os.environ.items() if name.startswith("AWS_")]:
-        if not os.environ[name]:
-            del os.environ[name]
-
-
 def _endpoint(session: Session, destination: Destination) -> str | None:
     """The endpoint configured: the variable, else the profile's ``endpoint_url``."""
     endpoint = os.environ.get("AWS_ENDPOINT_URL") or session.get_scoped_config().get("endpoint_url")
-    if endpoint and not _is_url(endpoint):
+    if not endpoint:
+        return None
+    # A URL obstore can send requests to (it panics on others).
+    try:
+        url = urlsplit(endpoint)  # an unmatched [ or ] raises
+        url.port  # noqa: B018  (a port out of range, or not a number, raises)
+        valid = url.scheme in ("http", "https") and bool(url.hostname)
+    except ValueError:
+        valid = False
+    if not valid or not endpoint.isprintable() or " " in endpoint:
         raise InputError(  # not quoted: a key may be written in it
             f"{destination}: the endpoint (AWS_ENDPOINT_URL, or endpoint_url in the AWS config) "
             "is not a URL such as https://HOST[:PORT]"
         )
-    return str(endpoint) if endpoint else None
+    return str(endpoint)
 
 
 def _region(session: Session, destination: Destination) -> str | None:
@@ -201,21 +202,6 @@ def _region(session: Session, destination: Destination) -> str | None:
             f"a name such as us-east-1, found '{region}'"
         )
     return str(region) if region else None
-
-
-def _is_url(endpoint: str) -> bool:
-    """Whether ``endpoint`` is a URL obstore can send requests to (it panics on others)."""
-    try:
-        url = urlsplit(endpoint)  # an unmatched [ or ] raises
-        url.port  # noqa: B018  (a port out of range, or not a number, raises)
-    except ValueError:
-        return False
-    return (
-        url.scheme in ("http", "https")
-        and bool(url.hostname)
-        and endpoint.isprintable()
-        and " " not in endpoint
-    )
 
 
 def bucket_region(bucket: str, endpoint: str | None) -> str:
@@ -238,7 +224,9 @@ def bucket_region(bucket: str, endpoint: str | None) -> str:
 
 def explain(destination: Destination, error: Exception, endpoint: str) -> str:
     """One line about what the configuration chain or the store refused, naming no secret."""
-    answer = _answer(error)
+    # The answer the error quotes, "500 Internal Server Error (InternalError)"; "" if none.
+    status, code = ANSWERED.search(str(error)), ERROR_CODE.search(str(error))
+    answer = f"{status[1]}{status[2] or ''}{f' ({code[1]})' if code else ''}" if status else ""
     for kind in type(error).__mro__:
         if kind.__name__ in REASONS:
             name = kind.__name__
@@ -250,14 +238,6 @@ def explain(destination: Destination, error: Exception, endpoint: str) -> str:
                 f"{destination}: {REASONS[name].format_map(getattr(error, 'kwargs', {}) | known)}"
             )
     return f"{destination}: a request failed: {type(error).__name__}"
-
-
-def _answer(error: Exception) -> str:
-    """The answer ``error`` quotes, "500 Internal Server Error (InternalError)"; "" if none."""
-    status, code = ANSWERED.search(str(error)), ERROR_CODE.search(str(error))
-    if status is None:
-        return ""
-    return f"{status[1]}{status[2] or ''}{f' ({code[1]})' if code else ''}"
 
 
 def shown(endpoint: str) -> str:
