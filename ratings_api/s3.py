@@ -11,6 +11,7 @@ empty is unset first: obstore reads them all itself.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import urllib.error
@@ -118,7 +119,8 @@ def parse_destination(text: str) -> Destination:
 def require_client() -> None:
     """An InputError naming the requirements file if boto3 or obstore is not installed."""
     try:
-        import obstore.auth.boto3  # noqa: F401  (imports boto3)
+        for name in ("boto3", "obstore"):
+            importlib.import_module(name)
     except ImportError:
         raise InputError(
             f"--publish needs boto3 and obstore: pip install 'ratings-api[publish]' (in a checkout: -r {REQUIREMENTS})"
