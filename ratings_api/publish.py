@@ -296,14 +296,13 @@ class Publication:
             if known is None and not await self.store.bucket_exists():  # once, on this path only
                 raise FileNotFoundError(STATE_NAME)  # s3.explain: "no such bucket"
             return Read(BucketState(), None)
-        if answer.same and known is not None:
-            return known
-        data, version = answer.data, answer.version
+        if known is not None and answer.version == known.version:
+            return known  # not modified
         try:
-            return Read(decode(data), version, data)
+            return Read(decode(answer.data), answer.version, answer.data)
         except InputError as error:
             if repair:
-                return Read(BucketState(), version, data)
+                return Read(BucketState(), answer.version, answer.data)
             raise InputError(f"{self.destination}: {error}") from None
 
     async def write_state(self, state: BucketState, version: str | None) -> str | Read:

@@ -26,11 +26,10 @@ class Refused(Exception):  # noqa: N818  (an answer, not a failure)
 
 @dataclass(frozen=True)
 class Got:
-    """An object read: its bytes and version (ETag); ``same``: it still had the version asked."""
+    """An object read: its bytes and version (ETag)."""
 
     data: bytes
     version: str
-    same: bool = False
 
 
 class Store(Protocol):
@@ -40,7 +39,7 @@ class Store(Protocol):
 
     async def get(self, path: str, *, unless: str | None = None) -> Got | None:
         """The object at ``path``, None if there is none; if it still has the version
-        ``unless`` (If-None-Match), ``Got(b"", unless, same=True)``."""
+        ``unless`` (If-None-Match), ``Got(b"", unless)``."""
 
     async def head(self, path: str) -> Mapping[str, str] | None:
         """The headers (Content-Type, Cache-Control) of the object, None if there is none."""
@@ -80,7 +79,7 @@ class ObjectStoreAdapter:
         except FileNotFoundError:
             return None
         except NotModifiedError:  # asked only with ``unless``
-            return Got(b"", str(unless), same=True)
+            return Got(b"", str(unless))
 
     async def head(self, path: str) -> Mapping[str, str] | None:
         import obstore

@@ -56,7 +56,7 @@ class Seen:
         if found is None:
             return None
         if found[1] == unless:
-            return Got(b"", unless, same=True)
+            return Got(b"", unless)
         return Got(found[0], found[1])
 
     async def head(self, path: str) -> Mapping[str, str] | None:
