@@ -189,9 +189,8 @@ class Publication:
             todo, final = await self.plan(read)
             count = len(todo.removals)
             if count > self.max_removals:
-                done = "; nothing was changed"
-                if self.touched:
-                    done = ", after another publish; uploads were made"
+                after = ", after another publish; uploads were made"
+                done = after if self.touched else "; nothing was changed"
                 await self.stop(
                     read,
                     f"{self.destination}: this publish would remove {count:,} files, more than "
@@ -264,17 +263,15 @@ class Publication:
         self, stage: str, items: Iterator[T], total: int, act: Callable[[T], Awaitable[None]]
     ) -> None:
         """``act`` on each item, ``workers`` at a time; after a failure, none starts."""
-        done, failed = 0, False
+        done, pending = 0, (item for item in items)
 
         async def worker() -> None:
-            nonlocal done, failed
-            for item in items:  # one thread: no two workers take the same item
-                if failed:
-                    return
+            nonlocal done
+            for item in pending:  # one thread: no two workers take the same item
                 try:
                     await act(item)
                 except BaseException:
-                    failed = True
+                    pending.close()  # the others' loops end
                     raise
                 done += 1
                 if self.progress is not None and (done % PROGRESS_EVERY == 0 or done == total):
