@@ -22,7 +22,7 @@ import secrets
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from itertools import chain, islice
-from typing import TYPE_CHECKING, Final, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from ratings_api.bucket_state import (
     STATE_NAME,
@@ -43,7 +43,7 @@ from ratings_api.hosting import NOT_FOUND_PAGE, REDIRECTS
 from ratings_api.lock import Fenced, Lock, Say, Waiting, locked
 from ratings_api.running import run_stoppable, stalls
 from ratings_api.s3 import Destination, explain, open_store, require_client
-from ratings_api.store import ObjectStoreAdapter, Refused, Store
+from ratings_api.store import Refused, Store
 
 if TYPE_CHECKING:
     from obstore import PutMode
@@ -111,8 +111,7 @@ def publish(
     endpoint = ""
     say = say or (lambda line: None)
     try:
-        client, endpoint, asked = open_store(destination)
-        store = ObjectStoreAdapter(client, asked)
+        store, endpoint = open_store(destination)
         run = Publication(store, destination, site, repair, max_removals, workers, progress)
         lock = Lock(store, destination, endpoint, say)
         line = f"{destination}: waiting for {endpoint}: no request answered for {{}} s"
@@ -191,11 +190,11 @@ class Publication:
             if count > self.max_removals:
                 after = ", after another publish; uploads were made"
                 done = after if self.touched else "; nothing was changed"
-                await self.stop(
-                    read,
+                await self.withdraw(read)
+                raise InputError(
                     f"{self.destination}: this publish would remove {count:,} files, more than "
                     f"--max-removals {self.max_removals}{done}. "
-                    f"If that is meant, run again with --max-removals {count}",
+                    f"If that is meant, run again with --max-removals {count}"
                 )
             try:
                 newer = await self.attempt(read, todo, final)
@@ -209,13 +208,10 @@ class Publication:
                 removed = sum(len(done.removals) for done in self.touched)
                 return Outcome(todo, self.store.requests, attempt, uploaded, removed)
             read = newer  # another publish wrote the state since it was read
-        await self.stop(
-            read, f"{self.destination}: the state keeps changing: is another publish running?"
-        )
-
-    async def stop(self, read: Read, message: str) -> NoReturn:
         await self.withdraw(read)
-        raise InputError(message)
+        raise InputError(
+            f"{self.destination}: the state keeps changing: is another publish running?"
+        )
 
     async def withdraw(self, read: Read) -> None:
         """Write ``read`` again with the files it touched unknown, unless it is its own marks."""

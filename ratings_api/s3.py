@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
 from ratings_api.errors import InputError
+from ratings_api.store import ObjectStoreAdapter
 
 if TYPE_CHECKING:
     from botocore.session import Session
-    from obstore.store import RetryConfig, S3Config, S3Store
+    from obstore.store import RetryConfig, S3Config
 
 REQUIREMENTS: Final = "requirements-publish.txt"
 DEFAULT_REGION: Final = "us-east-1"  # S3's, where neither the user nor the bucket says
@@ -127,8 +128,9 @@ def require_client() -> None:
         ) from None
 
 
-def open_store(destination: Destination) -> tuple[S3Store, str, int]:
-    """The client of ``destination``; its endpoint, for messages; the requests it took.
+def open_store(destination: Destination) -> tuple[ObjectStoreAdapter, str]:
+    """The client of ``destination``, counting the request it took if any; its endpoint,
+    for messages.
 
     botocore reads the configuration as every AWS tool does (variables, config
     and credentials files, profiles, SSO, credential_process); obstore's
@@ -159,7 +161,7 @@ def open_store(destination: Destination) -> tuple[S3Store, str, int]:
     config: S3Config = {"region": region or bucket_region(destination.bucket, endpoint)}
     if endpoint:
         config["endpoint"] = endpoint
-    store = S3Store(
+    client = S3Store(
         destination.bucket,
         prefix=destination.prefix or None,
         config=config,
@@ -172,7 +174,7 @@ def open_store(destination: Destination) -> tuple[S3Store, str, int]:
         retry_config=RETRY,
     )
     named = shown(endpoint) if endpoint else f"https://s3.{config['region']}.amazonaws.com"
-    return store, named, 0 if region else 1
+    return ObjectStoreAdapter(client, 0 if region else 1), named
 
 
 def _endpoint(session: Session, destination: Destination) -> str | None:
