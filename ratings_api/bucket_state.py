@@ -272,13 +272,10 @@ def _changed(local: BucketState, published: BucketState) -> tuple[Sequence[int],
     where = {article_id: place for place, article_id in enumerate(published.ids)}
     sums, counts = published.sums, published.counts
     changed = array("q")
-    for place, article_id in enumerate(local.ids):
-        at = where.pop(article_id, None)
-        if (
-            at is None
-            or not same_stamp
-            or (sums[at], counts[at]) != (local.sums[place], local.counts[place])
-        ):
+    numbers = zip(local.ids, local.sums, local.counts, strict=True)
+    for place, (article_id, total, count) in enumerate(numbers):
+        at = where.pop(article_id, -1)
+        if at < 0 or not same_stamp or sums[at] != total or counts[at] != count:
             changed.append(place)
     return changed, list(where)
 
