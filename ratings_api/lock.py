@@ -232,19 +232,16 @@ class Lock:
             renewing.cancel()
 
     async def _renew(self, task: asyncio.Future[Any]) -> None:
-        while True:  # each RENEW s after the last renewal was sent, however long it took
-            await self.sleep(max(0.0, self.renewed + RENEW - self.clock()))
-            try:
-                got = await self._write({"e_tag": self.version})
-            except BaseException:
-                task.cancel()  # the store failed: it is told once, by this renewal
-                raise
-            if got is not None:
-                task.cancel()
-                raise InputError(
-                    f"{self.destination}: another publish took over this one's lock; "
-                    "stopped: publish again to finish"
-                )
+        try:
+            while True:  # each RENEW s after the last renewal was sent, however long it took
+                await self.sleep(max(0.0, self.renewed + RENEW - self.clock()))
+                if await self._write({"e_tag": self.version}) is not None:
+                    raise InputError(
+                        f"{self.destination}: another publish took over this one's lock; "
+                        "stopped: publish again to finish"
+                    )
+        finally:
+            task.cancel()  # lost, or the store failed (told once, by this renewal); or done
 
     async def release(self) -> None:
         """Write a released body over ours, if it is still ours; another's stays."""

@@ -138,9 +138,7 @@ class ObjectStoreAdapter:
         # Asked only after a GET answered 404: the store answers, so a listing it
         # refuses (SeaweedFS: 404; moto: a GenericError of its NoSuchBucket) has no bucket.
         try:
-            await obstore.list(self.store, chunk_size=1).__anext__()
-        except StopAsyncIteration:
-            return True
+            await anext(obstore.list(self.store, chunk_size=1), None)
         except (FileNotFoundError, GenericError):
             return False
         return True
