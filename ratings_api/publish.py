@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import os
 import secrets
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from itertools import chain, islice
 from typing import TYPE_CHECKING, Final, TypeVar
@@ -85,6 +85,11 @@ def content_type(path: str) -> str:
     if path == NOT_FOUND_PAGE:
         return ERROR_TYPE
     return CONTENT_TYPES.get(os.path.splitext(path)[1], "application/octet-stream")
+
+
+def attributes(path: str) -> dict[str, str]:
+    """The headers a publish sets on the object ``path``."""
+    return {"Content-Type": content_type(path), "Cache-Control": CACHE_CONTROL}
 
 
 def publish(
@@ -171,8 +176,16 @@ class Publication:
             return plan(self.site, read.state)
         recorded = {path for path, _ in read.state.entries()}
         listed = await self.store.listing()
+
+        async def check(path: str) -> None:
+            """Record as not known a file whose headers are not those a publish sets."""
+            headers = await self.store.head(path) or {}  # none: removed since the listing
+            if not attributes(path).items() <= headers.items():
+                listed[path] = UNKNOWN
+
         site = {path for path, _ in self.site.documents()}.union(self.site.others)
-        listed.update(dict.fromkeys(await self.wrong_headers(site.intersection(listed)), UNKNOWN))
+        ours = site.intersection(listed)
+        await self.each("checking headers", ours, len(ours), check)
         return plan(self.site, listed_state(self.site, listed, recorded))
 
     async def carry_out(self, read: Read | None = None, *, again: bool = False) -> Outcome:
@@ -242,21 +255,8 @@ class Publication:
         written = await self.write_state(final, version)
         return written if isinstance(written, Read) else None
 
-    async def wrong_headers(self, paths: set[str]) -> list[str]:
-        """Those of ``paths`` whose Content-Type or Cache-Control is not what a publish sets."""
-        wrong = []
-
-        async def check(path: str) -> None:
-            headers = await self.store.head(path) or {}  # none: removed since the listing
-            want = (content_type(path), CACHE_CONTROL)
-            if (headers.get("Content-Type"), headers.get("Cache-Control")) != want:
-                wrong.append(path)
-
-        await self.each("checking headers", iter(paths), len(paths), check)
-        return wrong
-
     async def each(
-        self, stage: str, items: Iterator[T], total: int, act: Callable[[T], Awaitable[None]]
+        self, stage: str, items: Iterable[T], total: int, act: Callable[[T], Awaitable[None]]
     ) -> None:
         """``act`` on each item, ``workers`` at a time; after a failure, none starts."""
         done, pending = 0, (item for item in items)
@@ -319,8 +319,7 @@ class Publication:
         Its payload's SHA-256 is signed, and checked by the store.
         """
         path, place = item
-        attributes = {"Content-Type": content_type(path), "Cache-Control": CACHE_CONTROL}
-        await self.store.put(path, self.site.body(path, place), attributes)
+        await self.store.put(path, self.site.body(path, place), attributes(path))
 
 
 def summary(destination: Destination, outcome: Outcome, seconds: float, check: bool) -> str:
