@@ -116,9 +116,8 @@ class ObjectStoreAdapter:
     async def delete(self, paths: list[str]) -> None:
         import obstore
 
-        for start in range(0, len(paths), PAGE):
-            self.requests += 1
-            await obstore.delete_async(self.store, paths[start : start + PAGE])
+        self.requests += (len(paths) + PAGE - 1) // PAGE  # obstore sends PAGE a request
+        await obstore.delete_async(self.store, paths)
 
     async def listing(self) -> dict[str, str]:
         import obstore
