@@ -24,19 +24,8 @@ from dataclasses import dataclass, field, replace
 from itertools import chain, islice
 from typing import TYPE_CHECKING, Final, TypeVar
 
-from ratings_api.bucket_state import (
-    STATE_NAME,
-    UNKNOWN,
-    BucketState,
-    Plan,
-    Site,
-    decode,
-    encode,
-    listed_state,
-    marked,
-    plan,
-    unknown,
-)
+from ratings_api import bucket_state
+from ratings_api.bucket_state import BucketState, Plan, Site
 from ratings_api.contract import CACHE_CONTROL, CONTENT_TYPES, ERROR_TYPE
 from ratings_api.errors import InputError
 from ratings_api.hosting import NOT_FOUND_PAGE, REDIRECTS
@@ -173,7 +162,7 @@ class Publication:
     async def plan(self, read: Read) -> tuple[Plan, BucketState]:
         """The plan from ``read``; with --repair, from a listing and each file's headers."""
         if not self.repair:
-            return plan(self.site, read.state)
+            return bucket_state.plan(self.site, read.state)
         recorded = {path for path, _ in read.state.entries()}
         listed = await self.store.listing()
 
@@ -181,12 +170,12 @@ class Publication:
             """Record as not known a file whose headers are not those a publish sets."""
             headers = await self.store.head(path) or {}  # none: removed since the listing
             if not attributes(path).items() <= headers.items():
-                listed[path] = UNKNOWN
+                listed[path] = bucket_state.UNKNOWN
 
         site = {path for path, _ in self.site.documents()}.union(self.site.others)
         ours = site.intersection(listed)
         await self.each("checking headers", ours, len(ours), check)
-        return plan(self.site, listed_state(self.site, listed, recorded))
+        return bucket_state.plan(self.site, bucket_state.listed_state(self.site, listed, recorded))
 
     async def carry_out(self, read: Read | None = None, *, again: bool = False) -> Outcome:
         """Read, plan, mark, upload, remove, write; read and plan again after a conflict.
@@ -233,7 +222,7 @@ class Publication:
         for _ in range(ATTEMPTS if paths else 0):
             if read.version == self.marks:
                 return
-            written = await self.write_state(unknown(read.state, paths), read.version)
+            written = await self.write_state(bucket_state.unknown(read.state, paths), read.version)
             if not isinstance(written, Read):
                 return
             read = written
@@ -242,7 +231,7 @@ class Publication:
         """Do ``todo``, planned from ``read``; None, or the state met in its place."""
         version = read.version
         if todo.changes:
-            marks = await self.write_state(marked(final, todo), version)
+            marks = await self.write_state(bucket_state.marked(final, todo), version)
             if isinstance(marks, Read):
                 return marks
             version = self.marks = marks
@@ -250,7 +239,7 @@ class Publication:
             await self.each("uploading", todo.uploads(), todo.upload_count, self.upload)
             if todo.removals:
                 await self.store.delete(todo.removals)
-        elif not self.repair or encode(final) == encode(read.state):
+        elif not self.repair or bucket_state.encode(final) == bucket_state.encode(read.state):
             return None  # the bucket and its state are the site's already
         written = await self.write_state(final, version)
         return written if isinstance(written, Read) else None
@@ -284,15 +273,15 @@ class Publication:
         ``known``: a read of it, returned if the state is still its version.
         """
         unless = known.version if known is not None else None
-        answer = await self.store.get(STATE_NAME, unless=unless)
+        answer = await self.store.get(bucket_state.STATE_NAME, unless=unless)
         if answer is None:
             if known is None and not await self.store.bucket_exists():  # once, on this path only
-                raise FileNotFoundError(STATE_NAME)  # s3.explain: "no such bucket"
+                raise FileNotFoundError(bucket_state.STATE_NAME)  # s3.explain: "no such bucket"
             return Read(BucketState(), None)
         if known is not None and answer.version == known.version:
             return known  # not modified
         try:
-            return Read(decode(answer.data), answer.version, answer.data)
+            return Read(bucket_state.decode(answer.data), answer.version, answer.data)
         except InputError as error:
             if repair:
                 return Read(BucketState(), answer.version, answer.data)
@@ -305,10 +294,10 @@ class Publication:
         state read in its place. The token of each write tells our own write,
         whose reply was lost and whose retry met its condition, from another's.
         """
-        body = encode(state, secrets.token_hex(16))
+        body = bucket_state.encode(state, secrets.token_hex(16))
         try:
             mode: PutMode = {"e_tag": version} if version else "create"
-            return await self.store.put(STATE_NAME, body, STATE_ATTRIBUTES, mode=mode)
+            return await self.store.put(bucket_state.STATE_NAME, body, STATE_ATTRIBUTES, mode=mode)
         except Refused:
             stored = await self.read_state(repair=True)
             return stored.version if stored.data == body and stored.version else stored
