@@ -100,12 +100,7 @@ class ObjectStoreAdapter:
         self.requests += 1
         try:
             answer = await obstore.put_async(
-                self.store,
-                path,
-                body,
-                attributes=dict(attributes),
-                mode=mode,
-                use_multipart=False,
+                self.store, path, body, attributes=dict(attributes), mode=mode, use_multipart=False
             )
         except (FileNotFoundError, AlreadyExistsError, PreconditionError):
             if mode == "overwrite":
