@@ -194,11 +194,8 @@ class Lock:
         Each writes our body again: where the store ignores the condition, the lock is
         still ours, its ETag (an MD5) the same, and it is released as it should be.
         """
-        modes: list[tuple[PutMode, str]] = [
-            ("create", "If-None-Match"),
-            ({"e_tag": NO_SUCH_TAG}, "If-Match"),
-        ]
-        for mode, condition in modes:
+        for condition in ("If-None-Match", "If-Match"):
+            mode: PutMode = "create" if condition == "If-None-Match" else {"e_tag": NO_SUCH_TAG}
             try:
                 await self.store.put(LOCK_NAME, self.data, ATTRIBUTES, mode=mode)
             except Refused:
