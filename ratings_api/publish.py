@@ -31,7 +31,7 @@ from ratings_api.errors import InputError
 from ratings_api.hosting import NOT_FOUND_PAGE, REDIRECTS
 from ratings_api.lock import Fenced, Lock, Say, Waiting, locked
 from ratings_api.running import run_stoppable, stalls
-from ratings_api.s3 import Destination, explain, open_store, require_client
+from ratings_api.s3 import Destination, explain, open_store
 from ratings_api.store import Refused, Store
 
 if TYPE_CHECKING:
@@ -93,12 +93,12 @@ def publish(
     say: Say | None = None,
     waiting: Waiting | None = Waiting(),  # noqa: B008  (frozen)
 ) -> Outcome:
-    """Make ``destination`` hold the files of ``site``; with ``check``, only plan it.
+    """Make ``destination`` hold the files of ``site``; with ``check``, only plan it. Its
+    libraries are there: the command checked them (s3.require_client) before the build.
 
     ``workers``: the uploads in flight at a time. ``say``: the lines while it
     waits. ``waiting``: how to take the lock; None: take none.
     """
-    require_client()
     from botocore.exceptions import BotoCoreError
     from obstore.exceptions import BaseError
 
