@@ -41,6 +41,8 @@ UNKNOWN_COUNT: Final = -1  # the state's count of an article whose document is n
 LEVEL: Final = 1  # gzip's: the columns of a million articles in a fraction of level 6's time
 CHUNK: Final = 4096  # numbers compared at a time when looking for the few that differ
 DOCUMENT: Final = re.compile(re.escape(ARTICLES_PATH) + r"/([1-9][0-9]*)/rating/index\.json")
+# The head's fields besides its format, and their types.
+HEAD: Final = {"articles": int, "stamp": str, "cache_control": str, "files": dict}
 UNREADABLE: Final = (
     f"{STATE_NAME}: not a state this version can read; --repair lists the bucket "
     "and writes a new one"
@@ -107,30 +109,24 @@ def decode(data: bytes) -> BucketState:
     except (OSError, EOFError, zlib.error, ValueError, RecursionError):  # deep nesting: the last
         raise InputError(UNREADABLE) from None
     body = memoryview(raw)[end + 1 :]
-    match head:
-        case {"format": int(version)} if type(version) is int and version > FORMAT:
-            raise InputError(
-                f"{STATE_NAME}: written by a newer version of ratings-api (state format "
-                f"{version}; this one reads {FORMAT}): upgrade it, or --repair lists the bucket "
-                "and writes a state of this version"
-            )
-        case {
-            "format": version,
-            "articles": int(size),
-            "stamp": str(stamp),
-            "cache_control": str(cache_control),
-            "files": dict(files),
-        } if (
-            version == FORMAT
-            and type(size) is int
-            and 0 <= 24 * size == len(body)  # three columns of 8-byte numbers
-            and all(isinstance(value, str) for value in files.values())
-        ):
-            ids, sums, counts = (
-                _little_endian(body[n * 8 * size : (n + 1) * 8 * size].cast("q")) for n in range(3)
-            )
-        case _:
-            raise InputError(UNREADABLE)
+    version = head.get("format") if isinstance(head, dict) else None
+    if type(version) is int and version > FORMAT:
+        raise InputError(
+            f"{STATE_NAME}: written by a newer version of ratings-api (state format "
+            f"{version}; this one reads {FORMAT}): upgrade it, or --repair lists the bucket "
+            "and writes a state of this version"
+        )
+    if (
+        version != FORMAT
+        or any(type(head.get(key)) is not kind for key, kind in HEAD.items())
+        or not 0 <= 24 * head["articles"] == len(body)  # three columns of 8-byte numbers
+        or not all(isinstance(value, str) for value in head["files"].values())
+    ):
+        raise InputError(UNREADABLE)
+    size, stamp, cache_control, files = (head[key] for key in HEAD)
+    ids, sums, counts = (
+        _little_endian(body[n * 8 * size : (n + 1) * 8 * size].cast("q")) for n in range(3)
+    )
     if cache_control != CACHE_CONTROL:  # every object has the wrong header
         counts = array("q", [UNKNOWN_COUNT]) * size
         files = dict.fromkeys(files, UNKNOWN)
