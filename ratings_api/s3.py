@@ -238,9 +238,8 @@ def explain(destination: Destination, error: Exception, endpoint: str) -> str:
                 failed = "failed" if answer.startswith("5") else "refused"
                 name = "full" if FULL.search(answer) else failed
             known = {"endpoint": shown(endpoint), "kind": type(error).__name__, "answer": answer}
-            return (
-                f"{destination}: {REASONS[name].format_map(getattr(error, 'kwargs', {}) | known)}"
-            )
+            fields = getattr(error, "kwargs", {}) | known  # botocore's, then ours
+            return f"{destination}: {REASONS[name].format_map(fields)}"
     return f"{destination}: a request failed: {type(error).__name__}"
 
 
