@@ -255,11 +255,9 @@ class Fenced:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)  # the reads, and the count of requests
 
-    async def put(
-        self, path: str, body: bytes, attributes: Mapping[str, str], mode: PutMode = "overwrite"
-    ) -> str:
+    async def put(self, path: str, body: bytes, attributes: Mapping[str, str], **how: Any) -> str:
         self.lock.fence()
-        return await self.store.put(path, body, attributes, mode=mode)
+        return await self.store.put(path, body, attributes, **how)
 
     async def delete(self, paths: list[str]) -> None:
         self.lock.fence()

@@ -45,7 +45,7 @@ class Store(Protocol):
         """The headers (Content-Type, Cache-Control) of the object, None if there is none."""
 
     async def put(
-        self, path: str, body: bytes, attributes: Mapping[str, str], mode: PutMode = "overwrite"
+        self, path: str, body: bytes, attributes: Mapping[str, str], *, mode: PutMode = "overwrite"
     ) -> str:
         """Write ``body`` as obstore's ``mode`` asks (``"create"``: if there is none;
         ``{"e_tag": version}``: if it is still that version): its version; else ``Refused``."""
@@ -92,7 +92,7 @@ class ObjectStoreAdapter:
         return {key: str(value) for key, value in answer.attributes.items()}
 
     async def put(
-        self, path: str, body: bytes, attributes: Mapping[str, str], mode: PutMode = "overwrite"
+        self, path: str, body: bytes, attributes: Mapping[str, str], *, mode: PutMode = "overwrite"
     ) -> str:
         import obstore
         from obstore.exceptions import AlreadyExistsError, PreconditionError

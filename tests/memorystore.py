@@ -65,7 +65,7 @@ class Seen:
         return None if found is None else found[2]
 
     async def put(
-        self, path: str, body: bytes, attributes: Mapping[str, str], mode: PutMode = "overwrite"
+        self, path: str, body: bytes, attributes: Mapping[str, str], *, mode: PutMode = "overwrite"
     ) -> str:
         await self._request("PUT", path)
         found = self.memory.objects.get(path)
