@@ -212,21 +212,20 @@ def plan(site: Site, published: BucketState) -> tuple[Plan, BucketState]:
     A pure function of its arguments: the same site and state, the same plan.
     """
     local = local_state(site)
-    files = local.files
     documents, gone = _changed(local, published)
-    others = [path for path, digest in files.items() if published.files.get(path) != digest]
+    others = [path for path, digest in local.files.items() if published.files.get(path) != digest]
     # Documents recorded by MD5 (a repair's listing, or a state of a version that let
     # numbers pass 64 bits) are uploaded if listed, and so recorded by their numbers
     # from then on; removed if not. Whatever the published numbers say of them too.
-    by_digest = [path for path in published.files if path not in files]
+    by_digest = [path for path in published.files if path not in local.files]
     listed = set(local.ids) if any(map(document_id, by_digest)) else set()
     again = listed.intersection(map(document_id, by_digest))
     if again and len(documents) < len(local.ids):
         places = (place for place, article_id in enumerate(local.ids) if article_id in again)
         documents = array("q", sorted({*documents, *places}))
-    removals = [path for path in map(document_path, gone) if path not in files]
+    removals = [path for path in map(document_path, gone) if path not in local.files]
     removals += [path for path in by_digest if document_id(path) not in listed]
-    unchanged = len(local.ids) + len(files) - len(documents) - len(others)
+    unchanged = len(local.ids) + len(local.files) - len(documents) - len(others)
     return Plan(local.ids, documents, others, sorted(removals), unchanged), local
 
 
