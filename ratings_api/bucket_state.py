@@ -123,14 +123,14 @@ def decode(data: bytes) -> BucketState:
         or not all(isinstance(value, str) for value in head["files"].values())
     ):
         raise InputError(UNREADABLE)
-    size, stamp, cache_control, files = (head[key] for key in HEAD)
+    size, files = head["articles"], head["files"]
     ids, sums, counts = (
         _little_endian(body[n * 8 * size : (n + 1) * 8 * size].cast("q")) for n in range(3)
     )
-    if cache_control != CACHE_CONTROL:  # every object has the wrong header
+    if head["cache_control"] != CACHE_CONTROL:  # every object has the wrong header
         counts = array("q", [UNKNOWN_COUNT]) * size
         files = dict.fromkeys(files, UNKNOWN)
-    return BucketState(stamp, ids, sums, counts, files)
+    return BucketState(head["stamp"], ids, sums, counts, files)
 
 
 def _little_endian(column: Sequence[int]) -> array[int] | memoryview:
