@@ -306,7 +306,7 @@ def seed_state(store: Store, bucket: str, source: Path) -> None:
     """Put the state a publish of ``source`` writes into ``bucket``, without the objects."""
     reading = Reading(scale=(1, 5) if SOURCE["csv"] else None)
     result = render_site(str(source), base_url=CSV_OPTIONS[1], environ={}, reading=reading)
-    body = encode(local_state(site_of(result))[0])
+    body = encode(local_state(site_of(result)))
     store.client().put_object(Bucket=bucket, Key=f"p/{STATE_NAME}", Body=body)
     print(f"  {result.articles:,}: the state only, {len(body):,} bytes", flush=True)
 

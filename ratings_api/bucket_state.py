@@ -25,7 +25,7 @@ import sys
 import zlib
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import chain
 from typing import Final
 
@@ -41,6 +41,8 @@ UNKNOWN_COUNT: Final = -1  # the state's count of an article whose document is n
 LEVEL: Final = 1  # gzip's: the columns of a million articles in a fraction of level 6's time
 CHUNK: Final = 4096  # numbers compared at a time when looking for the few that differ
 DOCUMENT: Final = re.compile(re.escape(ARTICLES_PATH) + r"/([1-9][0-9]*)/rating/index\.json")
+# The head's fields besides its format, and their types.
+HEAD: Final = {"articles": int, "stamp": str, "cache_control": str, "files": dict}
 UNREADABLE: Final = (
     f"{STATE_NAME}: not a state this version can read; --repair lists the bucket "
     "and writes a new one"
@@ -94,7 +96,7 @@ def encode(state: BucketState, token: str = "") -> bytes:
     with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=LEVEL, mtime=0) as packed:
         packed.write(json.dumps(head, sort_keys=True, separators=(",", ":")).encode() + b"\n")
         for column in (state.ids, state.sums, state.counts):
-            packed.write(memoryview(_little_endian(_array(column))))
+            packed.write(memoryview(_little_endian(column)))
     return out.getvalue()
 
 
@@ -107,42 +109,33 @@ def decode(data: bytes) -> BucketState:
     except (OSError, EOFError, zlib.error, ValueError, RecursionError):  # deep nesting: the last
         raise InputError(UNREADABLE) from None
     body = memoryview(raw)[end + 1 :]
-    match head:
-        case {"format": int(version)} if type(version) is int and version > FORMAT:
-            raise InputError(
-                f"{STATE_NAME}: written by a newer version of ratings-api (state format "
-                f"{version}; this one reads {FORMAT}): upgrade it, or --repair lists the bucket "
-                "and writes a state of this version"
-            )
-        case {
-            "format": version,
-            "articles": int(size),
-            "stamp": str(stamp),
-            "cache_control": str(cache_control),
-            "files": dict(files),
-        } if (
-            version == FORMAT
-            and type(size) is int
-            and 0 <= 24 * size == len(body)  # three columns of 8-byte numbers
-            and all(isinstance(value, str) for value in files.values())
-        ):
-            ids, sums, counts = (
-                _little_endian(body[n * 8 * size : (n + 1) * 8 * size].cast("q")) for n in range(3)
-            )
-        case _:
-            raise InputError(UNREADABLE)
-    if cache_control != CACHE_CONTROL:  # every object has the wrong header
+    version = head.get("format") if isinstance(head, dict) else None
+    if type(version) is int and version > FORMAT:
+        raise InputError(
+            f"{STATE_NAME}: written by a newer version of ratings-api (state format "
+            f"{version}; this one reads {FORMAT}): upgrade it, or --repair lists the bucket "
+            "and writes a state of this version"
+        )
+    if (
+        version != FORMAT
+        or any(type(head.get(key)) is not kind for key, kind in HEAD.items())
+        or not 0 <= 24 * head["articles"] == len(body)  # three columns of 8-byte numbers
+        or not all(isinstance(value, str) for value in head["files"].values())
+    ):
+        raise InputError(UNREADABLE)
+    size, files = head["articles"], head["files"]
+    ids, sums, counts = (
+        _little_endian(body[n * 8 * size : (n + 1) * 8 * size].cast("q")) for n in range(3)
+    )
+    if head["cache_control"] != CACHE_CONTROL:  # every object has the wrong header
         counts = array("q", [UNKNOWN_COUNT]) * size
         files = dict.fromkeys(files, UNKNOWN)
-    return BucketState(stamp, ids, sums, counts, files)
+    return BucketState(head["stamp"], ids, sums, counts, files)
 
 
-def _array(column: Sequence[int]) -> array[int] | memoryview:
-    return column if isinstance(column, (array, memoryview)) else array("q", column)
-
-
-def _little_endian(numbers: array[int] | memoryview) -> array[int] | memoryview:
-    """The numbers as the state stores them: a copy only on a big-endian machine."""
+def _little_endian(column: Sequence[int]) -> array[int] | memoryview:
+    """The numbers as the state stores them: a copy only of a list, or on a big-endian machine."""
+    numbers = column if isinstance(column, (array, memoryview)) else array("q", column)
     if sys.byteorder == "little":
         return numbers
     swapped = array("q", numbers)  # pragma: no cover - no big-endian machine here
@@ -174,17 +167,13 @@ class Site:
         return self.render(numbers.ids[place], numbers.sums[place], numbers.counts[place])
 
 
-# Each file recorded by MD5: its digest, and its document's place (-1 if not a document).
-Digests = dict[str, tuple[str, int]]
-
-
 @dataclass(frozen=True)
 class Plan:
     """The uploads and removals that make a bucket hold a site."""
 
     ids: Sequence[int]  # the catalogue's, recorded by numbers: the documents' paths
     documents: Sequence[int]  # the places of the documents to upload
-    others: list[tuple[str, int]]  # the files recorded by MD5 to upload, and their places
+    others: list[str]  # the files recorded by MD5 to upload
     removals: list[str]
     unchanged: int
 
@@ -192,7 +181,7 @@ class Plan:
         """Each file to upload and its place, its path made when asked."""
         ids = self.ids
         yield from ((document_path(ids[place]), place) for place in self.documents)
-        yield from self.others
+        yield from ((path, -1) for path in self.others)
 
     @property
     def upload_count(self) -> int:
@@ -204,16 +193,13 @@ class Plan:
         return self.upload_count + len(self.removals)
 
 
-def local_state(site: Site) -> tuple[BucketState, Digests]:
-    """The state that records ``site``; and the files it records by MD5, with their places.
-
-    The documents are recorded by their numbers, which fit 64 bits (rules.MAX).
-    """
-    files = {path: (_md5(body), -1) for path, body in sorted(site.others.items())}
+def local_state(site: Site) -> BucketState:
+    """The state that records ``site``: its documents by their numbers, which fit 64 bits
+    (rules.MAX), its other files by MD5."""
+    files = {path: _md5(body) for path, body in sorted(site.others.items())}
     numbers = site.catalogue
     ids, sums, counts = (array("q", c) for c in (numbers.ids, numbers.sums, numbers.counts))
-    digests = {path: digest for path, (digest, _) in files.items()}
-    return BucketState(site.render.stamp, ids, sums, counts, digests), files
+    return BucketState(site.render.stamp, ids, sums, counts, files)
 
 
 def _md5(body: bytes) -> str:
@@ -225,25 +211,21 @@ def plan(site: Site, published: BucketState) -> tuple[Plan, BucketState]:
 
     A pure function of its arguments: the same site and state, the same plan.
     """
-    local, files = local_state(site)
+    local = local_state(site)
     documents, gone = _changed(local, published)
-    others = [
-        (path, place)
-        for path, (digest, place) in files.items()
-        if published.files.get(path) != digest
-    ]
+    others = [path for path, digest in local.files.items() if published.files.get(path) != digest]
     # Documents recorded by MD5 (a repair's listing, or a state of a version that let
     # numbers pass 64 bits) are uploaded if listed, and so recorded by their numbers
     # from then on; removed if not. Whatever the published numbers say of them too.
-    by_digest = [path for path in published.files if path not in files]
+    by_digest = [path for path in published.files if path not in local.files]
     listed = set(local.ids) if any(map(document_id, by_digest)) else set()
     again = listed.intersection(map(document_id, by_digest))
     if again and len(documents) < len(local.ids):
         places = (place for place, article_id in enumerate(local.ids) if article_id in again)
         documents = array("q", sorted({*documents, *places}))
-    removals = [path for path in map(document_path, gone) if path not in files]
+    removals = [path for path in map(document_path, gone) if path not in local.files]
     removals += [path for path in by_digest if document_id(path) not in listed]
-    unchanged = len(local.ids) + len(files) - len(documents) - len(others)
+    unchanged = len(local.ids) + len(local.files) - len(documents) - len(others)
     return Plan(local.ids, documents, others, sorted(removals), unchanged), local
 
 
@@ -254,11 +236,11 @@ def listed_state(site: Site, listed: Mapping[str, str], recorded: set[str]) -> B
     site, and any article's document; the rest of the bucket is the user's. A
     document whose bytes are the site's is recorded by the numbers that made it.
     """
-    local, files = local_state(site)
+    local = local_state(site)
     ours = {
         path: etag
         for path, etag in listed.items()
-        if path in recorded or path in files or document_id(path) is not None
+        if path in recorded or path in local.files or document_id(path) is not None
     }
     same = array("q")
     for path, place in site.documents() if local.ids else ():
@@ -266,7 +248,7 @@ def listed_state(site: Site, listed: Mapping[str, str], recorded: set[str]) -> B
             same.append(place)
             del ours[path]
     ids, sums, counts = (
-        array("q", (column[p] for p in same)) for column in (local.ids, local.sums, local.counts)
+        array("q", (c[p] for p in same)) for c in (local.ids, local.sums, local.counts)
     )
     return BucketState(local.stamp, ids, sums, counts, ours)
 
@@ -285,13 +267,10 @@ def _changed(local: BucketState, published: BucketState) -> tuple[Sequence[int],
     where = {article_id: place for place, article_id in enumerate(published.ids)}
     sums, counts = published.sums, published.counts
     changed = array("q")
-    for place, article_id in enumerate(local.ids):
-        at = where.pop(article_id, None)
-        if (
-            at is None
-            or not same_stamp
-            or (sums[at], counts[at]) != (local.sums[place], local.counts[place])
-        ):
+    numbers = zip(local.ids, local.sums, local.counts, strict=True)
+    for place, (article_id, total, count) in enumerate(numbers):
+        at = where.pop(article_id, -1)
+        if at < 0 or not same_stamp or sums[at] != total or counts[at] != count:
             changed.append(place)
     return changed, list(where)
 
@@ -319,9 +298,8 @@ def marked(final: BucketState, todo: Plan) -> BucketState:
     counts = array("q", final.counts)
     for place in todo.documents:
         counts[place] = UNKNOWN_COUNT
-    touched = chain((path for path, _ in todo.others), todo.removals)
-    files = {**final.files, **dict.fromkeys(touched, UNKNOWN)}
-    return BucketState(final.stamp, final.ids, final.sums, counts, files)
+    files = {**final.files, **dict.fromkeys(chain(todo.others, todo.removals), UNKNOWN)}
+    return replace(final, counts=counts, files=files)
 
 
 def unknown(state: BucketState, paths: Iterable[str]) -> BucketState:
@@ -338,6 +316,4 @@ def unknown(state: BucketState, paths: Iterable[str]) -> BucketState:
             counts[place] = UNKNOWN_COUNT
             found.add(document_path(article_id))
     rest = (path for path in wanted if path not in found or path in state.files)
-    return BucketState(
-        state.stamp, state.ids, state.sums, counts, {**state.files, **dict.fromkeys(rest, UNKNOWN)}
-    )
+    return replace(state, counts=counts, files={**state.files, **dict.fromkeys(rest, UNKNOWN)})

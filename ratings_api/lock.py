@@ -39,11 +39,14 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ratings_api.errors import InputError
 from ratings_api.s3 import REQUEST_MAX, Destination
 from ratings_api.store import Got, Refused, Store
+
+if TYPE_CHECKING:
+    from obstore import PutMode
 
 T = TypeVar("T")
 Say = Callable[[str], None]
@@ -132,7 +135,7 @@ class Lock:
         started = self.clock()
         said, seen, since = -float(SAY_EVERY), Got(b"", ""), started
         while True:
-            got = await self._write(create=True)
+            got = await self._write("create")
             if got is None:
                 return
             if not got.version:
@@ -141,7 +144,7 @@ class Lock:
                 seen, since = got, self.clock()  # a new body or ETag: its lease starts now
             other = read_body(got.data)
             if other.released or self.clock() - since > other.lease:
-                if await self._write(if_match=got.version) is None:
+                if await self._write({"e_tag": got.version}) is None:
                     if not other.released:
                         self.say(f"{self.destination}: took over the lock of {other.holder}")
                     return
@@ -160,9 +163,7 @@ class Lock:
                 )
             await self.sleep(POLL)
 
-    async def _write(
-        self, *, create: bool = False, if_match: str | None = None, released: bool = False
-    ) -> Got | None:
+    async def _write(self, mode: PutMode, released: bool = False) -> Got | None:
         """Write our body as asked: None once it is ours (landed, or its lost reply
         retried); else the lock as read back (another's, or none: ``Got(b"", "")``).
 
@@ -176,15 +177,13 @@ class Lock:
             self.body["released"] = True
         data = self.data = json.dumps(self.body, sort_keys=True).encode() + b"\n"
         try:
-            self.version = await self.store.put(
-                LOCK_NAME, data, ATTRIBUTES, if_match=if_match, create=create
-            )
+            self.version = await self.store.put(LOCK_NAME, data, ATTRIBUTES, mode=mode)
         except Refused:
             got = await self.store.get(LOCK_NAME)
             if got is None or read_body(got.data).token != self.body["token"]:
                 return got or Got(b"", "")
             if got.data != data:
-                return await self._write(if_match=got.version, released=released)
+                return await self._write({"e_tag": got.version}, released)
             self.version = got.version
         self.renewed = sent
         return None
@@ -195,15 +194,10 @@ class Lock:
         Each writes our body again: where the store ignores the condition, the lock is
         still ours, its ETag (an MD5) the same, and it is released as it should be.
         """
-        for create, condition in ((True, "If-None-Match"), (False, "If-Match")):
+        for condition in ("If-None-Match", "If-Match"):
+            mode: PutMode = "create" if condition == "If-None-Match" else {"e_tag": NO_SUCH_TAG}
             try:
-                await self.store.put(
-                    LOCK_NAME,
-                    self.data,
-                    ATTRIBUTES,
-                    create=create,
-                    if_match=None if create else NO_SUCH_TAG,
-                )
+                await self.store.put(LOCK_NAME, self.data, ATTRIBUTES, mode=mode)
             except Refused:
                 continue
             raise InputError(
@@ -235,23 +229,20 @@ class Lock:
             renewing.cancel()
 
     async def _renew(self, task: asyncio.Future[Any]) -> None:
-        while True:  # each RENEW s after the last renewal was sent, however long it took
-            await self.sleep(max(0.0, self.renewed + RENEW - self.clock()))
-            try:
-                got = await self._write(if_match=self.version)
-            except BaseException:
-                task.cancel()  # the store failed: it is told once, by this renewal
-                raise
-            if got is not None:
-                task.cancel()
-                raise InputError(
-                    f"{self.destination}: another publish took over this one's lock; "
-                    "stopped: publish again to finish"
-                )
+        try:
+            while True:  # each RENEW s after the last renewal was sent, however long it took
+                await self.sleep(max(0.0, self.renewed + RENEW - self.clock()))
+                if await self._write({"e_tag": self.version}) is not None:
+                    raise InputError(
+                        f"{self.destination}: another publish took over this one's lock; "
+                        "stopped: publish again to finish"
+                    )
+        finally:
+            task.cancel()  # lost, or the store failed (told once, by this renewal); or done
 
     async def release(self) -> None:
         """Write a released body over ours, if it is still ours; another's stays."""
-        await self._write(if_match=self.version, released=True)
+        await self._write({"e_tag": self.version}, released=True)
 
 
 @dataclass

@@ -19,33 +19,24 @@ import asyncio
 import contextlib
 import os
 import secrets
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from itertools import chain, islice
-from typing import TYPE_CHECKING, Final, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
-from ratings_api.bucket_state import (
-    STATE_NAME,
-    UNKNOWN,
-    BucketState,
-    Plan,
-    Site,
-    decode,
-    encode,
-    listed_state,
-    marked,
-    plan,
-    unknown,
-)
+from ratings_api import bucket_state
+from ratings_api.bucket_state import BucketState, Plan, Site
 from ratings_api.contract import CACHE_CONTROL, CONTENT_TYPES, ERROR_TYPE
 from ratings_api.errors import InputError
 from ratings_api.hosting import NOT_FOUND_PAGE, REDIRECTS
 from ratings_api.lock import Fenced, Lock, Say, Waiting, locked
 from ratings_api.running import run_stoppable, stalls
-from ratings_api.s3 import Destination, explain, open_store, require_client
-from ratings_api.store import ObjectStoreAdapter, Refused, Store
+from ratings_api.s3 import Destination, explain, open_store
+from ratings_api.store import Refused, Store
 
 if TYPE_CHECKING:
+    from obstore import PutMode
+
     from ratings_api.build import Result
 
 T = TypeVar("T")
@@ -85,6 +76,11 @@ def content_type(path: str) -> str:
     return CONTENT_TYPES.get(os.path.splitext(path)[1], "application/octet-stream")
 
 
+def attributes(path: str) -> dict[str, str]:
+    """The headers a publish sets on the object ``path``."""
+    return {"Content-Type": content_type(path), "Cache-Control": CACHE_CONTROL}
+
+
 def publish(
     site: Site,
     destination: Destination,
@@ -97,20 +93,19 @@ def publish(
     say: Say | None = None,
     waiting: Waiting | None = Waiting(),  # noqa: B008  (frozen)
 ) -> Outcome:
-    """Make ``destination`` hold the files of ``site``; with ``check``, only plan it.
+    """Make ``destination`` hold the files of ``site``; with ``check``, only plan it. Its
+    libraries are there: the command checked them (s3.require_client) before the build.
 
     ``workers``: the uploads in flight at a time. ``say``: the lines while it
     waits. ``waiting``: how to take the lock; None: take none.
     """
-    require_client()
     from botocore.exceptions import BotoCoreError
     from obstore.exceptions import BaseError
 
     endpoint = ""
     say = say or (lambda line: None)
     try:
-        client, endpoint, asked = open_store(destination)
-        store = ObjectStoreAdapter(client, asked)
+        store, endpoint = open_store(destination)
         run = Publication(store, destination, site, repair, max_removals, workers, progress)
         lock = Lock(store, destination, endpoint, say)
         line = f"{destination}: waiting for {endpoint}: no request answered for {{}} s"
@@ -167,12 +162,20 @@ class Publication:
     async def plan(self, read: Read) -> tuple[Plan, BucketState]:
         """The plan from ``read``; with --repair, from a listing and each file's headers."""
         if not self.repair:
-            return plan(self.site, read.state)
+            return bucket_state.plan(self.site, read.state)
         recorded = {path for path, _ in read.state.entries()}
         listed = await self.store.listing()
+
+        async def check(path: str) -> None:
+            """Record as not known a file whose headers are not those a publish sets."""
+            headers = await self.store.head(path) or {}  # none: removed since the listing
+            if not attributes(path).items() <= headers.items():
+                listed[path] = bucket_state.UNKNOWN
+
         site = {path for path, _ in self.site.documents()}.union(self.site.others)
-        listed.update(dict.fromkeys(await self.wrong_headers(site.intersection(listed)), UNKNOWN))
-        return plan(self.site, listed_state(self.site, listed, recorded))
+        ours = site.intersection(listed)
+        await self.each("checking headers", ours, len(ours), check)
+        return bucket_state.plan(self.site, bucket_state.listed_state(self.site, listed, recorded))
 
     async def carry_out(self, read: Read | None = None, *, again: bool = False) -> Outcome:
         """Read, plan, mark, upload, remove, write; read and plan again after a conflict.
@@ -187,14 +190,13 @@ class Publication:
             todo, final = await self.plan(read)
             count = len(todo.removals)
             if count > self.max_removals:
-                done = "; nothing was changed"
-                if self.touched:
-                    done = ", after another publish; uploads were made"
-                await self.stop(
-                    read,
+                after = ", after another publish; uploads were made"
+                done = after if self.touched else "; nothing was changed"
+                await self.withdraw(read)
+                raise InputError(
                     f"{self.destination}: this publish would remove {count:,} files, more than "
                     f"--max-removals {self.max_removals}{done}. "
-                    f"If that is meant, run again with --max-removals {count}",
+                    f"If that is meant, run again with --max-removals {count}"
                 )
             try:
                 newer = await self.attempt(read, todo, final)
@@ -208,13 +210,10 @@ class Publication:
                 removed = sum(len(done.removals) for done in self.touched)
                 return Outcome(todo, self.store.requests, attempt, uploaded, removed)
             read = newer  # another publish wrote the state since it was read
-        await self.stop(
-            read, f"{self.destination}: the state keeps changing: is another publish running?"
-        )
-
-    async def stop(self, read: Read, message: str) -> NoReturn:
         await self.withdraw(read)
-        raise InputError(message)
+        raise InputError(
+            f"{self.destination}: the state keeps changing: is another publish running?"
+        )
 
     async def withdraw(self, read: Read) -> None:
         """Write ``read`` again with the files it touched unknown, unless it is its own marks."""
@@ -223,7 +222,7 @@ class Publication:
         for _ in range(ATTEMPTS if paths else 0):
             if read.version == self.marks:
                 return
-            written = await self.write_state(unknown(read.state, paths), read.version)
+            written = await self.write_state(bucket_state.unknown(read.state, paths), read.version)
             if not isinstance(written, Read):
                 return
             read = written
@@ -232,7 +231,7 @@ class Publication:
         """Do ``todo``, planned from ``read``; None, or the state met in its place."""
         version = read.version
         if todo.changes:
-            marks = await self.write_state(marked(final, todo), version)
+            marks = await self.write_state(bucket_state.marked(final, todo), version)
             if isinstance(marks, Read):
                 return marks
             version = self.marks = marks
@@ -240,39 +239,24 @@ class Publication:
             await self.each("uploading", todo.uploads(), todo.upload_count, self.upload)
             if todo.removals:
                 await self.store.delete(todo.removals)
-        elif not self.repair or encode(final) == encode(read.state):
+        elif not self.repair or bucket_state.encode(final) == bucket_state.encode(read.state):
             return None  # the bucket and its state are the site's already
         written = await self.write_state(final, version)
         return written if isinstance(written, Read) else None
 
-    async def wrong_headers(self, paths: set[str]) -> list[str]:
-        """Those of ``paths`` whose Content-Type or Cache-Control is not what a publish sets."""
-        wrong = []
-
-        async def check(path: str) -> None:
-            headers = await self.store.head(path) or {}  # none: removed since the listing
-            want = (content_type(path), CACHE_CONTROL)
-            if (headers.get("Content-Type"), headers.get("Cache-Control")) != want:
-                wrong.append(path)
-
-        await self.each("checking headers", iter(paths), len(paths), check)
-        return wrong
-
     async def each(
-        self, stage: str, items: Iterator[T], total: int, act: Callable[[T], Awaitable[None]]
+        self, stage: str, items: Iterable[T], total: int, act: Callable[[T], Awaitable[None]]
     ) -> None:
         """``act`` on each item, ``workers`` at a time; after a failure, none starts."""
-        done, failed = 0, False
+        done, pending = 0, (item for item in items)
 
         async def worker() -> None:
-            nonlocal done, failed
-            for item in items:  # one thread: no two workers take the same item
-                if failed:
-                    return
+            nonlocal done
+            for item in pending:  # one thread: no two workers take the same item
                 try:
                     await act(item)
                 except BaseException:
-                    failed = True
+                    pending.close()  # the others' loops end
                     raise
                 done += 1
                 if self.progress is not None and (done % PROGRESS_EVERY == 0 or done == total):
@@ -289,19 +273,18 @@ class Publication:
         ``known``: a read of it, returned if the state is still its version.
         """
         unless = known.version if known is not None else None
-        answer = await self.store.get(STATE_NAME, unless=unless)
+        answer = await self.store.get(bucket_state.STATE_NAME, unless=unless)
         if answer is None:
             if known is None and not await self.store.bucket_exists():  # once, on this path only
-                raise FileNotFoundError(STATE_NAME)  # s3.explain: "no such bucket"
+                raise FileNotFoundError(bucket_state.STATE_NAME)  # s3.explain: "no such bucket"
             return Read(BucketState(), None)
-        if answer.same and known is not None:
-            return known
-        data, version = answer.data, answer.version
+        if known is not None and answer.version == known.version:
+            return known  # not modified
         try:
-            return Read(decode(data), version, data)
+            return Read(bucket_state.decode(answer.data), answer.version, answer.data)
         except InputError as error:
             if repair:
-                return Read(BucketState(), version, data)
+                return Read(BucketState(), answer.version, answer.data)
             raise InputError(f"{self.destination}: {error}") from None
 
     async def write_state(self, state: BucketState, version: str | None) -> str | Read:
@@ -311,11 +294,10 @@ class Publication:
         state read in its place. The token of each write tells our own write,
         whose reply was lost and whose retry met its condition, from another's.
         """
-        body = encode(state, secrets.token_hex(16))
+        body = bucket_state.encode(state, secrets.token_hex(16))
         try:
-            return await self.store.put(
-                STATE_NAME, body, STATE_ATTRIBUTES, if_match=version, create=version is None
-            )
+            mode: PutMode = {"e_tag": version} if version else "create"
+            return await self.store.put(bucket_state.STATE_NAME, body, STATE_ATTRIBUTES, mode=mode)
         except Refused:
             stored = await self.read_state(repair=True)
             return stored.version if stored.data == body and stored.version else stored
@@ -326,8 +308,7 @@ class Publication:
         Its payload's SHA-256 is signed, and checked by the store.
         """
         path, place = item
-        attributes = {"Content-Type": content_type(path), "Cache-Control": CACHE_CONTROL}
-        await self.store.put(path, self.site.body(path, place), attributes)
+        await self.store.put(path, self.site.body(path, place), attributes(path))
 
 
 def summary(destination: Destination, outcome: Outcome, seconds: float, check: bool) -> str:

@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
 from ratings_api.errors import InputError
+from ratings_api.store import ObjectStoreAdapter
 
 if TYPE_CHECKING:
     from botocore.session import Session
-    from obstore.store import RetryConfig, S3Config, S3Store
+    from obstore.store import RetryConfig, S3Config
 
 REQUIREMENTS: Final = "requirements-publish.txt"
 DEFAULT_REGION: Final = "us-east-1"  # S3's, where neither the user nor the bucket says
@@ -127,8 +128,9 @@ def require_client() -> None:
         ) from None
 
 
-def open_store(destination: Destination) -> tuple[S3Store, str, int]:
-    """The client of ``destination``; its endpoint, for messages; the requests it took.
+def open_store(destination: Destination) -> tuple[ObjectStoreAdapter, str]:
+    """The client of ``destination``, counting the request it took if any; its endpoint,
+    for messages.
 
     botocore reads the configuration as every AWS tool does (variables, config
     and credentials files, profiles, SSO, credential_process); obstore's
@@ -138,7 +140,14 @@ def open_store(destination: Destination) -> tuple[S3Store, str, int]:
     from obstore.auth.boto3 import Boto3CredentialProvider
     from obstore.store import S3Store
 
-    _unset_empty_variables()
+    # An ``AWS_*`` variable set and empty is unset, as a CI variable never defined arrives:
+    # botocore would read an empty AWS_PROFILE as a profile named "", and obstore's S3Store
+    # reads every ``AWS_*`` variable itself, before its configuration: an empty
+    # AWS_ENDPOINT_URL is a panic at its first request, an empty AWS_ALLOW_HTTP a refusal
+    # to start.
+    for name in [name for name, value in os.environ.items() if name.startswith("AWS_")]:
+        if not os.environ[name]:
+            del os.environ[name]
     session = Session()
     endpoint = _endpoint(session, destination)
     credentials = session.get_credentials()
@@ -152,7 +161,7 @@ def open_store(destination: Destination) -> tuple[S3Store, str, int]:
     config: S3Config = {"region": region or bucket_region(destination.bucket, endpoint)}
     if endpoint:
         config["endpoint"] = endpoint
-    store = S3Store(
+    client = S3Store(
         destination.bucket,
         prefix=destination.prefix or None,
         config=config,
@@ -165,31 +174,27 @@ def open_store(destination: Destination) -> tuple[S3Store, str, int]:
         retry_config=RETRY,
     )
     named = shown(endpoint) if endpoint else f"https://s3.{config['region']}.amazonaws.com"
-    return store, named, 0 if region else 1
-
-
-def _unset_empty_variables() -> None:
-    """An ``AWS_*`` variable set and empty is unset, as a CI variable never defined arrives.
-
-    botocore would read an empty AWS_PROFILE as a profile named "", and obstore's
-    S3Store reads every ``AWS_*`` variable itself, before its configuration: an
-    empty AWS_ENDPOINT_URL is a panic at its first request, an empty AWS_ALLOW_HTTP
-    a refusal to start.
-    """
-    for name in [name for name, value in os.environ.items() if name.startswith("AWS_")]:
-        if not os.environ[name]:
-            del os.environ[name]
+    return ObjectStoreAdapter(client, 0 if region else 1), named
 
 
 def _endpoint(session: Session, destination: Destination) -> str | None:
     """The endpoint configured: the variable, else the profile's ``endpoint_url``."""
     endpoint = os.environ.get("AWS_ENDPOINT_URL") or session.get_scoped_config().get("endpoint_url")
-    if endpoint and not _is_url(endpoint):
+    if not endpoint:
+        return None
+    # A URL obstore can send requests to (it panics on others).
+    try:
+        url = urlsplit(endpoint)  # an unmatched [ or ] raises
+        url.port  # noqa: B018  (a port out of range, or not a number, raises)
+        valid = url.scheme in ("http", "https") and bool(url.hostname)
+    except ValueError:
+        valid = False
+    if not valid or not endpoint.isprintable() or " " in endpoint:
         raise InputError(  # not quoted: a key may be written in it
             f"{destination}: the endpoint (AWS_ENDPOINT_URL, or endpoint_url in the AWS config) "
             "is not a URL such as https://HOST[:PORT]"
         )
-    return str(endpoint) if endpoint else None
+    return str(endpoint)
 
 
 def _region(session: Session, destination: Destination) -> str | None:
@@ -201,21 +206,6 @@ def _region(session: Session, destination: Destination) -> str | None:
             f"a name such as us-east-1, found '{region}'"
         )
     return str(region) if region else None
-
-
-def _is_url(endpoint: str) -> bool:
-    """Whether ``endpoint`` is a URL obstore can send requests to (it panics on others)."""
-    try:
-        url = urlsplit(endpoint)  # an unmatched [ or ] raises
-        url.port  # noqa: B018  (a port out of range, or not a number, raises)
-    except ValueError:
-        return False
-    return (
-        url.scheme in ("http", "https")
-        and bool(url.hostname)
-        and endpoint.isprintable()
-        and " " not in endpoint
-    )
 
 
 def bucket_region(bucket: str, endpoint: str | None) -> str:
@@ -238,7 +228,9 @@ def bucket_region(bucket: str, endpoint: str | None) -> str:
 
 def explain(destination: Destination, error: Exception, endpoint: str) -> str:
     """One line about what the configuration chain or the store refused, naming no secret."""
-    answer = _answer(error)
+    # The answer the error quotes, "500 Internal Server Error (InternalError)"; "" if none.
+    status, code = ANSWERED.search(str(error)), ERROR_CODE.search(str(error))
+    answer = f"{status[1]}{status[2] or ''}{f' ({code[1]})' if code else ''}" if status else ""
     for kind in type(error).__mro__:
         if kind.__name__ in REASONS:
             name = kind.__name__
@@ -246,18 +238,9 @@ def explain(destination: Destination, error: Exception, endpoint: str) -> str:
                 failed = "failed" if answer.startswith("5") else "refused"
                 name = "full" if FULL.search(answer) else failed
             known = {"endpoint": shown(endpoint), "kind": type(error).__name__, "answer": answer}
-            return (
-                f"{destination}: {REASONS[name].format_map(getattr(error, 'kwargs', {}) | known)}"
-            )
+            fields = getattr(error, "kwargs", {}) | known  # botocore's, then ours
+            return f"{destination}: {REASONS[name].format_map(fields)}"
     return f"{destination}: a request failed: {type(error).__name__}"
-
-
-def _answer(error: Exception) -> str:
-    """The answer ``error`` quotes, "500 Internal Server Error (InternalError)"; "" if none."""
-    status, code = ANSWERED.search(str(error)), ERROR_CODE.search(str(error))
-    if status is None:
-        return ""
-    return f"{status[1]}{status[2] or ''}{f' ({code[1]})' if code else ''}"
 
 
 def shown(endpoint: str) -> str:

@@ -26,11 +26,10 @@ class Refused(Exception):  # noqa: N818  (an answer, not a failure)
 
 @dataclass(frozen=True)
 class Got:
-    """An object read: its bytes and version (ETag); ``same``: it still had the version asked."""
+    """An object read: its bytes and version (ETag)."""
 
     data: bytes
     version: str
-    same: bool = False
 
 
 class Store(Protocol):
@@ -40,22 +39,16 @@ class Store(Protocol):
 
     async def get(self, path: str, *, unless: str | None = None) -> Got | None:
         """The object at ``path``, None if there is none; if it still has the version
-        ``unless`` (If-None-Match), ``Got(b"", unless, same=True)``."""
+        ``unless`` (If-None-Match), ``Got(b"", unless)``."""
 
     async def head(self, path: str) -> Mapping[str, str] | None:
         """The headers (Content-Type, Cache-Control) of the object, None if there is none."""
 
     async def put(
-        self,
-        path: str,
-        body: bytes,
-        attributes: Mapping[str, str],
-        *,
-        if_match: str | None = None,
-        create: bool = False,
+        self, path: str, body: bytes, attributes: Mapping[str, str], *, mode: PutMode = "overwrite"
     ) -> str:
-        """Write ``body``, if it is still ``if_match`` / if there is none (``create``): its
-        version; else ``Refused``."""
+        """Write ``body`` as obstore's ``mode`` asks (``"create"``: if there is none;
+        ``{"e_tag": version}``: if it is still that version): its version; else ``Refused``."""
 
     async def delete(self, paths: list[str]) -> None:
         """Remove ``paths``, PAGE at a time (the library's delete takes no condition)."""
@@ -86,7 +79,7 @@ class ObjectStoreAdapter:
         except FileNotFoundError:
             return None
         except NotModifiedError:  # asked only with ``unless``
-            return Got(b"", str(unless), same=True)
+            return Got(b"", str(unless))
 
     async def head(self, path: str) -> Mapping[str, str] | None:
         import obstore
@@ -99,44 +92,27 @@ class ObjectStoreAdapter:
         return {key: str(value) for key, value in answer.attributes.items()}
 
     async def put(
-        self,
-        path: str,
-        body: bytes,
-        attributes: Mapping[str, str],
-        *,
-        if_match: str | None = None,
-        create: bool = False,
+        self, path: str, body: bytes, attributes: Mapping[str, str], *, mode: PutMode = "overwrite"
     ) -> str:
         import obstore
         from obstore.exceptions import AlreadyExistsError, PreconditionError
 
         self.requests += 1
-        mode: PutMode = "create" if create else "overwrite"
-        if if_match is not None:
-            mode = {"e_tag": if_match}
         try:
             answer = await obstore.put_async(
-                self.store,
-                path,
-                body,
-                attributes=dict(attributes),
-                mode=mode,
-                use_multipart=False,
+                self.store, path, body, attributes=dict(attributes), mode=mode, use_multipart=False
             )
-        except FileNotFoundError:
-            if if_match is None and not create:
+        except (FileNotFoundError, AlreadyExistsError, PreconditionError):
+            if mode == "overwrite":
                 raise  # a 404 to a plain write: no bucket
             raise Refused(path) from None  # 404 to a condition: no object, or no bucket
-        except (AlreadyExistsError, PreconditionError):
-            raise Refused(path) from None
         return str(answer["e_tag"])
 
     async def delete(self, paths: list[str]) -> None:
         import obstore
 
-        for start in range(0, len(paths), PAGE):
-            self.requests += 1
-            await obstore.delete_async(self.store, paths[start : start + PAGE])
+        self.requests += (len(paths) + PAGE - 1) // PAGE  # obstore sends PAGE a request
+        await obstore.delete_async(self.store, paths)
 
     async def listing(self) -> dict[str, str]:
         import obstore
@@ -156,9 +132,7 @@ class ObjectStoreAdapter:
         # Asked only after a GET answered 404: the store answers, so a listing it
         # refuses (SeaweedFS: 404; moto: a GenericError of its NoSuchBucket) has no bucket.
         try:
-            await obstore.list(self.store, chunk_size=1).__anext__()
-        except StopAsyncIteration:
-            return True
+            await anext(obstore.list(self.store, chunk_size=1), None)
         except (FileNotFoundError, GenericError):
             return False
         return True

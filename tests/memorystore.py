@@ -11,8 +11,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ratings_api.store import Got, Refused
+
+if TYPE_CHECKING:
+    from obstore import PutMode
 
 Before = Callable[[int, str, str], Awaitable[None]]  # request number, method, path
 
@@ -52,7 +56,7 @@ class Seen:
         if found is None:
             return None
         if found[1] == unless:
-            return Got(b"", unless, same=True)
+            return Got(b"", unless)
         return Got(found[0], found[1])
 
     async def head(self, path: str) -> Mapping[str, str] | None:
@@ -61,17 +65,12 @@ class Seen:
         return None if found is None else found[2]
 
     async def put(
-        self,
-        path: str,
-        body: bytes,
-        attributes: Mapping[str, str],
-        *,
-        if_match: str | None = None,
-        create: bool = False,
+        self, path: str, body: bytes, attributes: Mapping[str, str], *, mode: PutMode = "overwrite"
     ) -> str:
         await self._request("PUT", path)
         found = self.memory.objects.get(path)
-        if (create and found) or (if_match is not None and (found or (b"", ""))[1] != if_match):
+        version = (found or (b"", ""))[1]
+        if (mode == "create" and found) or (isinstance(mode, dict) and version != mode["e_tag"]):
             raise Refused(path)
         return self.memory.put(path, body, attributes)
 

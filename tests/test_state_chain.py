@@ -240,12 +240,12 @@ def test_progress_is_reported_every_hundred_uploads() -> None:
 
 def published(site: Site) -> BucketState:
     """The state of ``site``, once written to the bucket and read back."""
-    return decode(encode(local_state(site)[0]))
+    return decode(encode(local_state(site)))
 
 
 def test_a_state_read_back_is_the_state_written_unless_its_headers_differ() -> None:
     """A state written with another Cache-Control knows no file: each has the wrong header."""
-    state = local_state(site_of_numbers({7: (29, 6), 2**62: (0, 0), 3: (-5, 1)}))[0]
+    state = local_state(site_of_numbers({7: (29, 6), 2**62: (0, 0), 3: (-5, 1)}))
 
     read = decode(encode(state, "f00d"))  # each write's own token, which no one reads
 
@@ -278,20 +278,20 @@ def test_one_number_changed_anywhere_uploads_that_document(place: int | None) ->
     changed = [] if place is None else [(document(place + 1), place)]
     assert (list(todo.uploads()), todo.removals) == (changed, [])
     assert todo.unchanged == 10_001 - len(changed)
-    assert encode(final) == encode(local_state(site_of_numbers(numbers))[0])
+    assert encode(final) == encode(local_state(site_of_numbers(numbers)))
 
 
 def by_md5(numbers: dict[int, tuple[int, int]]) -> BucketState:
     """What a version that let numbers pass 64 bits recorded: every document by its MD5."""
     site = site_of_numbers(numbers)
     documents = {path: md5(site.body(path, place)) for path, place in site.documents()}
-    state = local_state(site)[0]
+    state = local_state(site)
     return BucketState(state.stamp, files={**state.files, **documents})
 
 
 FOUR: Final = {1: (5, 1), 2: (4, 1), 3: (3, 1), 4: (2, 1)}
 OLD: Final = site_of_numbers({**BEFORE, 4: (2, 1)})
-RECORDED_TWICE: Final = local_state(site_of_numbers({1: (5, 1), 2: (4, 1)}))[0]
+RECORDED_TWICE: Final = local_state(site_of_numbers({1: (5, 1), 2: (4, 1)}))
 PLANS: Final = {  # the state, the site, the files to upload, to remove, and left unchanged
     "added-moved-removed": (
         published(OLD),
@@ -348,7 +348,7 @@ def test_the_plan_and_its_marks_record_each_file_it_touches_as_unknown_once(
 
     assert ([path for path, _ in todo.uploads()], todo.removals) == (uploads, removals)
     assert todo.unchanged == unchanged
-    assert encode(final) == encode(local_state(site)[0])
+    assert encode(final) == encode(local_state(site))
     assert len(marks) == len(dict(marks))  # no file twice
     assert {path for path, known in marks if not known} == {*uploads, *removals}
 
@@ -375,7 +375,7 @@ DAMAGES: Final[dict[str, Callable[[bytes], bytes]]] = {
 
 @pytest.mark.parametrize("damage", DAMAGES.values(), ids=DAMAGES.keys())
 def test_a_damaged_state_is_refused_with_one_line(damage: Callable[[bytes], bytes]) -> None:
-    data = encode(local_state(site_of_numbers({1: (5, 1)}))[0])
+    data = encode(local_state(site_of_numbers({1: (5, 1)})))
 
     with pytest.raises(InputError) as error:
         decode(damage(data))
