@@ -10,7 +10,6 @@ it, in this process or in one of its own.
 
 from __future__ import annotations
 
-import hashlib
 import http.client
 import http.server
 import json
@@ -28,7 +27,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Literal
 
 import pytest
 
@@ -263,6 +262,8 @@ def remove_store(store: Store) -> None:
 HOP_BY_HOP: Final = frozenset(
     {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade"}
 )
+# What the proxy does to a request a rule matches: see CountingProxy.on.
+Action = Literal["hold", "drop"] | Callable[[], None]
 
 
 @dataclass
@@ -273,12 +274,12 @@ class CountingProxy:
     the proxy's address still verify at the store.
     """
 
-    upstream: tuple[str, int]
+    upstream: str  # the store's HOST:PORT
     endpoint: str = ""
     # (method, path with query) of each request, in arrival order.
     requests: list[tuple[str, str]] = field(default_factory=list)
-    # (method, path, the region it was signed for: SigV4's credential scope), the same.
-    regions: list[tuple[str, str, str]] = field(default_factory=list)
+    # (method, the region it was signed for: SigV4's credential scope) of each request.
+    regions: list[tuple[str, str]] = field(default_factory=list)
     # Headers added to every answer, over the store's own (say, AWS's x-amz-bucket-region).
     added_headers: dict[str, str] = field(default_factory=dict)
     rules: list[Rule] = field(default_factory=list)
@@ -288,52 +289,20 @@ class CountingProxy:
     # in front of a store that checks no signature (the headers are signed).
     strip: set[str] = field(default_factory=set)
     now: int = 0  # requests being forwarded
-    peak: int = 0  # the most forwarded at once since clear()
+    peak: int = 0  # the most forwarded at once
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    server: http.server.ThreadingHTTPServer | None = field(default=None, repr=False)
 
-    def hold_reply(self, method: str, key: str, after: int = 0) -> Rule:
-        """Hold the answer to the next ``method`` of an object whose path ends with ``key``
-        (after letting ``after`` such requests through).
+    def on(self, method: str, key: str, action: Action, after: int = 0) -> Rule:
+        """Act on the next ``method`` of an object whose path ends with ``key``, after letting
+        ``after`` such requests through: from outside the client.
 
-        The store has done the request; the client waits until ``rule.release``
-        is set (``rule.reached`` is set when the answer is held).
+        "hold": the store has done the request; its answer waits until ``rule.release`` is
+        set (``rule.reached`` is set when it is held). "drop": the store has done it; the
+        connection closes unanswered. A function: called before the request is forwarded
+        (another client's write, say).
         """
-        return self._add(Rule(method, key, "hold", after=after))
-
-    def drop_reply(self, method: str, key: str, after: int = 0) -> Rule:
-        """Forward the next such request (after letting ``after`` through), then close the
-        connection instead of answering: the store applied it, the client never hears."""
-        return self._add(Rule(method, key, "drop", after=after))
-
-    def before(self, method: str, key: str, act: Callable[[], None]) -> Rule:
-        """Call ``act`` before forwarding the next such request (another client's write,
-        say): in the proxy, from outside the client."""
-        return self._add(Rule(method, key, "before", act=act))
-
-    def _add(self, rule: Rule) -> Rule:
-        self.rules.append(rule)
+        self.rules.append(rule := Rule(method, key, action, after))
         return rule
-
-    def count(self, method: str | None = None) -> int:
-        return sum(1 for seen, _ in list(self.requests) if method in (None, seen))
-
-    def clear(self) -> None:
-        self.requests.clear()
-        self.regions.clear()
-        self.added_headers.clear()
-        self.peak = self.now
-        self.gone = self.full = False
-        self.strip.clear()
-        for rule in self.rules:
-            rule.release.set()  # nothing stays held after its test
-        self.rules.clear()
-
-    def stop(self) -> None:
-        """Stop serving: the serving thread ends with it."""
-        assert self.server is not None
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @dataclass
@@ -342,12 +311,11 @@ class Rule:
 
     method: str
     key: str
-    action: str  # "hold": answer once released; "drop": close without answering; "before"
+    action: Action
+    after: int = 0  # such requests let through before the rule acts
+    taken: bool = False  # by a request: a rule acts once
     reached: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
-    taken: bool = False  # by a request: a rule acts once
-    act: Callable[[], None] | None = None  # what "before" does
-    after: int = 0  # such requests let through before the rule acts
 
     def matches(self, method: str, path: str) -> bool:
         if (
@@ -359,20 +327,6 @@ class Rule:
         self.after -= 1
         self.taken = self.after < 0
         return self.taken
-
-
-def start_counting_proxy(upstream: str) -> CountingProxy:
-    """A CountingProxy in front of ``upstream`` (``http://127.0.0.1:PORT``), serving."""
-    target = urllib.parse.urlsplit(upstream)
-    assert target.hostname is not None
-    assert target.port is not None
-    proxy = CountingProxy((target.hostname, target.port))
-    handler = type("Forward", (_Forward,), {"proxy": proxy})
-    proxy.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    proxy.server.daemon_threads = True
-    proxy.endpoint = f"http://127.0.0.1:{proxy.server.server_address[1]}"
-    threading.Thread(target=proxy.server.serve_forever, daemon=True).start()
-    return proxy
 
 
 class _Forward(http.server.BaseHTTPRequestHandler):
@@ -391,11 +345,11 @@ class _Forward(http.server.BaseHTTPRequestHandler):
             scope = re.search(
                 r"Credential=[^/]+/[^/]+/([^/]+)/", self.headers["Authorization"] or ""
             )
-            proxy.regions.append((self.command, self.path, scope[1] if scope else ""))
+            proxy.regions.append((self.command, scope[1] if scope else ""))
             rule = next((r for r in proxy.rules if r.matches(self.command, self.path)), None)
         try:
-            if rule is not None and rule.act is not None:
-                rule.act()
+            if rule is not None and callable(rule.action):
+                rule.action()
             self._forward_counted(rule)
         except ConnectionError:
             self.close_connection = True  # the client went away (a publish killed midway)
@@ -411,7 +365,7 @@ class _Forward(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        connection = http.client.HTTPConnection(*self.proxy.upstream, timeout=60)
+        connection = http.client.HTTPConnection(self.proxy.upstream, timeout=60)
         try:
             connection.putrequest(
                 self.command, self.path, skip_host=True, skip_accept_encoding=True
@@ -427,7 +381,7 @@ class _Forward(http.server.BaseHTTPRequestHandler):
             return
         finally:
             connection.close()
-        if rule is not None and rule.action != "before":
+        if rule is not None and not callable(rule.action):
             rule.reached.set()
             if rule.action == "drop":
                 self.close_connection = True  # done by the store, its answer lost
@@ -598,24 +552,23 @@ class Project:
 Capture = pytest.CaptureFixture[str]
 
 
-@pytest.fixture(scope="module")
-def proxy(object_store: Store) -> Iterator[CountingProxy]:
-    counting = start_counting_proxy(object_store.endpoint)
-    yield counting
-    counting.stop()
-
-
 @pytest.fixture
-def project(
-    tmp_path: Path,
-    object_store: Store,
-    proxy: CountingProxy,
-    request: pytest.FixtureRequest,
-    capsys: Capture,
-) -> Project:
-    name = request.node.name
-    digest = hashlib.md5(name.encode()).hexdigest()[:8]  # parametrized names differ at the end
-    bucket = re.sub(r"[^a-z0-9]+", "-", name.lower())[:40].strip("-") + "-" + digest
+def project(tmp_path: Path, object_store: Store, capsys: Capture) -> Iterator[Project]:
+    """A bucket of the test's own, reached through a CountingProxy of its own."""
+    bucket = re.sub(r"[^a-z0-9]+", "-", tmp_path.name.lower())  # unique in the session
     object_store.create_bucket(bucket)
-    proxy.clear()
-    return Project(tmp_path, object_store, proxy, bucket, capsys)
+    proxy = CountingProxy(urllib.parse.urlsplit(object_store.endpoint).netloc)
+    forward = type("Forward", (_Forward,), {"proxy": proxy})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), forward)
+    server.daemon_threads = True
+    proxy.endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+    serving = threading.Thread(target=server.serve_forever, args=(0.05,))
+    serving.start()
+    try:
+        yield Project(tmp_path, object_store, proxy, bucket, capsys)
+    finally:
+        for rule in proxy.rules:
+            rule.release.set()  # nothing stays held after its test
+        server.shutdown()
+        server.server_close()
+        serving.join()

@@ -38,7 +38,7 @@ from tests.trees import document
 
 pytestmark = pytest.mark.real_world
 
-project, proxy = objectstore.project, objectstore.proxy  # the fixtures, by name
+project = objectstore.project  # the fixture, by name
 
 DENIED: Final = (
     "access denied (403): check the credentials (AWS_ACCESS_KEY_ID, "
@@ -115,7 +115,7 @@ def test_publishes_store_each_file_then_only_what_changed_and_leave_the_users_ob
     # state read (before the lock, and in it), the bucket looked for, state marked,
     # 12 files, state written
     assert done.out.splitlines()[1].startswith(summary(project, 12, 0, 0, 17 + LOCKING))
-    assert project.proxy.count() == 17 + LOCKING
+    assert len(project.proxy.requests) == 17 + LOCKING
     project.assert_published(prefix, theirs=theirs)
     for key in project.site(prefix).keys() - theirs.keys():
         path = key.removeprefix(prefix)
@@ -131,7 +131,7 @@ def test_publishes_store_each_file_then_only_what_changed_and_leave_the_users_ob
     # The document, and the front page, whose table shows its average.
     for rating, changed in [("2: [2, 3, 2]", []), ("2: [2, 3, 3]", [document(2), "index.html"])]:
         project.ratings.write_text(RATINGS.replace("2: [2, 3, 2]", rating))
-        project.proxy.clear()
+        project.proxy.requests.clear()
         done = project.main("--publish", project.target)
         assert done.code == 0, done.err
         puts = [("PUT", f"/{project.bucket}/{prefix}{path}") for path in changed]
@@ -165,7 +165,7 @@ def test_the_removal_guard_stops_before_changing_anything(
     seed(project, many(published))
     before = project.objects()
     project.ratings.write_text(many(published - removals))
-    project.proxy.clear()
+    project.proxy.requests.clear()
     done = project.publish(*options)
     assert done.code == 2
     assert done.err == (
@@ -173,7 +173,9 @@ def test_the_removal_guard_stops_before_changing_anything(
         f"--max-removals {limit}; nothing was changed. If that is meant, run again with "
         f"--max-removals {removals}\n"
     )
-    assert project.proxy.count() == 2 + LOCKING  # the state read twice, the lock taken and released
+    assert (
+        len(project.proxy.requests) == 2 + LOCKING
+    )  # the state read twice, the lock taken and released
     assert project.objects() == before | {"p/" + LOCK_KEY: project.objects()["p/" + LOCK_KEY]}
     assert project.publish("--max-removals", str(removals)).code == 0
     project.assert_published()
@@ -206,7 +208,7 @@ def test_check_and_publish_alone_write_no_folder_and_say_what_differs(project: P
     assert done.out.startswith(summary(project, 12, 0, 0, 17 + LOCKING)), done.err
     assert (done.code, done.err, names(project.folder)) == (0, "", ["ratings.yaml"])
     project.ratings.write_text(RATINGS.replace("  31: []\n", ""))
-    project.proxy.clear()
+    project.proxy.requests.clear()
     done = project.run(["--check", "--publish", project.target])
     assert done.code == 1
     lines = done.err.splitlines()
@@ -244,7 +246,7 @@ def test_publish_alone_reports_input_errors_in_one_line(project: Project) -> Non
     assert (done.code, done.out) == (2, "")
     assert done.err == "ratings.yaml:5:13: article 2: rating 9 is outside the scale 1..5\n"
     assert names(project.folder) == ["ratings.yaml"]
-    assert project.proxy.count() == 0
+    assert len(project.proxy.requests) == 0
 
 
 @pytest.mark.parametrize(
@@ -276,7 +278,7 @@ def test_check_of_an_output_not_built_says_so(project: Project) -> None:
     done = project.main("--check", "--publish", project.target)
     assert done.code == 1
     assert done.err.startswith(f"{project.output} is out of date: 13 to write, 0 to remove")
-    assert project.proxy.count() == 0
+    assert len(project.proxy.requests) == 0
 
 
 @pytest.mark.parametrize(
@@ -306,14 +308,14 @@ def test_a_state_it_cannot_read_stops_it_and_repair_puts_back_what_was_changed_b
     done = project.publish()
     stopped = line.replace("s3://b/p", project.target) + "\n"
     assert (done.code, done.out, done.err) == (2, "", stopped)
-    project.proxy.clear()
+    project.proxy.requests.clear()
     done = project.main("--publish", project.target, "--repair")
     assert done.code == 0, done.err
     # get (and again, If-None-Match), list, a HEAD of each of the 11 files of the site
     # listed, mark, 3 puts, delete, state
     assert done.out.splitlines()[1].startswith(summary(project, 3, 1, 9, 20 + TAKING))
-    assert project.proxy.count("HEAD") == 11
-    assert project.proxy.count() == 20 + TAKING
+    assert [method for method, _ in project.proxy.requests].count("HEAD") == 11
+    assert len(project.proxy.requests) == 20 + TAKING
     project.assert_published(theirs={"p/away/mine.json": b"{}\n"})
     head = client.head_object(Bucket=project.bucket, Key="p/assets/star.svg")
     assert (head["ContentType"], head["CacheControl"]) == ("image/svg+xml", CACHE_CONTROL)
@@ -506,7 +508,7 @@ def test_a_publish_stopped_midway_converges(
         server.send_signal(signal.SIGSTOP)
         stalled.set()
 
-    project.proxy.before("PUT", "p/" + document(30), stall)
+    project.proxy.on("PUT", "p/" + document(30), stall)
     process = project.start("--quiet", "--publish-workers", "2")
     try:
         assert stalled.wait(timeout=60), "it never got that far"
@@ -556,7 +558,7 @@ def test_a_publish_that_another_overtook_plans_again(
     a = catalogue(project, "a", many(9).replace("  2: [3]", "  2: [1, 1]") + "  12: [3]\n")
     b = catalogue(project, "b", many(10).replace("  2: [3]", "  2: [5, 5]") + "  11: [4]\n")
     assert project.publish().code == 0
-    held = project.proxy.hold_reply(method, key, after)  # the read in B's lock, not before
+    held = project.proxy.on(method, key, "hold", after)  # the read in B's lock, not before
     project.use(b)
     process = project.start()
     try:
@@ -593,7 +595,4 @@ def test_without_a_region_the_requests_are_signed_for_the_buckets_own(project: P
     assert (done.code, done.err) == (0, "")
     project.assert_published()
     # The bucket asked for its region once, unsigned; every other request signed for it.
-    regions = project.proxy.regions
-    assert [(method, region) for method, _, region in regions if region != "eu-west-3"] == [
-        ("HEAD", "")
-    ]
+    assert [each for each in project.proxy.regions if each[1] != "eu-west-3"] == [("HEAD", "")]

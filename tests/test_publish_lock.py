@@ -26,7 +26,7 @@ from tests.trees import document
 
 pytestmark = pytest.mark.real_world
 
-project, proxy = objectstore.project, objectstore.proxy  # the fixtures, by name
+project = objectstore.project  # the fixture, by name
 
 LOCK_KEY: Final = "p/.ratings-api/lock"
 STATE_KEY: Final = "p/.ratings-api/state.gz"
@@ -98,7 +98,7 @@ def test_a_publish_that_lost_its_lock_stops(
         plant(project, lock.LEASE)
         time.sleep(1.0)  # the next renewal meets it
 
-    project.proxy.before("PUT", "index.html", another_takes_it)
+    project.proxy.on("PUT", "index.html", another_takes_it)
     done = project.publish()
     assert (done.code, done.out) == (2, "")
     assert done.err == (
@@ -146,7 +146,7 @@ def test_a_holder_stopped_past_its_lease_writes_nothing_once_resumed(
         stopped.set()
 
     key = "p/index.html" if when != "uploading" else "p/" + document(40)
-    project.proxy.before("PUT", key, stop)
+    project.proxy.on("PUT", key, stop)
     project.use(a)
     started.append(
         project.start("--quiet", "--publish-workers", "1", "--max-removals", "999", short=True)
@@ -207,8 +207,8 @@ def test_a_lost_reply_to_its_own_write_is_known_as_its_own(
     and the answer is lost: the client's retry is refused, and the object read back holds
     its own token: no race."""
     shorten(monkeypatch)
-    lost = project.proxy.drop_reply("PUT", key, after=dropped)  # a renewal: after 3 lock writes
-    held = project.proxy.hold_reply("PUT", "index.html")  # until a renewal is sent
+    lost = project.proxy.on("PUT", key, "drop", dropped)  # a renewal: after 3 lock writes
+    held = project.proxy.on("PUT", "index.html", "hold")  # until a renewal is sent
 
     def release() -> None:
         lost.reached.wait(timeout=60)
@@ -248,7 +248,7 @@ def test_a_stalled_store_is_said_while_it_is_awaited(
 ) -> None:
     monkeypatch.setattr(running, "STALL", 1)  # each 10 s, as the user sees it
     monkeypatch.setattr(running, "TICK", 0.1)
-    held = project.proxy.hold_reply("GET", STATE_KEY)
+    held = project.proxy.on("GET", STATE_KEY, "hold")
     timer = threading.Timer(1.4, held.release.set)
     timer.start()
     done = project.main("--publish", project.target)
@@ -274,7 +274,7 @@ def test_a_store_going_away_or_full_midway_is_one_line_and_exit_2(
     a killed publish's, and the next publish converges (test_publish.py's
     test_a_publish_stopped_midway_converges)."""
     project.ratings.write_text(many(40))
-    project.proxy.before("PUT", "p/" + document(10), lambda: setattr(project.proxy, failure, True))
+    project.proxy.on("PUT", "p/" + document(10), lambda: setattr(project.proxy, failure, True))
     done = project.publish("--publish-workers", "2")
     setattr(project.proxy, failure, False)
     expected = f"{project.target}: {line.format(endpoint=project.proxy.endpoint)}\n"
