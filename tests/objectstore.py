@@ -27,7 +27,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal, NamedTuple
 
 import pytest
 
@@ -437,8 +437,7 @@ def catalogue(project: Project, name: str, text: str) -> Path:
     return folder
 
 
-@dataclass(frozen=True)
-class Done:
+class Done(NamedTuple):
     code: int
     out: str
     err: str

@@ -57,16 +57,9 @@ TAKING: Final = LOCKING + 2
 # Tests that need one store only: marked with the store they run on and why.
 NO_STORE: Final = pytest.mark.stores("SeaweedFS", why="it never reaches the store")
 SIGNATURES: Final = pytest.mark.stores("SeaweedFS", why="moto's server checks no signature")
-LIKE_ANOTHER: Final = pytest.mark.stores(
-    "SeaweedFS", why="the client's own logic: the test's other case runs on every store"
-)
-CLIENTS_OWN: Final = pytest.mark.stores(
-    "SeaweedFS", why="the client handles the signal: SIGKILL runs on every store"
-)
-# What the client decides from requests that other tests hold every store to.
-CLIENT_SIDE: Final = pytest.mark.stores(
-    "SeaweedFS", why="the client's own decision: the requests it makes run on every store"
-)
+# The client's own logic and decisions: the requests it makes run on every store in
+# another test or case.
+ONE_STORE: Final = pytest.mark.stores("SeaweedFS", why="the client's own logic")
 
 
 def summary(project: Project, uploaded: int, removed: int, unchanged: int, requests: int) -> str:
@@ -96,97 +89,27 @@ THEIRS: Final = {
 }
 
 
-@pytest.mark.parametrize("prefix", ["p/", pytest.param("", marks=LIKE_ANOTHER)], ids=["p", "root"])
-def test_publishes_store_each_file_then_only_what_changed_and_leave_the_users_objects(
+@pytest.mark.parametrize("prefix", ["p/", pytest.param("", marks=ONE_STORE)], ids=["p", "root"])
+def test_check_and_publish_store_each_file_then_only_what_changed(
     project: Project, prefix: str
 ) -> None:
-    """The first publish uploads each file with its bytes and headers; a publish of the
-    same sends one request; one of a change, what changed; one without two articles
-    removes them; the objects the user put there stay, in the prefix or outside it."""
+    """In a fresh checkout, as CI runs it, --check and --publish write no folder; the first
+    publish uploads each file with its bytes and headers; a publish of the same sends one
+    request; one of a change, what changed; one without two articles removes them; the
+    objects the user put there stay, in the prefix or outside it."""
     project.target = f"s3://{project.bucket}/{prefix}".rstrip("/")
     theirs = {prefix + name: body for name, body in THEIRS.items()}
     elsewhere = {"elsewhere/away/api/articles/2/rating/index.json": b"{}\n"} if prefix else {}
     for key, body in (theirs | elsewhere).items():
         project.store.client().put_object(Bucket=project.bucket, Key=key, Body=body)
-    project.output.mkdir()
-    (project.output / "CNAME").write_text("ratings.example.com\n")  # the user's: not published
-    done = project.main("--publish", project.target)
-    assert done.code == 0, done.err
-    # state read (before the lock, and in it), the bucket looked for, state marked,
-    # 12 files, state written
-    assert done.out.splitlines()[1].startswith(summary(project, 12, 0, 0, 17 + LOCKING))
-    assert len(project.proxy.requests) == 17 + LOCKING
-    project.assert_published(prefix, theirs=theirs)
-    for key in project.site(prefix).keys() - theirs.keys():
-        path = key.removeprefix(prefix)
-        kind = ERROR_TYPE if path == "404.html" else CONTENT_TYPES[PurePosixPath(path).suffix]
-        with urllib.request.urlopen(project.store.url(project.bucket, key)) as answer:
-            assert (answer.headers["Content-Type"], answer.headers["Cache-Control"]) == (
-                kind,
-                CACHE_CONTROL,
-            )
-            assert answer.read() == (project.output / path).read_bytes()
-    state = ("GET", f"/{project.bucket}/{prefix}{STATE_KEY}")
-    lock = ("PUT", f"/{project.bucket}/{prefix}{LOCK_KEY}")
-    # The document, and the front page, whose table shows its average.
-    for rating, changed in [("2: [2, 3, 2]", []), ("2: [2, 3, 3]", [document(2), "index.html"])]:
-        project.ratings.write_text(RATINGS.replace("2: [2, 3, 2]", rating))
-        project.proxy.requests.clear()
-        done = project.main("--publish", project.target)
-        assert done.code == 0, done.err
-        puts = [("PUT", f"/{project.bucket}/{prefix}{path}") for path in changed]
-        marks = [("PUT", state[1])] * 2 if changed else []  # the marks, then the final state
-        locking = [lock] * 5 + [("GET", lock[1])]  # taken over from the last, released
-        again = [state, *locking] if changed else []  # nothing to do: no lock
-        assert sorted(project.proxy.requests) == sorted([state, *again, *marks, *puts])
-        assert done.out.splitlines()[1].startswith(
-            summary(project, len(changed), 0, 12 - len(changed), len(project.proxy.requests))
-        )
-        project.assert_published(prefix, theirs=theirs)
-    project.ratings.write_text(RATINGS.replace("  2: [2, 3, 2]\n", "").replace("  31: []\n", ""))
-    done = project.main("--publish", project.target)
-    assert done.code == 0, done.err
-    assert done.out.splitlines()[1].startswith(summary(project, 2, 2, 8, 7 + TAKING))
-    assert project.objects("elsewhere/") == elsewhere
-    project.assert_published(prefix, theirs=theirs)
-
-
-# The removal guard, --check and --repair
-
-
-@CLIENT_SIDE
-@pytest.mark.parametrize(
-    ("published", "options", "removals", "limit"),
-    [pytest.param(20, ["--max-removals", "14"], 15, 14, marks=LIKE_ANOTHER), (300, [], 257, 256)],
-)
-def test_the_removal_guard_stops_before_changing_anything(
-    project: Project, published: int, options: list[str], removals: int, limit: int
-) -> None:
-    seed(project, many(published))
-    before = project.objects()
-    project.ratings.write_text(many(published - removals))
-    project.proxy.requests.clear()
-    done = project.publish(*options)
-    assert done.code == 2
-    assert done.err == (
-        f"{project.target}: this publish would remove {removals} files, more than "
-        f"--max-removals {limit}; nothing was changed. If that is meant, run again with "
-        f"--max-removals {removals}\n"
-    )
-    assert (
-        len(project.proxy.requests) == 2 + LOCKING
-    )  # the state read twice, the lock taken and released
-    assert project.objects() == before | {"p/" + LOCK_KEY: project.objects()["p/" + LOCK_KEY]}
-    assert project.publish("--max-removals", str(removals)).code == 0
-    project.assert_published()
-
-
-@CLIENT_SIDE
-def test_check_and_publish_alone_write_no_folder_and_say_what_differs(project: Project) -> None:
-    """In a fresh checkout, as CI runs it: nothing but ratings.yaml in the folder."""
+    project.ratings.write_text(RATINGS.replace("2: [2, 3, 2]", "2: [2, 3, 9]"))
+    done = project.run(["--publish", project.target])  # nothing built, nothing asked
+    assert done == (2, "", "ratings.yaml:5:13: article 2: rating 9 is outside the scale 1..5\n")
+    assert project.proxy.requests == []
+    project.ratings.write_text(RATINGS)
     for option in ["--check", "--repair"]:  # not "no state", nor "12 to upload"
         done = project.run([option, "--publish", "s3://no-such-bucket/p"])
-        assert (done.code, done.out, done.err) == (2, "", "s3://no-such-bucket/p: no such bucket\n")
+        assert done == (2, "", "s3://no-such-bucket/p: no such bucket\n")
     done = project.run(["--check", "--publish", project.target])
     assert (done.code, done.out) == (1, "")
     lines = done.err.splitlines()
@@ -203,35 +126,67 @@ def test_check_and_publish_alone_write_no_folder_and_say_what_differs(project: P
         "  upload away/api/embed.js",
         "  and 2 more",
     ]
-    assert project.objects() == {}
+    assert project.objects() == theirs | elsewhere
+    project.proxy.requests.clear()
     done = project.run(["--publish", project.target])
+    # state read (before the lock, and in it), the bucket looked for, state marked,
+    # 12 files, state written
     assert done.out.startswith(summary(project, 12, 0, 0, 17 + LOCKING)), done.err
-    assert (done.code, done.err, names(project.folder)) == (0, "", ["ratings.yaml"])
-    project.ratings.write_text(RATINGS.replace("  31: []\n", ""))
+    assert (done.code, done.err, len(project.proxy.requests)) == (0, "", 17 + LOCKING)
+    assert names(project.folder) == ["ratings.yaml"]
+    project.proxy.requests.clear()
+    done = project.main("--check", "--publish", project.target)
+    assert done.err.startswith(f"{project.output} is out of date: 13 to write, 0 to remove")
+    assert (done.code, project.proxy.requests) == (1, [])
+    project.output.mkdir()
+    (project.output / "CNAME").write_text("ratings.example.com\n")  # the user's: not published
+    state = ("GET", f"/{project.bucket}/{prefix}{STATE_KEY}")
+    lock = ("PUT", f"/{project.bucket}/{prefix}{LOCK_KEY}")
+    # The same bytes, as a publish that builds its folder too; then the document, and the
+    # front page, whose table shows its average.
+    for rating, changed in [("2: [2, 3, 2]", []), ("2: [2, 3, 3]", [document(2), "index.html"])]:
+        project.ratings.write_text(RATINGS.replace("2: [2, 3, 2]", rating))
+        project.proxy.requests.clear()
+        done = project.main("--publish", project.target)
+        assert done.code == 0, done.err
+        puts = [("PUT", f"/{project.bucket}/{prefix}{path}") for path in changed]
+        marks = [("PUT", state[1])] * 2 if changed else []  # the marks, then the final state
+        locking = [lock] * 5 + [("GET", lock[1])]  # taken over from the last, released
+        again = [state, *locking] if changed else []  # nothing to do: no lock
+        assert sorted(project.proxy.requests) == sorted([state, *again, *marks, *puts])
+        assert done.out.splitlines()[1].startswith(
+            summary(project, len(changed), 0, 12 - len(changed), len(project.proxy.requests))
+        )
+        project.assert_published(prefix, theirs=theirs)
+    for key in project.site(prefix).keys() - theirs.keys():
+        path = key.removeprefix(prefix)
+        kind = ERROR_TYPE if path == "404.html" else CONTENT_TYPES[PurePosixPath(path).suffix]
+        with urllib.request.urlopen(project.store.url(project.bucket, key)) as answer:
+            headers = (answer.headers["Content-Type"], answer.headers["Cache-Control"])
+            assert (headers, answer.read()) == ((kind, CACHE_CONTROL), project.site(prefix)[key])
+    project.ratings.write_text(RATINGS.replace("  2: [2, 3, 2]\n", "").replace("  31: []\n", ""))
     project.proxy.requests.clear()
     done = project.run(["--check", "--publish", project.target])
-    assert done.code == 1
     lines = done.err.splitlines()
     assert lines[0].startswith(
-        f"checked {project.target}: 2 to upload, 1 to remove, 9 unchanged; 1 request in "
+        f"checked {project.target}: 2 to upload, 2 to remove, 8 unchanged; 1 request in "
     )
     assert lines[1:] == [
         "  upload away/api/openapi.json",
         "  upload index.html",
+        f"  remove {document(2)}",
         f"  remove {document(31)}",
     ]
-    assert project.proxy.requests == [("GET", f"/{project.bucket}/p/{STATE_KEY}")]
-    assert names(project.folder) == ["ratings.yaml"]
-    # The same bytes as a publish of a built folder, which builds it as well.
-    done = project.run(["--output", "out", "--publish", project.target])
-    assert done.out.startswith("built out: 3 articles; files: 12 written, 0 removed"), done.err
-    project.output = project.folder / "out"
-    project.assert_published()
-    assert names(project.folder) == [".out.generate", "out", "ratings.yaml"]
-    done = project.run(["--output", "out", "--check", "--publish", project.target])
+    assert (done.code, project.proxy.requests) == (1, [state])
+    done = project.main("--publish", project.target)
+    assert done.code == 0, done.err
+    assert done.out.splitlines()[1].startswith(summary(project, 2, 2, 8, 7 + TAKING))
+    assert project.objects("elsewhere/") == elsewhere
+    project.assert_published(prefix, theirs=theirs)
+    done = project.main("--check", "--publish", project.target)
     assert done.code == 0, done.err
     assert done.out.startswith(
-        f"checked {project.target}: 0 to upload, 0 to remove, 11 unchanged; 1 request in "
+        f"checked {project.target}: 0 to upload, 0 to remove, 10 unchanged; 1 request in "
     )
 
 
@@ -239,14 +194,29 @@ def names(folder: Path) -> list[str]:
     return sorted(path.name for path in folder.iterdir())
 
 
-@NO_STORE
-def test_publish_alone_reports_input_errors_in_one_line(project: Project) -> None:
-    project.ratings.write_text(RATINGS.replace("2: [2, 3, 2]", "2: [2, 3, 9]"))
-    done = project.run(["--publish", project.target])
-    assert (done.code, done.out) == (2, "")
-    assert done.err == "ratings.yaml:5:13: article 2: rating 9 is outside the scale 1..5\n"
-    assert names(project.folder) == ["ratings.yaml"]
-    assert len(project.proxy.requests) == 0
+# The removal guard and --repair
+
+
+@ONE_STORE
+def test_the_removal_guard_stops_before_changing_anything(project: Project) -> None:
+    """By default past 256 removals, or past --max-removals."""
+    seed(project, many(300))
+    before = project.objects()
+    project.ratings.write_text(many(43))
+    for options, limit, locking in [([], 256, LOCKING), (["--max-removals", "14"], 14, TAKING)]:
+        project.proxy.requests.clear()
+        done = project.publish(*options)
+        refused = (
+            f"{project.target}: this publish would remove 257 files, more than "
+            f"--max-removals {limit}; nothing was changed. If that is meant, run again with "
+            "--max-removals 257\n"
+        )
+        assert done == (2, "", refused)
+        # the state read twice, the lock taken and released
+        assert len(project.proxy.requests) == 2 + locking
+        assert project.objects() == before | {"p/" + LOCK_KEY: project.objects()["p/" + LOCK_KEY]}
+    assert project.publish("--max-removals", "257").code == 0
+    project.assert_published()
 
 
 @pytest.mark.parametrize(
@@ -273,18 +243,10 @@ def test_publishing_options_without_publish_are_refused(
     assert list(tmp_path.iterdir()) == []
 
 
-@NO_STORE
-def test_check_of_an_output_not_built_says_so(project: Project) -> None:
-    done = project.main("--check", "--publish", project.target)
-    assert done.code == 1
-    assert done.err.startswith(f"{project.output} is out of date: 13 to write, 0 to remove")
-    assert len(project.proxy.requests) == 0
-
-
 @pytest.mark.parametrize(
     ("data", "line"),
     [
-        pytest.param(b"not gzip", UNREADABLE, marks=LIKE_ANOTHER),
+        pytest.param(b"not gzip", UNREADABLE, marks=ONE_STORE),
         (state_of({**GOOD_HEAD, "format": 3, "shards": 4}), NEWER),
     ],
 )
@@ -307,7 +269,7 @@ def test_a_state_it_cannot_read_stops_it_and_repair_puts_back_what_was_changed_b
     project.put_state(data)
     done = project.publish()
     stopped = line.replace("s3://b/p", project.target) + "\n"
-    assert (done.code, done.out, done.err) == (2, "", stopped)
+    assert done == (2, "", stopped)
     project.proxy.requests.clear()
     done = project.main("--publish", project.target, "--repair")
     assert done.code == 0, done.err
@@ -466,7 +428,7 @@ def test_each_store_failure_is_one_line_without_secrets(error: str, line: str) -
 @NO_STORE
 def test_a_bad_target_is_refused_before_building(project: Project, url: str, error: str) -> None:
     done = project.main("--publish", url)
-    assert (done.code, done.out, done.err) == (2, "", error + "\n")
+    assert done == (2, "", error + "\n")
     assert not project.output.exists()
 
 
@@ -479,19 +441,19 @@ def test_without_its_libraries_the_error_names_the_requirements(
     done = project.main("--publish", project.target)
     needs = "--publish needs boto3 and obstore: pip install 'ratings-api[publish]' "
     line = needs + "(in a checkout: -r requirements-publish.txt)\n"
-    assert (done.code, done.out, done.err) == (2, "", line)
+    assert done == (2, "", line)
     assert not project.output.exists()
 
 
 # Interruptions, races and lost replies converge
 
 
-@CLIENT_SIDE
+@ONE_STORE
 @pytest.mark.parametrize(
     ("stop", "code"),
     [
-        pytest.param(signal.SIGINT, 130, marks=CLIENTS_OWN),
-        pytest.param(signal.SIGTERM, 143, marks=CLIENTS_OWN),
+        (signal.SIGINT, 130),
+        (signal.SIGTERM, 143),
         (signal.SIGKILL, -9),
     ],
 )
@@ -542,7 +504,7 @@ def test_a_publish_stopped_midway_converges(
 
 @pytest.mark.parametrize(
     ("method", "key", "after"),
-    [("GET", f"p/{STATE_KEY}", 1), pytest.param("PUT", "p/index.html", 0, marks=LIKE_ANOTHER)],
+    [("GET", f"p/{STATE_KEY}", 1), pytest.param("PUT", "p/index.html", 0, marks=ONE_STORE)],
     ids=["read", "upload"],
 )
 def test_a_publish_that_another_overtook_plans_again(
