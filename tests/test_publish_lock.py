@@ -22,6 +22,7 @@ from ratings_api.build import render_site
 from ratings_api.publish import site_of
 from tests import objectstore
 from tests.objectstore import SHORT, Project, catalogue, many
+from tests.test_lease import HOLDER, OTHER
 from tests.trees import document
 
 pytestmark = pytest.mark.real_world
@@ -30,8 +31,6 @@ project = objectstore.project  # the fixture, by name
 
 LOCK_KEY: Final = "p/.ratings-api/lock"
 STATE_KEY: Final = "p/.ratings-api/state.gz"
-OTHER: Final = {"who": "ci@runner-7 (process 4242)", "since": "24 Nov 2026 09:00:00 UTC"}
-HOLDER: Final = f"{OTHER['who']}, since {OTHER['since']}"  # as the lines name it
 # What the publisher decides, on its own clock and from what it reads: the conditional
 # writes of its lock, which a store decides, run on every store in each publish.
 PUBLISHERS_OWN: Final = pytest.mark.stores(

@@ -179,32 +179,6 @@ def test_a_publish_that_stops_after_another_leaves_none_of_its_files_known(stop:
     assert_holds(memory.contents(), THEIRS)
 
 
-@pytest.mark.parametrize(
-    ("failing", "asked", "unknown"),
-    [(1, "GET PUT", []), (2, "GET PUT PUT GET", [document(1), "index.html"])],
-    ids=["marks", "first-upload"],
-)
-def test_a_store_failure_with_no_other_publish_leaves_its_marks(
-    failing: int, asked: str, unknown: list[str]
-) -> None:
-    """Failing its marks, it asks nothing more; failing an upload, it finds its marks newest."""
-    memory, puts = Memory(), []
-
-    async def before(number: int, method: str, path: str) -> None:
-        puts.extend([method] if method == "PUT" else [])
-        if len(puts) == failing and method == "PUT":
-            raise GenericError("the store failed")
-
-    run(publish(memory, site_of_numbers(BEFORE)))
-    store = Seen(memory, before)
-    with pytest.raises(GenericError):
-        run(publication(store, MINE, workers=2).carry_out())
-
-    assert " ".join(method for method, _ in store.log) == asked
-    state = decode(memory.objects[STATE_NAME][0])
-    assert [path for path, known in state.entries() if not known] == unknown
-
-
 def test_a_repair_that_meets_another_publish_lists_again() -> None:
     """star.svg is changed by hand; another publish, which trusts the state, overtakes the repair."""
     memory = Memory()
