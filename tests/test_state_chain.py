@@ -22,19 +22,8 @@ from typing import Any, Final
 import pytest
 from obstore.exceptions import GenericError
 
-from ratings_api.bucket_state import (
-    STATE_NAME,
-    UNKNOWN,
-    UNKNOWN_COUNT,
-    BucketState,
-    Site,
-    decode,
-    document_path,
-    encode,
-    local_state,
-    marked,
-    plan,
-)
+from ratings_api import bucket_state
+from ratings_api.bucket_state import STATE_NAME, BucketState, Site, decode, encode, local_state
 from ratings_api.contract import CACHE_CONTROL
 from ratings_api.errors import InputError
 from ratings_api.loader import Catalogue
@@ -94,11 +83,11 @@ def lies(objects: dict[str, bytes]) -> list[str]:
     render = Renderer(BASE)
     assert state.stamp in ("", render.stamp)
     for article_id, total, count in zip(state.ids, state.sums, state.counts, strict=True):
-        path = document_path(article_id)
-        if count != UNKNOWN_COUNT and objects.get(path) != render(article_id, total, count):
+        path, known = document(article_id), count != bucket_state.UNKNOWN_COUNT
+        if known and objects.get(path) != render(article_id, total, count):
             wrong.append(path)
     for path, digest in state.files.items():
-        if digest != UNKNOWN and md5(objects.get(path, b"\0none")) != digest:
+        if digest != bucket_state.UNKNOWN and md5(objects.get(path, b"\0none")) != digest:
             wrong.append(path)
     return wrong
 
@@ -247,7 +236,7 @@ def test_one_number_changed_anywhere_uploads_that_document(place: int | None) ->
     if place is not None:
         numbers[place + 1] = (numbers[place + 1][0] + 1, numbers[place + 1][1])
 
-    todo, final = plan(site_of_numbers(numbers), before)
+    todo, final = bucket_state.plan(site_of_numbers(numbers), before)
 
     changed = [] if place is None else [(document(place + 1), place)]
     assert (list(todo.uploads()), todo.removals) == (changed, [])
@@ -316,9 +305,9 @@ def test_the_plan_and_its_marks_record_each_file_it_touches_as_unknown_once(
 ) -> None:
     """The final state is every file known by the site's numbers and MD5s, the marks the
     same with each file the plan touches unknown: it never records a wrong file."""
-    todo, final = plan(site, decode(encode(state)))
+    todo, final = bucket_state.plan(site, decode(encode(state)))
 
-    marks = list(marked(final, todo).entries())
+    marks = list(bucket_state.marked(final, todo).entries())
 
     assert ([path for path, _ in todo.uploads()], todo.removals) == (uploads, removals)
     assert todo.unchanged == unchanged
@@ -372,7 +361,7 @@ def test_memory_stays_flat_however_many_files_or_workers(
     tracemalloc.start()
     try:
         if workers == 1:
-            todo = plan(site, BucketState())[0]
+            todo = bucket_state.plan(site, BucketState())[0]
         else:
             todo = run(publication(Seen(memory), site, workers=workers).carry_out()).plan
         peak = tracemalloc.get_traced_memory()[1]
