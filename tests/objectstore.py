@@ -326,70 +326,55 @@ class _Forward(http.server.BaseHTTPRequestHandler):
     proxy: CountingProxy
 
     def _forward(self) -> None:
-        proxy = self.proxy
+        proxy, body = self.proxy, self.rfile.read(int(self.headers["Content-Length"] or 0))
         if proxy.gone:
-            self.close_connection = True
+            self.close_connection = True  # unanswered
             return
+        scope = re.search(r"Credential=[^/]+/[^/]+/([^/]+)/", self.headers["Authorization"] or "")
         with proxy.lock:
             proxy.now += 1
             proxy.peak = max(proxy.peak, proxy.now)
             proxy.requests.append((self.command, self.path))
-            scope = re.search(
-                r"Credential=[^/]+/[^/]+/([^/]+)/", self.headers["Authorization"] or ""
-            )
             proxy.regions.append((self.command, scope[1] if scope else ""))
             rule = next((r for r in proxy.rules if r.matches(self.command, self.path)), None)
         try:
             if rule is not None and callable(rule.action):
                 rule.action()
-            self._forward_counted(rule)
+            if proxy.full and self.command == "PUT":
+                status, reason, headers, data = 500, "Internal Server Error", [], b""
+            else:
+                connection = http.client.HTTPConnection(proxy.upstream, timeout=60)
+                connection.putrequest(
+                    self.command, self.path, skip_host=True, skip_accept_encoding=True
+                )
+                for name, value in self.headers.items():
+                    if name.lower() not in HOP_BY_HOP | proxy.strip:
+                        connection.putheader(name, value)
+                connection.endheaders(body)
+                answer = connection.getresponse()
+                data = answer.read()
+                status, reason, headers = answer.status, answer.reason, answer.getheaders()
+                connection.close()
+            if rule is not None and not callable(rule.action):
+                rule.reached.set()
+                if rule.action == "drop":
+                    self.close_connection = True  # done by the store, its answer lost
+                    return
+                rule.release.wait(timeout=120)
+            self.send_response_only(status, reason)
+            # The store's headers, but those the proxy sets: its own, and the body's length.
+            replaced = HOP_BY_HOP | {"content-length", *map(str.lower, proxy.added_headers)}
+            kept = [(name, value) for name, value in headers if name.lower() not in replaced]
+            for name, value in [*kept, *proxy.added_headers.items()]:
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data if self.command != "HEAD" else b"")
         except ConnectionError:
             self.close_connection = True  # the client went away (a publish killed midway)
         finally:
             with proxy.lock:
                 proxy.now -= 1
-
-    def _forward_counted(self, rule: Rule | None) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else None
-        if self.proxy.full and self.command == "PUT":
-            self.send_response_only(500, "Internal Server Error")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        connection = http.client.HTTPConnection(self.proxy.upstream, timeout=60)
-        try:
-            connection.putrequest(
-                self.command, self.path, skip_host=True, skip_accept_encoding=True
-            )
-            for name, value in self.headers.items():
-                if name.lower() not in HOP_BY_HOP | self.proxy.strip:
-                    connection.putheader(name, value)
-            connection.endheaders(body)
-            answer = connection.getresponse()
-            data = answer.read()
-        except OSError:
-            self.close_connection = True  # the store went away: so does the answer
-            return
-        finally:
-            connection.close()
-        if rule is not None and not callable(rule.action):
-            rule.reached.set()
-            if rule.action == "drop":
-                self.close_connection = True  # done by the store, its answer lost
-                return
-            rule.release.wait(timeout=120)
-        self.send_response_only(answer.status, answer.reason)
-        replaced = {name.lower() for name in self.proxy.added_headers} | {"content-length"}
-        for name, value in answer.getheaders():
-            if name.lower() not in HOP_BY_HOP | replaced:
-                self.send_header(name, value)
-        for name, value in self.proxy.added_headers.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
 
     # http.server's names for the methods it dispatches.
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward  # noqa: N815
