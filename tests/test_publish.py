@@ -263,11 +263,6 @@ def test_a_state_it_cannot_read_stops_it_and_repair_puts_back_what_was_changed_b
 
 # Failures: one line, exit 2, no secret, nothing written
 
-SSO_PROFILE: Final = (
-    "[profile team]\nsso_start_url = https://example.awsapps.com/start\n"
-    "sso_region = eu-west-1\nsso_account_id = 123456789012\nsso_role_name = Publisher\n"
-)
-FAILING_PROCESS: Final = f'[profile broken]\ncredential_process = "{sys.executable}" -c "exit(1)"\n'
 NO_KEYS: Final = {"AWS_ACCESS_KEY_ID": UNSET, "AWS_SECRET_ACCESS_KEY": UNSET}
 NO_REGION: Final = {"AWS_REGION": UNSET, "AWS_DEFAULT_REGION": UNSET}
 
@@ -328,8 +323,11 @@ FAILURES: Final[dict[str, tuple[dict[str, str], str]]] = {
     ),
 }
 CONFIGS: Final = {
-    "sso": SSO_PROFILE,
-    "credential-process": FAILING_PROCESS,
+    "sso": (
+        "[profile team]\nsso_start_url = https://example.awsapps.com/start\n"
+        "sso_region = eu-west-1\nsso_account_id = 123456789012\nsso_role_name = Publisher\n"
+    ),
+    "credential-process": f'[profile broken]\ncredential_process = "{sys.executable}" -c "exit(1)"\n',
     "ftp-endpoint-in-config": "[default]\nendpoint_url = ftp://127.0.0.1:9000\n",
     "broken-config": "[default\nregion = eu-west-1\n",
     "profile-without-credentials": (
