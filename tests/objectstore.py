@@ -310,11 +310,8 @@ class Rule:
     release: threading.Event = field(default_factory=threading.Event)
 
     def matches(self, method: str, path: str) -> bool:
-        if (
-            self.taken
-            or method != self.method
-            or not urllib.parse.urlsplit(path).path.endswith("/" + self.key)
-        ):
+        ours = method == self.method and urllib.parse.urlsplit(path).path.endswith("/" + self.key)
+        if not ours or self.taken:
             return False
         self.after -= 1
         self.taken = self.after < 0

@@ -112,7 +112,7 @@ def test_check_and_publish_store_each_file_then_only_what_changed(
     # 12 files, state written
     assert done.out.startswith(summary(project, 12, 0, 0, 17 + LOCKING)), done.err
     assert (done.code, done.err, len(project.proxy.requests)) == (0, "", 17 + LOCKING)
-    assert names(project.folder) == ["ratings.yaml"]
+    assert [path.name for path in project.folder.iterdir()] == ["ratings.yaml"]
     project.proxy.requests.clear()
     done = project.main("--check", "--publish", project.target)
     assert done.err.startswith(f"{project.output} is out of date: 13 to write, 0 to remove")
@@ -167,10 +167,6 @@ def test_check_and_publish_store_each_file_then_only_what_changed(
     assert done.out.startswith(
         f"checked {project.target}: 0 to upload, 0 to remove, 10 unchanged; 1 request in "
     )
-
-
-def names(folder: Path) -> list[str]:
-    return sorted(path.name for path in folder.iterdir())
 
 
 # The removal guard and --repair

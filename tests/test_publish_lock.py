@@ -165,26 +165,14 @@ def test_a_holder_stopped_past_its_lease_writes_nothing_once_resumed(
 
 @PUBLISHERS_OWN
 def test_a_waiter_whose_clock_is_ahead_takes_no_live_lock(project: Project) -> None:
-    """Another publish renews its lock (of a 40 s lease) all along; B's wall clock is 50 s
-    ahead (libfaketime): B waits out its --lock-timeout and changes nothing."""
-    renewing = threading.Event()
-
-    def renew() -> None:
-        while not renewing.wait(0.3):
-            plant(project, 40.0)
-
+    """Another publish holds the lock, of a 40 s lease; B's wall clock is 50 s ahead
+    (libfaketime): B waits out its --lock-timeout and changes nothing."""
     plant(project, 40.0)
-    renewer = threading.Thread(target=renew)
-    renewer.start()
-    try:
-        # Every clock of the process 50 s ahead: a constant offset changes no duration
-        # (libfaketime's FAKETIME_DONT_FAKE_MONOTONIC breaks Python's time.sleep).
-        ahead = ["faketime", "-f", "+50s"]
-        process = project.start("--lock-timeout", "3", short=True, clock=ahead)
-        _, err = process.communicate(timeout=60)
-    finally:
-        renewing.set()
-        renewer.join()
+    # Every clock of the process 50 s ahead: a constant offset changes no duration
+    # (libfaketime's FAKETIME_DONT_FAKE_MONOTONIC breaks Python's time.sleep).
+    ahead = ["faketime", "-f", "+50s"]
+    process = project.start("--lock-timeout", "3", short=True, clock=ahead)
+    _, err = process.communicate(timeout=60)
     assert process.returncode == 2, err
     assert err.endswith(
         f"{project.target}: another publish holds the lock ({HOLDER}); waited 3 s "
