@@ -38,11 +38,10 @@ PUBLISHERS_OWN: Final = pytest.mark.stores(
 )
 
 
-def plant(project: Project, lease: float) -> bytes:
+def plant(project: Project, lease: float) -> None:
     """Another publish's lock, as a publish of an older version writes it."""
     body = json.dumps({**OTHER, "lease": lease}).encode()
     project.store.client().put_object(Bucket=project.bucket, Key=LOCK_KEY, Body=body)
-    return body
 
 
 # Publishes started together
