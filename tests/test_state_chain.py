@@ -71,10 +71,6 @@ def site_of_numbers(
     return Site(catalogue, Renderer(base_url), others or {"index.html": b"<!doctype html>\n"})
 
 
-class Killed(BaseException):
-    """The publish's process is gone: none of its requests lands any more."""
-
-
 def lies(objects: dict[str, bytes]) -> list[str]:
     """The files the state among ``objects`` records as known that hold something else."""
     state = decode(objects[STATE_NAME]) if STATE_NAME in objects else BucketState()
