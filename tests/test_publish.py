@@ -416,8 +416,7 @@ def test_without_its_libraries_the_error_names_the_requirements(
 
 @ONE_STORE
 @pytest.mark.parametrize(
-    ("stop", "code"),
-    [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGKILL, -9)],
+    ("stop", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGKILL, -9)]
 )
 def test_a_publish_stopped_midway_converges(
     project: Project, stop: signal.Signals, code: int, monkeypatch: pytest.MonkeyPatch
