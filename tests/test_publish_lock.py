@@ -243,21 +243,21 @@ def test_a_stalled_store_is_said_while_it_is_awaited(
 
 @pytest.mark.stores("SeaweedFS", why="the proxy makes the failure: the store plays no part")
 @pytest.mark.parametrize(
-    ("failure", "line"),
+    ("failure", "key", "line"),
     [
-        ("gone", "cannot reach {endpoint} (AWS_ENDPOINT_URL)"),
-        ("full", "{endpoint} failed: it answered 500 Internal Server Error"),
+        ("gone", "p/" + document(10), "cannot reach {endpoint} (AWS_ENDPOINT_URL)"),
+        ("full", STATE_KEY, "{endpoint} failed: it answered 500 Internal Server Error"),
     ],
 )
 def test_a_store_going_away_or_full_midway_is_one_line_and_exit_2(
-    project: Project, failure: str, line: str
+    project: Project, failure: str, key: str, line: str
 ) -> None:
-    """From an upload on, every connection closes unanswered (the store died), or every PUT
-    is answered 500 (SeaweedFS with no room left). Its release fails too: the lock stays, as
-    a killed publish's, and the next publish converges (test_publish.py's
-    test_a_publish_stopped_midway_converges)."""
+    """From an upload on, every connection closes unanswered (the store died); or from the
+    state's marks on, before any upload, every PUT is answered 500 (SeaweedFS with no room
+    left). Its release fails too: the lock stays, as a killed publish's, and the next
+    publish converges (test_publish.py's test_a_publish_stopped_midway_converges)."""
     project.ratings.write_text(many(40))
-    project.proxy.on("PUT", "p/" + document(10), lambda: setattr(project.proxy, failure, True))
+    project.proxy.on("PUT", key, lambda: setattr(project.proxy, failure, True))
     done = project.publish("--publish-workers", "2")
     setattr(project.proxy, failure, False)
     expected = f"{project.target}: {line.format(endpoint=project.proxy.endpoint)}\n"
