@@ -283,6 +283,7 @@ class CountingProxy:
     now: int = 0  # requests being forwarded
     peak: int = 0  # the most forwarded at once
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    server: http.server.ThreadingHTTPServer | None = field(default=None, repr=False)
 
     def on(self, method: str, key: str, action: Action, after: int = 0) -> Rule:
         """Act on the next ``method`` of an object whose path ends with ``key``, after letting
@@ -295,6 +296,25 @@ class CountingProxy:
         """
         self.rules.append(rule := Rule(method, key, action, after))
         return rule
+
+    def stop(self) -> None:
+        """Release every answer held, and stop serving: the serving thread ends with it."""
+        assert self.server is not None
+        for rule in self.rules:
+            rule.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def start_counting_proxy(upstream: str) -> CountingProxy:
+    """A CountingProxy in front of ``upstream`` (``http://HOST:PORT``), serving until stop()."""
+    proxy = CountingProxy(urllib.parse.urlsplit(upstream).netloc)
+    forward = type("Forward", (_Forward,), {"proxy": proxy})
+    proxy.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), forward)
+    proxy.server.daemon_threads = True
+    proxy.endpoint = f"http://127.0.0.1:{proxy.server.server_address[1]}"
+    threading.Thread(target=proxy.server.serve_forever, args=(0.05,), daemon=True).start()
+    return proxy
 
 
 @dataclass
@@ -528,18 +548,6 @@ def project(tmp_path: Path, object_store: Store, capsys: Capture) -> Iterator[Pr
     """A bucket of the test's own, reached through a CountingProxy of its own."""
     bucket = re.sub(r"[^a-z0-9]+", "-", tmp_path.name.lower())  # unique in the session
     object_store.create_bucket(bucket)
-    proxy = CountingProxy(urllib.parse.urlsplit(object_store.endpoint).netloc)
-    forward = type("Forward", (_Forward,), {"proxy": proxy})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), forward)
-    server.daemon_threads = True
-    proxy.endpoint = f"http://127.0.0.1:{server.server_address[1]}"
-    serving = threading.Thread(target=server.serve_forever, args=(0.05,))
-    serving.start()
-    try:
-        yield Project(tmp_path, object_store, proxy, bucket, capsys)
-    finally:
-        for rule in proxy.rules:
-            rule.release.set()  # nothing stays held after its test
-        server.shutdown()
-        server.server_close()
-        serving.join()
+    proxy = start_counting_proxy(object_store.endpoint)
+    yield Project(tmp_path, object_store, proxy, bucket, capsys)
+    proxy.stop()
