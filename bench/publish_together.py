@@ -71,7 +71,7 @@ def run_case(
             env=env,
             check=True,
         )
-    proxy.clear()  # type: ignore[attr-defined]
+    proxy.requests.clear()  # type: ignore[attr-defined]
     started = time.monotonic()
     running = [
         subprocess.Popen(

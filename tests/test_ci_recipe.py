@@ -117,7 +117,7 @@ def publish_step(
     the store's endpoint in an AWS config file instead, a stand-in for AWS's own.
     """
     folder = tmp_path / "repository"
-    folder.mkdir()
+    folder.mkdir(parents=True)
     (folder / "ratings.yaml").write_text(RATINGS)
     context = {
         "secrets.AWS_ACCESS_KEY_ID": store.access_key,
@@ -150,32 +150,27 @@ PULL_REQUEST: Final = "refs/pull/4/merge"
 FEATURE: Final = "refs/heads/feature"  # a manual run (workflow_dispatch) of another branch
 
 
-@pytest.mark.parametrize("aws", [True, False], ids=["AWS", "custom endpoint"])
-def test_the_action_checks_and_publishes_as_the_runner_runs_it(
-    aws: bool, tmp_path: Path, object_store: Store, installed_tool: Path
-) -> None:
-    object_store.create_bucket(bucket := f"ci-recipe-{'aws' if aws else 'custom'}")
-    endpoint = "" if aws else object_store.endpoint
-    run = publish_step(tmp_path, object_store, bucket, installed_tool, endpoint)
-    checked = f"checked s3://{bucket}/v1: 11 to upload, 0 to remove, "
-    # A pull request, or a manual run of another branch, only checks: exit 1 from the check,
-    # and the step passes, and says why; the bucket is still empty.
-    for ref in (PULL_REQUEST, FEATURE):
-        done = run(ref)
-        assert (done.returncode, done.stderr[: len(checked)]) == (0, checked), done.stderr
-    published = run(MAIN)
-    assert published.returncode == 0, published.stderr
-    assert published.stdout.startswith(f"published s3://{bucket}/v1: 11 uploaded, 0 removed, ")
-    folder = tmp_path / "repository"
-    assert [path.name for path in folder.iterdir()] == ["ratings.yaml"]  # no folder built
-
-
-def test_the_inputs_reach_the_command_or_fail_the_step_in_one_line(
+def test_the_action_checks_publishes_and_takes_its_inputs_as_the_runner_runs_it(
     tmp_path: Path, object_store: Store, installed_tool: Path
 ) -> None:
-    """Alike for any endpoint: run with the store's own."""
-    object_store.create_bucket(bucket := "ci-recipe-inputs")
-    run = publish_step(tmp_path, object_store, bucket, installed_tool, object_store.endpoint)
+    """Once as AWS (no endpoint given), once with the endpoint of any other store; then
+    the inputs, alike for any endpoint, with the store's own."""
+    for endpoint in ["", object_store.endpoint]:
+        object_store.create_bucket(bucket := f"ci-recipe-{'custom' if endpoint else 'aws'}")
+        folder = tmp_path / bucket
+        run = publish_step(folder, object_store, bucket, installed_tool, endpoint)
+        checked = f"checked s3://{bucket}/v1: 11 to upload, 0 to remove, "
+        # A pull request, or a manual run of another branch, only checks: exit 1 from the
+        # check, and the step passes, and says why; the bucket is still empty.
+        for ref in (PULL_REQUEST, FEATURE):
+            done = run(ref)
+            assert (done.returncode, done.stderr[: len(checked)]) == (0, checked), done.stderr
+        published = run(MAIN)
+        assert published.returncode == 0, published.stderr
+        assert published.stdout.startswith(f"published s3://{bucket}/v1: 11 uploaded, 0 removed, ")
+        built = [path.name for path in (folder / "repository").iterdir()]
+        assert built == ["ratings.yaml"]  # no folder built
+
     # A wrong input of the action fails its step in one line.
     for given, error in [
         ({"check-only": "yes"}, "check-only: expected true or false, found 'yes'\n"),
@@ -194,7 +189,7 @@ def test_the_inputs_reach_the_command_or_fail_the_step_in_one_line(
             f'{{"article_url": "{url}/away/api/articles/7/", "id": 7,'.encode()
         )
 
-    (tmp_path / "repository" / "ratings.yaml").write_text(RATINGS.replace("[2, 3, 2]", "[2, 3, 9]"))
+    (folder / "repository" / "ratings.yaml").write_text(RATINGS.replace("[2, 3, 2]", "[2, 3, 9]"))
     bad = run(PULL_REQUEST)  # a mistake fails the check with the tool's own exit 2
     assert (bad.returncode, bad.stdout) == (2, "")
     assert bad.stderr == "ratings.yaml:5:13: article 2: rating 9 is outside the scale 1..5\n"

@@ -22,16 +22,15 @@ from ratings_api.build import render_site
 from ratings_api.publish import site_of
 from tests import objectstore
 from tests.objectstore import SHORT, Project, catalogue, many
+from tests.test_lease import HOLDER, OTHER
 from tests.trees import document
 
 pytestmark = pytest.mark.real_world
 
-project, proxy = objectstore.project, objectstore.proxy  # the fixtures, by name
+project = objectstore.project  # the fixture, by name
 
 LOCK_KEY: Final = "p/.ratings-api/lock"
 STATE_KEY: Final = "p/.ratings-api/state.gz"
-OTHER: Final = {"who": "ci@runner-7 (process 4242)", "since": "24 Nov 2026 09:00:00 UTC"}
-HOLDER: Final = f"{OTHER['who']}, since {OTHER['since']}"  # as the lines name it
 # What the publisher decides, on its own clock and from what it reads: the conditional
 # writes of its lock, which a store decides, run on every store in each publish.
 PUBLISHERS_OWN: Final = pytest.mark.stores(
@@ -39,11 +38,10 @@ PUBLISHERS_OWN: Final = pytest.mark.stores(
 )
 
 
-def plant(project: Project, lease: float) -> bytes:
+def plant(project: Project, lease: float) -> None:
     """Another publish's lock, as a publish of an older version writes it."""
     body = json.dumps({**OTHER, "lease": lease}).encode()
     project.store.client().put_object(Bucket=project.bucket, Key=LOCK_KEY, Body=body)
-    return body
 
 
 # Publishes started together
@@ -98,13 +96,10 @@ def test_a_publish_that_lost_its_lock_stops(
         plant(project, lock.LEASE)
         time.sleep(1.0)  # the next renewal meets it
 
-    project.proxy.before("PUT", "index.html", another_takes_it)
+    project.proxy.on("PUT", "index.html", another_takes_it)
     done = project.publish()
-    assert (done.code, done.out) == (2, "")
-    assert done.err == (
-        f"{project.target}: another publish took over this one's lock; stopped: publish "
-        "again to finish\n"
-    )
+    stopped = f"{project.target}: another publish took over this one's lock; stopped: publish "
+    assert done == (2, "", stopped + "again to finish\n")
     assert json.loads(seen[1])["renewals"] > json.loads(seen[0])["renewals"]
     assert json.loads(project.objects()[LOCK_KEY])["who"] == OTHER["who"]
     assert False in project.state().values()  # its marks, not its final state
@@ -146,7 +141,7 @@ def test_a_holder_stopped_past_its_lease_writes_nothing_once_resumed(
         stopped.set()
 
     key = "p/index.html" if when != "uploading" else "p/" + document(40)
-    project.proxy.before("PUT", key, stop)
+    project.proxy.on("PUT", key, stop)
     project.use(a)
     started.append(
         project.start("--quiet", "--publish-workers", "1", "--max-removals", "999", short=True)
@@ -166,26 +161,14 @@ def test_a_holder_stopped_past_its_lease_writes_nothing_once_resumed(
 
 @PUBLISHERS_OWN
 def test_a_waiter_whose_clock_is_ahead_takes_no_live_lock(project: Project) -> None:
-    """Another publish renews its lock (of a 40 s lease) all along; B's wall clock is 50 s
-    ahead (libfaketime): B waits out its --lock-timeout and changes nothing."""
-    renewing = threading.Event()
-
-    def renew() -> None:
-        while not renewing.wait(0.3):
-            plant(project, 40.0)
-
+    """Another publish holds the lock, of a 40 s lease; B's wall clock is 50 s ahead
+    (libfaketime): B waits out its --lock-timeout and changes nothing."""
     plant(project, 40.0)
-    renewer = threading.Thread(target=renew)
-    renewer.start()
-    try:
-        # Every clock of the process 50 s ahead: a constant offset changes no duration
-        # (libfaketime's FAKETIME_DONT_FAKE_MONOTONIC breaks Python's time.sleep).
-        ahead = ["faketime", "-f", "+50s"]
-        process = project.start("--lock-timeout", "3", short=True, clock=ahead)
-        _, err = process.communicate(timeout=60)
-    finally:
-        renewing.set()
-        renewer.join()
+    # Every clock of the process 50 s ahead: a constant offset changes no duration
+    # (libfaketime's FAKETIME_DONT_FAKE_MONOTONIC breaks Python's time.sleep).
+    ahead = ["faketime", "-f", "+50s"]
+    process = project.start("--lock-timeout", "3", short=True, clock=ahead)
+    _, err = process.communicate(timeout=60)
     assert process.returncode == 2, err
     assert err.endswith(
         f"{project.target}: another publish holds the lock ({HOLDER}); waited 3 s "
@@ -207,8 +190,8 @@ def test_a_lost_reply_to_its_own_write_is_known_as_its_own(
     and the answer is lost: the client's retry is refused, and the object read back holds
     its own token: no race."""
     shorten(monkeypatch)
-    lost = project.proxy.drop_reply("PUT", key, after=dropped)  # a renewal: after 3 lock writes
-    held = project.proxy.hold_reply("PUT", "index.html")  # until a renewal is sent
+    lost = project.proxy.on("PUT", key, "drop", dropped)  # a renewal: after 3 lock writes
+    held = project.proxy.on("PUT", "index.html", "hold")  # until a renewal is sent
 
     def release() -> None:
         lost.reached.wait(timeout=60)
@@ -248,7 +231,7 @@ def test_a_stalled_store_is_said_while_it_is_awaited(
 ) -> None:
     monkeypatch.setattr(running, "STALL", 1)  # each 10 s, as the user sees it
     monkeypatch.setattr(running, "TICK", 0.1)
-    held = project.proxy.hold_reply("GET", STATE_KEY)
+    held = project.proxy.on("GET", STATE_KEY, "hold")
     timer = threading.Timer(1.4, held.release.set)
     timer.start()
     done = project.main("--publish", project.target)
@@ -260,21 +243,21 @@ def test_a_stalled_store_is_said_while_it_is_awaited(
 
 @pytest.mark.stores("SeaweedFS", why="the proxy makes the failure: the store plays no part")
 @pytest.mark.parametrize(
-    ("failure", "line"),
+    ("failure", "key", "line"),
     [
-        ("gone", "cannot reach {endpoint} (AWS_ENDPOINT_URL)"),
-        ("full", "{endpoint} failed: it answered 500 Internal Server Error"),
+        ("gone", "p/" + document(10), "cannot reach {endpoint} (AWS_ENDPOINT_URL)"),
+        ("full", STATE_KEY, "{endpoint} failed: it answered 500 Internal Server Error"),
     ],
 )
 def test_a_store_going_away_or_full_midway_is_one_line_and_exit_2(
-    project: Project, failure: str, line: str
+    project: Project, failure: str, key: str, line: str
 ) -> None:
-    """From an upload on, every connection closes unanswered (the store died), or every PUT
-    is answered 500 (SeaweedFS with no room left). Its release fails too: the lock stays, as
-    a killed publish's, and the next publish converges (test_publish.py's
-    test_a_publish_stopped_midway_converges)."""
+    """From an upload on, every connection closes unanswered (the store died); or from the
+    state's marks on, before any upload, every PUT is answered 500 (SeaweedFS with no room
+    left). Its release fails too: the lock stays, as a killed publish's, and the next
+    publish converges (test_publish.py's test_a_publish_stopped_midway_converges)."""
     project.ratings.write_text(many(40))
-    project.proxy.before("PUT", "p/" + document(10), lambda: setattr(project.proxy, failure, True))
+    project.proxy.on("PUT", key, lambda: setattr(project.proxy, failure, True))
     done = project.publish("--publish-workers", "2")
     setattr(project.proxy, failure, False)
     expected = f"{project.target}: {line.format(endpoint=project.proxy.endpoint)}\n"

@@ -22,19 +22,8 @@ from typing import Any, Final
 import pytest
 from obstore.exceptions import GenericError
 
-from ratings_api.bucket_state import (
-    STATE_NAME,
-    UNKNOWN,
-    UNKNOWN_COUNT,
-    BucketState,
-    Site,
-    decode,
-    document_path,
-    encode,
-    local_state,
-    marked,
-    plan,
-)
+from ratings_api import bucket_state
+from ratings_api.bucket_state import STATE_NAME, BucketState, Site, decode, encode, local_state
 from ratings_api.contract import CACHE_CONTROL
 from ratings_api.errors import InputError
 from ratings_api.loader import Catalogue
@@ -82,10 +71,6 @@ def site_of_numbers(
     return Site(catalogue, Renderer(base_url), others or {"index.html": b"<!doctype html>\n"})
 
 
-class Killed(BaseException):
-    """The publish's process is gone: none of its requests lands any more."""
-
-
 def lies(objects: dict[str, bytes]) -> list[str]:
     """The files the state among ``objects`` records as known that hold something else."""
     state = decode(objects[STATE_NAME]) if STATE_NAME in objects else BucketState()
@@ -94,11 +79,11 @@ def lies(objects: dict[str, bytes]) -> list[str]:
     render = Renderer(BASE)
     assert state.stamp in ("", render.stamp)
     for article_id, total, count in zip(state.ids, state.sums, state.counts, strict=True):
-        path = document_path(article_id)
-        if count != UNKNOWN_COUNT and objects.get(path) != render(article_id, total, count):
+        path, known = document(article_id), count != bucket_state.UNKNOWN_COUNT
+        if known and objects.get(path) != render(article_id, total, count):
             wrong.append(path)
     for path, digest in state.files.items():
-        if digest != UNKNOWN and md5(objects.get(path, b"\0none")) != digest:
+        if digest != bucket_state.UNKNOWN and md5(objects.get(path, b"\0none")) != digest:
             wrong.append(path)
     return wrong
 
@@ -179,32 +164,6 @@ def test_a_publish_that_stops_after_another_leaves_none_of_its_files_known(stop:
     assert_holds(memory.contents(), THEIRS)
 
 
-@pytest.mark.parametrize(
-    ("failing", "asked", "unknown"),
-    [(1, "GET PUT", []), (2, "GET PUT PUT GET", [document(1), "index.html"])],
-    ids=["marks", "first-upload"],
-)
-def test_a_store_failure_with_no_other_publish_leaves_its_marks(
-    failing: int, asked: str, unknown: list[str]
-) -> None:
-    """Failing its marks, it asks nothing more; failing an upload, it finds its marks newest."""
-    memory, puts = Memory(), []
-
-    async def before(number: int, method: str, path: str) -> None:
-        puts.extend([method] if method == "PUT" else [])
-        if len(puts) == failing and method == "PUT":
-            raise GenericError("the store failed")
-
-    run(publish(memory, site_of_numbers(BEFORE)))
-    store = Seen(memory, before)
-    with pytest.raises(GenericError):
-        run(publication(store, MINE, workers=2).carry_out())
-
-    assert " ".join(method for method, _ in store.log) == asked
-    state = decode(memory.objects[STATE_NAME][0])
-    assert [path for path, known in state.entries() if not known] == unknown
-
-
 def test_a_repair_that_meets_another_publish_lists_again() -> None:
     """star.svg is changed by hand; another publish, which trusts the state, overtakes the repair."""
     memory = Memory()
@@ -222,9 +181,6 @@ def test_a_repair_that_meets_another_publish_lists_again() -> None:
 
     assert outcome.plans == 2
     assert_holds(memory.contents(), mine)
-
-
-DEEP: Final = gzip.compress(b"[" * 200_000 + b"\n")
 
 
 def test_progress_is_reported_every_hundred_uploads() -> None:
@@ -273,7 +229,7 @@ def test_one_number_changed_anywhere_uploads_that_document(place: int | None) ->
     if place is not None:
         numbers[place + 1] = (numbers[place + 1][0] + 1, numbers[place + 1][1])
 
-    todo, final = plan(site_of_numbers(numbers), before)
+    todo, final = bucket_state.plan(site_of_numbers(numbers), before)
 
     changed = [] if place is None else [(document(place + 1), place)]
     assert (list(todo.uploads()), todo.removals) == (changed, [])
@@ -342,9 +298,9 @@ def test_the_plan_and_its_marks_record_each_file_it_touches_as_unknown_once(
 ) -> None:
     """The final state is every file known by the site's numbers and MD5s, the marks the
     same with each file the plan touches unknown: it never records a wrong file."""
-    todo, final = plan(site, decode(encode(state)))
+    todo, final = bucket_state.plan(site, decode(encode(state)))
 
-    marks = list(marked(final, todo).entries())
+    marks = list(bucket_state.marked(final, todo).entries())
 
     assert ([path for path, _ in todo.uploads()], todo.removals) == (uploads, removals)
     assert todo.unchanged == unchanged
@@ -362,7 +318,7 @@ DAMAGES: Final[dict[str, Callable[[bytes], bytes]]] = {
     "no-line": lambda _: gzip.compress(b"{}"),
     "format-true": lambda _: state_of({**GOOD_HEAD, "format": True}),
     "negative-size": lambda _: state_of({**GOOD_HEAD, "articles": -1}),
-    "deep-json": lambda _: DEEP,
+    "deep-json": lambda _: gzip.compress(b"[" * 200_000 + b"\n"),
     "digest-not-text": lambda data: gzip.compress(
         gzip.decompress(data).replace(b'"files":{', b'"files":{"a":1,', 1)
     ),
@@ -398,7 +354,7 @@ def test_memory_stays_flat_however_many_files_or_workers(
     tracemalloc.start()
     try:
         if workers == 1:
-            todo = plan(site, BucketState())[0]
+            todo = bucket_state.plan(site, BucketState())[0]
         else:
             todo = run(publication(Seen(memory), site, workers=workers).carry_out()).plan
         peak = tracemalloc.get_traced_memory()[1]
