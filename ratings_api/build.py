@@ -59,7 +59,7 @@ def count_articles(count: int) -> str:
 
 def build(
     input_path: str,
-    output: str,
+    output: str | None,
     *,
     base_url: str | None,
     environ: Mapping[str, str],
@@ -70,7 +70,8 @@ def build(
     waiting: OnBuildWait | None = None,
     reading: Reading = BY_NAME,
 ) -> Result:
-    """Build ``output`` from ``input_path``; with ``dry_run``, only say what would change.
+    """Build ``output`` from ``input_path``; with ``dry_run``, only say what would change;
+    with no ``output``, only render the site (``render_site``).
 
     ``fallback_base_url`` is used when no base URL is configured anywhere
     (``--serve`` passes the address it serves at). ``progress`` is called
@@ -83,6 +84,8 @@ def build(
         input_path, base_url=base_url, environ=environ, fallback=fallback_base_url, reading=reading
     )
     assert site.catalogue is not None and site.render is not None
+    if output is None:
+        return site
     if host_notice is not None:
         check_host_limits(site.articles, site.extras, environ, host_notice)
     changes = sync_site(

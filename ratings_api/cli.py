@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import re
 import signal
 import sys
 import time
@@ -24,7 +23,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from ratings_api import lock
-from ratings_api.build import Reading, Result, build, count_articles, render_site
+from ratings_api.build import Reading, Result, build, count_articles
 from ratings_api.errors import InputError
 from ratings_api.lock import DEFAULT_TIMEOUT, Waiting
 from ratings_api.publish import (
@@ -49,7 +48,6 @@ DEFAULT_OUTPUT: Final = "site"
 # what S3 takes under one prefix (3,500 PUT/s); each is a connection, a file descriptor
 # (1,024 by default on Linux), and more ask the store to refuse them.
 MAX_WORKERS: Final = 256
-DIGITS: Final = re.compile(r"[0-9]+")  # ASCII only: str.isdigit and int() take "²" and "٣"
 # Options that only mean something to a publish: without --publish they would do
 # nothing, silently (a user could believe a bucket was repaired).
 PUBLISHING_ONLY: Final = (
@@ -69,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _build_and_publish(args)
         from ratings_api.devserver import serve  # WhiteNoise is only needed to serve
 
-        return serve(
+        serve(
             args.input,
             args.output,
             base_url=args.base_url,
@@ -78,6 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             quiet=args.quiet,
             reading=args.reading,
         )
+        return 0
     except InputError as error:
         _say(error)
         return 2
@@ -99,25 +98,20 @@ def _build_and_publish(args: argparse.Namespace) -> int:
         if target is not None:
             require_client()
         with stoppable():
-            if output is None:  # publishing alone: nothing to write, no folder to lock
-                result = render_site(
-                    args.input, base_url=args.base_url, environ=os.environ, reading=args.reading
-                )
-            else:
-                result = build(
-                    args.input,
-                    output,
-                    base_url=args.base_url,
-                    environ=os.environ,
-                    dry_run=args.check,
-                    progress=_show_progress if show_progress else None,
-                    # Not when publishing to object storage: no static host's limit applies.
-                    host_notice=_say if target is None else None,
-                    waiting=None if args.quiet else functools.partial(_waiting, output),
-                    reading=args.reading,
-                )
+            result = build(
+                args.input,
+                output,  # None when publishing alone: nothing to write, no folder to lock
+                base_url=args.base_url,
+                environ=os.environ,
+                dry_run=args.check,
+                progress=_show_progress if show_progress else None,
+                # Not when publishing to object storage: no static host's limit applies.
+                host_notice=_say if target is None else None,
+                waiting=None if args.quiet else functools.partial(_waiting, output),
+                reading=args.reading,
+            )
     except Interrupted as stop:
-        _say(_interrupted(output, args.input, stop.signum, args.check))
+        _say(_interrupted(args, stop.signum))
         return 128 + stop.signum
     finally:
         if show_progress:
@@ -157,13 +151,7 @@ def _publish(
                 waiting=args.waiting,
             )
     except Interrupted as stop:
-        # The state marked every file to touch before the first upload: the next publish
-        # finds them, whatever this one had done.
-        name = signal.Signals(stop.signum).name
-        _say(
-            f"{target}: publish interrupted by {name}; each object is whole, old or new: "
-            "publish again to finish"
-        )
+        _say(_interrupted(args, stop.signum, target))
         return 128 + stop.signum
     finally:
         if show_progress:
@@ -185,14 +173,22 @@ def _show_publishing(stage: str, done: int, total: int) -> None:
     _say(f"\r{stage}: {done:,} of {total:,}", end="")
 
 
-def _interrupted(output: str | None, source: str, signum: int, check: bool) -> str:
+def _interrupted(args: argparse.Namespace, signum: int, target: Destination | None = None) -> str:
+    """The line of a stop by ``signum``: of the publish to ``target``, or of the build."""
     name = signal.Signals(signum).name
-    if output is None:
-        return f"{source}: interrupted by {name} before publishing; nothing was changed"
-    if check:
-        return f"{output}: --check interrupted by {name}"
+    if target is not None:
+        # The state marked every file to touch before the first upload: the next publish
+        # finds them, whatever this one had done.
+        return (
+            f"{target}: publish interrupted by {name}; each object is whole, old or new: "
+            "publish again to finish"
+        )
+    if args.output is None:
+        return f"{args.input}: interrupted by {name} before publishing; nothing was changed"
+    if args.check:
+        return f"{args.output}: --check interrupted by {name}"
     return (
-        f"{output}: build interrupted by {name}; each file is whole, old or new: "
+        f"{args.output}: build interrupted by {name}; each file is whole, old or new: "
         "build again to finish"
     )
 
@@ -373,7 +369,7 @@ class _Version(argparse.Action):
 
 
 def _count(text: str) -> int:
-    if not DIGITS.fullmatch(text):
+    if not (text.isascii() and text.isdigit()):  # alone, isdigit and int() take "²" and "٣"
         raise argparse.ArgumentTypeError(f"expected a whole number, found '{text}'")
     return int(text)
 
