@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import unquote
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
-from ratings_api.build import BY_NAME, Reading, build
+from ratings_api.build import Reading, build
 from ratings_api.contract import ARTICLES_PATH
 from ratings_api.errors import InputError
 from ratings_api.server import create_app
@@ -70,8 +70,8 @@ def serve(
     base_url: str | None,
     host: str,
     port: int,
-    quiet: bool = False,
-    reading: Reading = BY_NAME,
+    quiet: bool,
+    reading: Reading,
 ) -> None:
     """Build ``output``, serve it at ``host:port``, rebuild when ``input_path`` changes,
     until Ctrl-C.
