@@ -48,15 +48,15 @@ DEFAULT_OUTPUT: Final = "site"
 # what S3 takes under one prefix (3,500 PUT/s); each is a connection, a file descriptor
 # (1,024 by default on Linux), and more ask the store to refuse them.
 MAX_WORKERS: Final = 256
-# Options that only mean something to a publish: without --publish they would do
-# nothing, silently (a user could believe a bucket was repaired).
-PUBLISHING_ONLY: Final = (
-    "repair",
-    "max_removals",
-    "publish_workers",
-    "lock_timeout",
-    "single_publisher",
-)
+# Options that only mean something to a publish, and their defaults: without --publish
+# they would do nothing, silently (a user could believe a bucket was repaired).
+PUBLISHING_ONLY: Final = {
+    "repair": False,
+    "max_removals": DEFAULT_MAX_REMOVALS,
+    "publish_workers": DEFAULT_WORKERS,
+    "lock_timeout": DEFAULT_TIMEOUT,
+    "single_publisher": False,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -116,7 +116,6 @@ def _build_and_publish(args: argparse.Namespace) -> int:
     finally:
         if show_progress:
             _say("\r\x1b[K", end="")  # leave a clean line
-    seconds = time.perf_counter() - started
     if output is not None and args.check:  # without a folder, the publish's line says it all
         changes = result.changes
         differs = changes.written + changes.removed
@@ -129,7 +128,7 @@ def _build_and_publish(args: argparse.Namespace) -> int:
         if built != 0 or target is None:
             return built
     elif output is not None and not args.quiet:
-        print(result.summary(output, seconds))
+        print(result.summary(output, time.perf_counter() - started))
     return 0 if target is None else _publish(args, target, result, show_progress)
 
 
@@ -156,8 +155,7 @@ def _publish(
     finally:
         if show_progress:
             _say("\r\x1b[K", end="")
-    seconds = time.perf_counter() - started
-    line = summary(target, outcome, seconds, args.check)
+    line = summary(target, outcome, time.perf_counter() - started, args.check)
     if args.check:
         return _report(line, first_changes(outcome.plan), outcome.plan.changes, args.quiet)
     if not args.quiet:
@@ -229,11 +227,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     command = parser()
     args = command.parse_args(argv)
     args.reading = Reading(args.format, args.scale)
-    if args.publish is None:
-        for name in PUBLISHING_ONLY:
-            value = getattr(args, name)
-            if value is not None and value is not False:  # 0 is a value given
-                command.error(f"--{name.replace('_', '-')} goes only with --publish")
+    for name, default in PUBLISHING_ONLY.items():  # None: not given
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+        elif args.publish is None:
+            command.error(f"--{name.replace('_', '-')} goes only with --publish")
     if args.serve:
         if args.check:
             command.error("--check and --serve do not go together")
@@ -245,15 +243,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     # fsync) a file per article that nothing reads; the publish renders from the input.
     if args.output is None and not args.publish:
         args.output = DEFAULT_OUTPUT
-    if args.max_removals is None:
-        args.max_removals = DEFAULT_MAX_REMOVALS
-    if args.publish_workers is None:
-        args.publish_workers = DEFAULT_WORKERS
-    # How to take the lock; None: take none.
-    timeout = DEFAULT_TIMEOUT if args.lock_timeout is None else args.lock_timeout
-    if timeout < lock.LEASE:  # a dead holder's lock goes stale only after its lease
+    if args.lock_timeout < lock.LEASE:  # a dead holder's lock goes stale only after its lease
         command.error(f"--lock-timeout must be at least the lock's lease, {lock.LEASE:g} s")
-    args.waiting = None if args.single_publisher else Waiting(timeout)
+    # How to take the lock; None: take none.
+    args.waiting = None if args.single_publisher else Waiting(args.lock_timeout)
     return args
 
 
@@ -329,6 +322,7 @@ def parser() -> argparse.ArgumentParser:
     add(
         "--repair",
         action="store_true",
+        default=None,
         help="list the bucket and compare every file, instead of trusting the state "
         "the last publish left: for a bucket changed by hand",
     )
@@ -347,6 +341,7 @@ def parser() -> argparse.ArgumentParser:
     add(
         "--single-publisher",
         action="store_true",
+        default=None,
         help="take no lock, nor check that the store honours conditional writes: only "
         "if one publish ever runs at a time",
     )
