@@ -70,8 +70,10 @@ def build_lock(output: str, *, write: bool, waiting: OnBuildWait | None) -> Iter
     fd = os.open(lock, os.O_RDWR | os.O_CREAT if write else os.O_RDONLY, 0o644)
     try:
         if not _try_lock(fd):
-            if waiting is not None:
-                waiting(_holder(fd))
+            if waiting is not None:  # told the process id the holder wrote, if written yet
+                os.lseek(fd, 0, os.SEEK_SET)
+                pid = os.read(fd, PID_BYTES).strip()
+                waiting(int(pid) if pid.isdigit() else None)
             while not _try_lock(fd):
                 time.sleep(BUILD_LOCK_RETRY)
         if write:  # for the message of a build that has to wait
@@ -98,15 +100,6 @@ def _try_lock(fd: int) -> bool:
             return False
         raise
     return True
-
-
-def _holder(fd: int) -> int | None:
-    """The process id the lock's holder wrote, if it has written it yet."""
-    os.lseek(fd, 0, os.SEEK_SET)
-    try:
-        return int(os.read(fd, PID_BYTES))
-    except ValueError:
-        return None
 
 
 def real_folder(path: str, *, create: bool) -> bool:
