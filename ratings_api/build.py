@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Final
 from urllib.parse import urlsplit
 
 from ratings_api import csvinput, loader
@@ -49,9 +48,6 @@ class Reading:
     scale: tuple[int, int] | None = None
 
 
-BY_NAME: Final = Reading()
-
-
 def count_articles(count: int) -> str:
     """``1 article``, ``12 articles``, ``1,000,000 articles``."""
     return f"{count:,} article{'' if count == 1 else 's'}"
@@ -59,7 +55,7 @@ def count_articles(count: int) -> str:
 
 def build(
     input_path: str,
-    output: str,
+    output: str | None,
     *,
     base_url: str | None,
     environ: Mapping[str, str],
@@ -68,9 +64,10 @@ def build(
     progress: Callable[[int, int], None] | None = None,
     host_notice: Callable[[str], None] | None = None,
     waiting: OnBuildWait | None = None,
-    reading: Reading = BY_NAME,
+    reading: Reading = Reading(),
 ) -> Result:
-    """Build ``output`` from ``input_path``; with ``dry_run``, only say what would change.
+    """Build ``output`` from ``input_path``; with ``dry_run``, only say what would change;
+    with no ``output``, only render the site (``render_site``).
 
     ``fallback_base_url`` is used when no base URL is configured anywhere
     (``--serve`` passes the address it serves at). ``progress`` is called
@@ -83,6 +80,8 @@ def build(
         input_path, base_url=base_url, environ=environ, fallback=fallback_base_url, reading=reading
     )
     assert site.catalogue is not None and site.render is not None
+    if output is None:
+        return site
     if host_notice is not None:
         check_host_limits(site.articles, site.extras, environ, host_notice)
     changes = sync_site(
@@ -103,7 +102,7 @@ def render_site(
     base_url: str | None,
     environ: Mapping[str, str],
     fallback: str | None = None,
-    reading: Reading = BY_NAME,
+    reading: Reading = Reading(),
 ) -> Result:
     """What a build of ``input_path`` (``-``: standard input) would write, held in memory,
     with no folder touched.

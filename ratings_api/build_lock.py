@@ -61,14 +61,19 @@ def build_lock(output: str, *, write: bool, waiting: OnBuildWait | None) -> Iter
             f"output folder, in {path}, on the same file system; build into a folder inside the "
             "mount instead"
         )
-    fd = _open_lock(path, write) if real_folder(path, create=write) else None
-    if fd is None:
+    lock = os.path.join(path, BUILD_LOCK_FILE)
+    if not real_folder(path, create=write) or not (write or os.path.lexists(lock)):
         yield None
         return
+    if os.path.islink(lock):  # lstat: the link itself, never followed
+        raise symlink_error(lock)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT if write else os.O_RDONLY, 0o644)
     try:
         if not _try_lock(fd):
-            if waiting is not None:
-                waiting(_holder(fd))
+            if waiting is not None:  # told the process id the holder wrote, if written yet
+                os.lseek(fd, 0, os.SEEK_SET)
+                pid = os.read(fd, PID_BYTES).strip()
+                waiting(int(pid) if pid.isdigit() else None)
             while not _try_lock(fd):
                 time.sleep(BUILD_LOCK_RETRY)
         if write:  # for the message of a build that has to wait
@@ -80,17 +85,6 @@ def build_lock(output: str, *, write: bool, waiting: OnBuildWait | None) -> Iter
         yield path
     finally:
         os.close(fd)  # which releases the lock
-
-
-def _open_lock(path: str, write: bool) -> int | None:
-    lock = os.path.join(path, BUILD_LOCK_FILE)
-    try:
-        if stat.S_ISLNK(os.lstat(lock).st_mode):
-            raise symlink_error(lock)
-    except FileNotFoundError:
-        if not write:
-            return None
-    return os.open(lock, os.O_RDWR | os.O_CREAT if write else os.O_RDONLY, 0o644)
 
 
 def _try_lock(fd: int) -> bool:
@@ -106,15 +100,6 @@ def _try_lock(fd: int) -> bool:
             return False
         raise
     return True
-
-
-def _holder(fd: int) -> int | None:
-    """The process id the lock's holder wrote, if it has written it yet."""
-    os.lseek(fd, 0, os.SEEK_SET)
-    try:
-        return int(os.read(fd, PID_BYTES))
-    except ValueError:
-        return None
 
 
 def real_folder(path: str, *, create: bool) -> bool:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import re
 import signal
 import sys
 import time
@@ -24,7 +23,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from ratings_api import lock
-from ratings_api.build import Reading, Result, build, count_articles, render_site
+from ratings_api.build import Reading, Result, build, count_articles
 from ratings_api.errors import InputError
 from ratings_api.lock import DEFAULT_TIMEOUT, Waiting
 from ratings_api.publish import (
@@ -49,16 +48,15 @@ DEFAULT_OUTPUT: Final = "site"
 # what S3 takes under one prefix (3,500 PUT/s); each is a connection, a file descriptor
 # (1,024 by default on Linux), and more ask the store to refuse them.
 MAX_WORKERS: Final = 256
-DIGITS: Final = re.compile(r"[0-9]+")  # ASCII only: str.isdigit and int() take "²" and "٣"
-# Options that only mean something to a publish: without --publish they would do
-# nothing, silently (a user could believe a bucket was repaired).
-PUBLISHING_ONLY: Final = (
-    "repair",
-    "max_removals",
-    "publish_workers",
-    "lock_timeout",
-    "single_publisher",
-)
+# Options that only mean something to a publish, and their defaults: without --publish
+# they would do nothing, silently (a user could believe a bucket was repaired).
+PUBLISHING_ONLY: Final = {
+    "repair": False,
+    "max_removals": DEFAULT_MAX_REMOVALS,
+    "publish_workers": DEFAULT_WORKERS,
+    "lock_timeout": DEFAULT_TIMEOUT,
+    "single_publisher": False,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -69,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _build_and_publish(args)
         from ratings_api.devserver import serve  # WhiteNoise is only needed to serve
 
-        return serve(
+        serve(
             args.input,
             args.output,
             base_url=args.base_url,
@@ -78,6 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             quiet=args.quiet,
             reading=args.reading,
         )
+        return 0
     except InputError as error:
         _say(error)
         return 2
@@ -99,30 +98,24 @@ def _build_and_publish(args: argparse.Namespace) -> int:
         if target is not None:
             require_client()
         with stoppable():
-            if output is None:  # publishing alone: nothing to write, no folder to lock
-                result = render_site(
-                    args.input, base_url=args.base_url, environ=os.environ, reading=args.reading
-                )
-            else:
-                result = build(
-                    args.input,
-                    output,
-                    base_url=args.base_url,
-                    environ=os.environ,
-                    dry_run=args.check,
-                    progress=_show_progress if show_progress else None,
-                    # Not when publishing to object storage: no static host's limit applies.
-                    host_notice=_say if target is None else None,
-                    waiting=None if args.quiet else functools.partial(_waiting, output),
-                    reading=args.reading,
-                )
+            result = build(
+                args.input,
+                output,  # None when publishing alone: nothing to write, no folder to lock
+                base_url=args.base_url,
+                environ=os.environ,
+                dry_run=args.check,
+                progress=_show_progress if show_progress else None,
+                # Not when publishing to object storage: no static host's limit applies.
+                host_notice=_say if target is None else None,
+                waiting=None if args.quiet else functools.partial(_waiting, output),
+                reading=args.reading,
+            )
     except Interrupted as stop:
-        _say(_interrupted(output, args.input, stop.signum, args.check))
+        _say(_interrupted(args, stop.signum))
         return 128 + stop.signum
     finally:
         if show_progress:
             _say("\r\x1b[K", end="")  # leave a clean line
-    seconds = time.perf_counter() - started
     if output is not None and args.check:  # without a folder, the publish's line says it all
         changes = result.changes
         differs = changes.written + changes.removed
@@ -135,7 +128,7 @@ def _build_and_publish(args: argparse.Namespace) -> int:
         if built != 0 or target is None:
             return built
     elif output is not None and not args.quiet:
-        print(result.summary(output, seconds))
+        print(result.summary(output, time.perf_counter() - started))
     return 0 if target is None else _publish(args, target, result, show_progress)
 
 
@@ -157,19 +150,12 @@ def _publish(
                 waiting=args.waiting,
             )
     except Interrupted as stop:
-        # The state marked every file to touch before the first upload: the next publish
-        # finds them, whatever this one had done.
-        name = signal.Signals(stop.signum).name
-        _say(
-            f"{target}: publish interrupted by {name}; each object is whole, old or new: "
-            "publish again to finish"
-        )
+        _say(_interrupted(args, stop.signum, target))
         return 128 + stop.signum
     finally:
         if show_progress:
             _say("\r\x1b[K", end="")
-    seconds = time.perf_counter() - started
-    line = summary(target, outcome, seconds, args.check)
+    line = summary(target, outcome, time.perf_counter() - started, args.check)
     if args.check:
         return _report(line, first_changes(outcome.plan), outcome.plan.changes, args.quiet)
     if not args.quiet:
@@ -185,14 +171,22 @@ def _show_publishing(stage: str, done: int, total: int) -> None:
     _say(f"\r{stage}: {done:,} of {total:,}", end="")
 
 
-def _interrupted(output: str | None, source: str, signum: int, check: bool) -> str:
+def _interrupted(args: argparse.Namespace, signum: int, target: Destination | None = None) -> str:
+    """The line of a stop by ``signum``: of the publish to ``target``, or of the build."""
     name = signal.Signals(signum).name
-    if output is None:
-        return f"{source}: interrupted by {name} before publishing; nothing was changed"
-    if check:
-        return f"{output}: --check interrupted by {name}"
+    if target is not None:
+        # The state marked every file to touch before the first upload: the next publish
+        # finds them, whatever this one had done.
+        return (
+            f"{target}: publish interrupted by {name}; each object is whole, old or new: "
+            "publish again to finish"
+        )
+    if args.output is None:
+        return f"{args.input}: interrupted by {name} before publishing; nothing was changed"
+    if args.check:
+        return f"{args.output}: --check interrupted by {name}"
     return (
-        f"{output}: build interrupted by {name}; each file is whole, old or new: "
+        f"{args.output}: build interrupted by {name}; each file is whole, old or new: "
         "build again to finish"
     )
 
@@ -233,11 +227,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     command = parser()
     args = command.parse_args(argv)
     args.reading = Reading(args.format, args.scale)
-    if args.publish is None:
-        for name in PUBLISHING_ONLY:
-            value = getattr(args, name)
-            if value is not None and value is not False:  # 0 is a value given
-                command.error(f"--{name.replace('_', '-')} goes only with --publish")
+    for name, default in PUBLISHING_ONLY.items():  # None: not given
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+        elif args.publish is None:
+            command.error(f"--{name.replace('_', '-')} goes only with --publish")
     if args.serve:
         if args.check:
             command.error("--check and --serve do not go together")
@@ -249,15 +243,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     # fsync) a file per article that nothing reads; the publish renders from the input.
     if args.output is None and not args.publish:
         args.output = DEFAULT_OUTPUT
-    if args.max_removals is None:
-        args.max_removals = DEFAULT_MAX_REMOVALS
-    if args.publish_workers is None:
-        args.publish_workers = DEFAULT_WORKERS
-    # How to take the lock; None: take none.
-    timeout = DEFAULT_TIMEOUT if args.lock_timeout is None else args.lock_timeout
-    if timeout < lock.LEASE:  # a dead holder's lock goes stale only after its lease
+    if args.lock_timeout < lock.LEASE:  # a dead holder's lock goes stale only after its lease
         command.error(f"--lock-timeout must be at least the lock's lease, {lock.LEASE:g} s")
-    args.waiting = None if args.single_publisher else Waiting(timeout)
+    # How to take the lock; None: take none.
+    args.waiting = None if args.single_publisher else Waiting(args.lock_timeout)
     return args
 
 
@@ -333,6 +322,7 @@ def parser() -> argparse.ArgumentParser:
     add(
         "--repair",
         action="store_true",
+        default=None,
         help="list the bucket and compare every file, instead of trusting the state "
         "the last publish left: for a bucket changed by hand",
     )
@@ -351,6 +341,7 @@ def parser() -> argparse.ArgumentParser:
     add(
         "--single-publisher",
         action="store_true",
+        default=None,
         help="take no lock, nor check that the store honours conditional writes: only "
         "if one publish ever runs at a time",
     )
@@ -373,7 +364,7 @@ class _Version(argparse.Action):
 
 
 def _count(text: str) -> int:
-    if not DIGITS.fullmatch(text):
+    if not (text.isascii() and text.isdigit()):  # alone, isdigit and int() take "²" and "٣"
         raise argparse.ArgumentTypeError(f"expected a whole number, found '{text}'")
     return int(text)
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import unquote
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
-from ratings_api.build import BY_NAME, Reading, build
+from ratings_api.build import Reading, build
 from ratings_api.contract import ARTICLES_PATH
 from ratings_api.errors import InputError
 from ratings_api.server import create_app
@@ -70,14 +70,15 @@ def serve(
     base_url: str | None,
     host: str,
     port: int,
-    quiet: bool = False,
-    reading: Reading = BY_NAME,
-) -> int:
-    """Build ``output``, serve it at ``host:port``, rebuild when ``input_path`` changes.
+    quiet: bool,
+    reading: Reading,
+) -> None:
+    """Build ``output``, serve it at ``host:port``, rebuild when ``input_path`` changes,
+    until Ctrl-C.
 
     ``quiet`` keeps the build summaries and the request log to itself: only
-    the address served at and errors are printed.
-    Returns the exit code: 0 after Ctrl-C, 2 when the input or the address is unusable.
+    the address served at and errors are printed. An input or an address that
+    cannot be used is an InputError, as for a build.
     """
 
     def say(line: str) -> None:
@@ -113,12 +114,8 @@ def serve(
             finally:
                 stop.set()
                 watcher.join()  # a rebuild under way finishes: a build is never cut short
-    except InputError as error:
-        print(error, file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         pass  # Ctrl-C is how a development server stops: no traceback
-    return 0
 
 
 def _listen(host: str, port: int, handler: type[WSGIRequestHandler]) -> _Server:
@@ -126,11 +123,10 @@ def _listen(host: str, port: int, handler: type[WSGIRequestHandler]) -> _Server:
         # The socket module encodes a non-ASCII name with the IDNA codec, and
         # turns its failure into a bare TypeError: ask the codec first.
         host.encode("idna")
+        return _Server((host, port), handler)
     except UnicodeError as error:
         reason = error.__cause__ or error  # the codec's own words, without its wrapping
         raise InputError(f"--host {host}: not a host name ({reason})") from None
-    try:
-        return _Server((host, port), handler)
     except OverflowError:
         raise InputError(f"--port {port}: a port is a number from 0 to 65535") from None
     except OSError as error:
@@ -178,7 +174,7 @@ def _watch(
         except Exception:  # noqa: BLE001 - a bug, but this thread is what keeps the site fresh
             # Loud, as a bug should be, yet the watching goes on: the next edit
             # may well rebuild, and a dead watcher would serve an old site silently.
-            traceback.print_exc(file=sys.stderr)
+            traceback.print_exc()
             _still_serving(
                 f"{input_path}: the rebuild failed (a bug: please report the traceback above)"
             )

@@ -29,27 +29,10 @@ def embed_files(catalogue: Catalogue) -> dict[str, bytes]:
 def embed_script(scale: tuple[int, int] | None) -> bytes:
     """The module's bytes for a catalogue on ``scale``: the same scale, the same bytes."""
     top = None if scale is None else scale[1]
-    return render(
-        "embed.js.j2",
-        article_id=ARTICLE_ID,
-        stars=json.dumps(stars_for(scale)),
-        top=json.dumps(top),
-        texts=json.dumps(built_in_texts(top), ensure_ascii=False, separators=(",", ":")),
-    )
-
-
-def embed_types() -> bytes:
-    """``embed.d.ts``: the element's class, attributes and events, for TypeScript."""
-    return render("embed.d.ts.j2")
-
-
-def built_in_texts(top: int | None) -> dict[str, list[object]]:
-    """By language: "Not rated yet", then the count and the label by plural category.
-
-    The label says the scale in the language's words, or nothing without a scale.
-    """
+    # By language: "Not rated yet", then the count and the label by plural category; the
+    # label says the scale in the language's words, or nothing without a scale.
     texts = json.loads((TEMPLATES / "embed-texts.json").read_bytes())
-    return {
+    built_in = {
         language: [
             text["unrated"],
             text["count"],
@@ -60,3 +43,15 @@ def built_in_texts(top: int | None) -> dict[str, list[object]]:
         ]
         for language, text in texts.items()
     }
+    return render(
+        "embed.js.j2",
+        article_id=ARTICLE_ID,
+        stars=json.dumps(stars_for(scale)),
+        top=json.dumps(top),
+        texts=json.dumps(built_in, ensure_ascii=False, separators=(",", ":")),
+    )
+
+
+def embed_types() -> bytes:
+    """``embed.d.ts``: the element's class, attributes and events, for TypeScript."""
+    return render("embed.d.ts.j2")

@@ -6,9 +6,9 @@ from __future__ import annotations
 class InputError(Exception):
     """Bad input, a bad option, an unwritable output: one line, printed as it is.
 
-    As tomli's ``TOMLDecodeError``, it keeps where the mistake is apart from
-    what it is: ``path``, ``lineno`` and ``colno`` (from 1), None where unknown.
-    Its text is ``PATH:LINE:COL: msg``, or ``PATH: msg``, or ``msg`` alone.
+    As tomli's ``TOMLDecodeError`` is made, it is made from where the mistake is
+    (``path``, ``lineno`` and ``colno``, from 1, None where unknown) and what it is:
+    its text is ``PATH:LINE:COL: msg``, or ``PATH: msg``, or ``msg`` alone.
     """
 
     def __init__(
@@ -18,9 +18,5 @@ class InputError(Exception):
         lineno: int | None = None,
         colno: int | None = None,
     ) -> None:
-        where = [str(part) for part in (path, lineno, colno) if part is not None]
-        super().__init__(": ".join([":".join(where), msg]) if where else msg)
-        self.msg = msg
-        self.path = path
-        self.lineno = lineno
-        self.colno = colno
+        where = ":".join(str(part) for part in (path, lineno, colno) if part is not None)
+        super().__init__(f"{where}: {msg}" if where else msg)

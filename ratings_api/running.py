@@ -51,7 +51,6 @@ def stoppable() -> Iterator[None]:
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
-    del frame
     raise Interrupted(signum)
 
 
