@@ -87,6 +87,7 @@ sys.modules["fcntl"] = None  # "import fcntl" raises ImportError
 os.supports_dir_fd = set()
 sys.platform = "win32"
 sys.path.insert(0, {repo!r})
+{then}
 sys.argv[0] = {script!r}
 runpy.run_path({script!r}, run_name="__main__")
 """
@@ -123,11 +124,11 @@ def test_every_call_the_package_makes_is_one_macos_and_windows_have() -> None:
     assert not pairs(PORTABLE) & pairs(MISSING)
 
 
-def on_windows(*args: str) -> list[str]:
+def on_windows(*args: str, then: str = "") -> list[str]:
     """generate.py in a fresh interpreter without what macOS's and Windows's Pythons lack,
-    then ``args``."""
+    then ``args``; the code ``then`` runs just before generate.py."""
     script = str(REPO / "generate.py")
-    code = WITHOUT.format(names=MISSING, repo=str(REPO), script=script)
+    code = WITHOUT.format(names=MISSING, repo=str(REPO), script=script, then=then)
     return [sys.executable, "-W", "error", "-c", code, *args]
 
 
