@@ -19,12 +19,12 @@ import pytest
 from openapi_schema_validator import OAS31Validator
 from openapi_spec_validator import OpenAPIV31SpecValidator
 
-from ratings_api.cli import main
 from ratings_api.contract import MAX_ID
 from ratings_api.describe import BEST_RATED, META_CSP, Article, best_rated
 from ratings_api.loader import Catalogue
 from ratings_api.rating import rating_value
 from tests.sample import SAMPLE
+from tests.trees import built
 
 REPO: Final = Path(__file__).resolve().parent.parent
 OPENAPI: Final = "away/api/openapi.json"
@@ -45,15 +45,6 @@ CATALOGUES: Final = {
 }
 
 
-def build_site(folder: Path, ratings: str, base_url: str = "https://example.com") -> Path:
-    source = folder / "ratings.yaml"
-    source.write_text(ratings, encoding="utf-8")
-    site = folder / "site"
-    arguments = ["--input", str(source), "--output", str(site), "--base-url", base_url]
-    assert main([*arguments, "--quiet"]) == 0
-    return site
-
-
 def rating_document(site: Path, article_id: int) -> bytes:
     return (site / f"away/api/articles/{article_id}/rating/index.json").read_bytes()
 
@@ -66,7 +57,7 @@ def test_every_catalogue_gives_a_valid_document_with_real_examples(
     tmp_path: Path, name: str
 ) -> None:
     ratings, ids = CATALOGUES[name]
-    site = build_site(tmp_path, ratings)
+    site = built(tmp_path, ratings, "--base-url", "https://example.com")
     document = json.loads((site / OPENAPI).read_bytes())
     OpenAPIV31SpecValidator(document).validate()
     validator = OAS31Validator(document["components"]["schemas"]["Rating"])
@@ -154,7 +145,7 @@ def test_the_front_page_passes_its_own_policy_and_a_hostile_base_url_stays_data(
 ) -> None:
     """Nothing inline, nothing from elsewhere: all the policy allows is the site's own files,
     whatever the base URL holds; in the document and on the page it is data."""
-    site = build_site(tmp_path, SAMPLE, HOSTILE_URL)
+    site = built(tmp_path, SAMPLE, "--base-url", HOSTILE_URL)
     elements = front_page(site)
     metas = [e.attributes for e in elements if e.tag == "meta" and "http-equiv" in e.attributes]
     assert metas == [{"http-equiv": "Content-Security-Policy", "content": META_CSP}]

@@ -19,7 +19,6 @@ from typing import Final
 
 import pytest
 
-from ratings_api.build import build
 from ratings_api.contract import COMMON_HEADERS
 from ratings_api.devserver import POLL_SECONDS
 from ratings_api.server import KEEP_BYTES, create_app
@@ -27,25 +26,19 @@ from tests.contract import NOT_FOUND, Host, call_app, raw_request, request, wait
 from tests.hosts import start_gunicorn, start_serve
 from tests.served import serving
 from tests.test_portable import on_windows
+from tests.trees import built
 
 RACE_SECONDS: Final = 0.5
 GOOD: Final = "articles:\n  7: [5]\n"
+A_BASE_URL: Final = ("--base-url", "https://a.example")
 
 # The app in this process
 
 
-def built(folder: Path, ratings: str) -> Path:
-    """The site built from ``ratings`` in ``folder``."""
-    (folder / "ratings.yaml").write_text(ratings, encoding="utf-8")
-    site = folder / "site"
-    build(str(folder / "ratings.yaml"), str(site), base_url="https://a.example", environ={})
-    return site
-
-
 def test_a_file_removed_by_a_rebuild_is_a_404(tmp_path: Path) -> None:
-    app = create_app(str(built(tmp_path, "articles:\n  1: [5]\n  2: [4]\n")))
+    app = create_app(str(built(tmp_path, "articles:\n  1: [5]\n  2: [4]\n", *A_BASE_URL)))
     assert call_app(app, "GET", b"/away/api/articles/2/rating/")[0] == 200
-    built(tmp_path, "articles:\n  1: [5]\n")
+    built(tmp_path, "articles:\n  1: [5]\n", *A_BASE_URL)
     assert call_app(app, "GET", b"/away/api/articles/2/rating/")[::2] == (404, NOT_FOUND)
 
 
@@ -126,7 +119,7 @@ def test_a_file_too_large_to_keep_is_read_in_ranges(asked: str, tmp_path: Path) 
 def test_whitenoise_serves_the_assets_with_the_contract_s_headers(tmp_path: Path) -> None:
     """Indexed at start-up, as in production: one added since is the JSON 404. Ranges and
     conditions are WhiteNoise's, as docs/http-api.md says."""
-    site = built(tmp_path, GOOD)
+    site = built(tmp_path, GOOD, *A_BASE_URL)
     app = create_app(str(site))
     star = (site / "assets/star.svg").read_bytes()
     (site / "assets/new.svg").write_bytes(star)
