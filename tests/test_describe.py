@@ -165,7 +165,6 @@ def test_the_front_page_passes_its_own_policy_and_a_hostile_base_url_stays_data(
     pattern = schema["properties"]["article_url"]["pattern"]
     assert re.fullmatch(pattern, f"{HOSTILE_URL}/away/api/articles/7/")
     assert not re.fullmatch(pattern, "https://example.com/away/api/articles/7/")
-    OAS31Validator(schema).validate(json.loads(rating_document(site, 7)))
     source = (site / "index.html").read_text(encoding="utf-8")
     assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;amp;&#34;" in source
     # The curl line, pasted in a shell, asks for exactly the URL.
