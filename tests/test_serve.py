@@ -184,7 +184,9 @@ def test_serve_rebuilds_on_each_change_and_outlives_a_failed_rebuild(tmp_path: P
         told = ("still serving the last good build", "ratings.yaml changed: built")
         log, process = served.log, served.process
         for count, edit in enumerate(["articles:\n  7: [x]\n", GOOD, f"# edited\n{GOOD}", GOOD]):
-            source.write_text(edit, encoding="utf-8")
+            # Saved by rename, as editors save: the watcher never reads a half-written file.
+            (tmp_path / "saved").write_text(edit, encoding="utf-8")
+            os.replace(tmp_path / "saved", source)
             wait_until(lambda n=count: sum(map(log.read_text().count, told)) > n, process, log)
         reply = request(
             int(served.address.rsplit(":", 1)[1]), "GET", "/away/api/articles/7/rating/"

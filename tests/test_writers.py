@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ratings_api.cli import main
-from tests.trees import document, documents, lock_folder_of, read_tree, snapshot
+from tests.trees import build, document, documents, lock_folder_of, read_tree, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD, NEW = "https://old.example", "https://new.example"
@@ -24,10 +23,6 @@ def ratings_file(path: Path, ids: range | list[int], base_url: str = OLD) -> Pat
     articles = "".join(f"  {n}: [{n % 5 + 1}]\n" for n in ids)
     path.write_text(f"base_url: {base_url}\nscale: [1, 5]\narticles:\n{articles}")
     return path
-
-
-def build(ratings: Path, site: Path, *extra: str) -> int:
-    return main(["--input", str(ratings), "--output", str(site), "--quiet", *extra])
 
 
 def generate(ratings: Path, site: Path, *extra: str) -> subprocess.Popen[bytes]:

@@ -42,15 +42,16 @@ def lock_folder_of(root: Path) -> Path:
     return root.parent / f".{root.name}.generate"
 
 
+def build(ratings: Path, site: Path, *options: str) -> int:
+    """The command line's exit code, building ``site`` from the file ``ratings``."""
+    return main(["--input", str(ratings), "--output", str(site), *options])
+
+
 def built(folder: Path, ratings: str, *options: str) -> Path:
     """``ratings`` written to ``folder``/ratings.yaml, and ``folder``/site built from it."""
     (folder / "ratings.yaml").write_text(ratings, encoding="utf-8")
-    site = folder / "site"
-    assert (
-        main(["--input", str(folder / "ratings.yaml"), "--output", str(site), "--quiet", *options])
-        == 0
-    )
-    return site
+    assert build(folder / "ratings.yaml", folder / "site", "--quiet", *options) == 0
+    return folder / "site"
 
 
 def documents(root: Path) -> dict[str, bytes]:
