@@ -18,7 +18,7 @@ from typing import Final
 
 from tests.contract import READY_SECONDS, REPO
 from tests.test_user_errors import run
-from tests.test_writers import hold_lock
+from tests.test_writers import hold_lock, ratings_file
 from tests.trees import built, read_tree, tree_diff
 
 MODULES: Final = ("os", "signal", "fcntl", "mmap", "select", "socket", "time")
@@ -90,9 +90,6 @@ sys.path.insert(0, {repo!r})
 sys.argv[0] = {script!r}
 runpy.run_path({script!r}, run_name="__main__")
 """
-RATINGS: Final = "base_url: https://ratings.example.com\nscale: [1, 5]\narticles:\n" + "".join(
-    f"  {n}: [{n % 5 + 1}]\n" for n in range(1, 601)
-)
 
 
 def used_names() -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
@@ -132,9 +129,9 @@ def on_windows(*args: str, then: str = "") -> list[str]:
 
 
 def test_the_build_runs_without_what_macos_and_windows_lack(tmp_path: Path) -> None:
+    ratings = ratings_file(tmp_path / "ratings.yaml", range(1, 601), "https://ratings.example.com")
     (tmp_path / "expected").mkdir()
-    expected = read_tree(built(tmp_path / "expected", RATINGS))
-    (tmp_path / "ratings.yaml").write_text(RATINGS, encoding="utf-8")
+    expected = read_tree(built(tmp_path / "expected", ratings.read_text(encoding="utf-8")))
     lock = hold_lock(tmp_path / "site", b"4242\n")
     try:  # a second build waits for the first, through Windows's lock
         process = subprocess.Popen(
