@@ -14,20 +14,13 @@ import schemathesis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # loaded by path, by Schemathesis
 from ratings_api.contract import MAX_ID
+from tests.contract import RATINGS as CONTRACT_RATINGS
 
 if TYPE_CHECKING:
     from schemathesis import Case, CheckContext, Response
 
-RATINGS: Final = f"""\
-scale: [1, 5]
-articles:
-  1: [4, 5, 3, 4]
-  7: [5, 4, 5, 5, 5, 5]
-  12: {{sum: 29, count: 6}}
-  31: []
-  1000000: [5]
-  {MAX_ID}: {{sum: 10, count: 2}}
-"""
+# The contract's catalogue, and the largest id there can be.
+RATINGS: Final = f"{CONTRACT_RATINGS}  {MAX_ID}: {{sum: 10, count: 2}}\n"
 # id: (rating_sum, rating_count, rating_value), worked out by hand.
 LISTED: Final = {
     1: (16, 4, "4.0"),

@@ -1,26 +1,13 @@
-"""The sample catalogue (ratings.yaml's articles, frozen here), and what its front page shows."""
+"""The sample catalogue (ratings.yaml's articles, frozen in a golden case), and what its front
+page shows."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Final
 
-SAMPLE: Final = """\
-base_url: https://ratings.example.com
-scale: [1, 5]
-articles:
-  1: [4, 5, 3, 4]
-  2: [2, 3, 2]
-  3: [5, 5, 4, 5, 5, 5, 4, 5]
-  5: [3]
-  7: [5, 4, 5, 5, 5, 5]
-  8: {sum: 1290, count: 301}
-  12: {sum: 29, count: 6}
-  15: [1, 2, 1, 1]
-  21: [4, 4, 4, 5, 3, 4, 4]
-  24: [3, 4]
-  31: []
-  42: {sum: 63, count: 20}
-"""
+# The front-page golden case's input: its front page's bytes are that case's expected/index.html.
+SAMPLE: Final = (Path(__file__).parent / "cases/valid/front-page/ratings.yaml").read_text("utf-8")
 # The best-rated table as (rank, id, average, ratings), worked out by hand:
 # 4.8 three times, by count; 15 (1.3) and 31 (not rated) do not make the ten.
 SAMPLE_BEST: Final = [

@@ -19,39 +19,21 @@ import pytest
 from openapi_schema_validator import OAS31Validator
 from openapi_spec_validator import OpenAPIV31SpecValidator
 
-from ratings_api.cli import main
 from ratings_api.contract import MAX_ID
 from ratings_api.describe import BEST_RATED, META_CSP, Article, best_rated
 from ratings_api.loader import Catalogue
 from ratings_api.rating import rating_value
 from tests.sample import SAMPLE
+from tests.trees import built
 
 REPO: Final = Path(__file__).resolve().parent.parent
 OPENAPI: Final = "away/api/openapi.json"
 RATING_PATH: Final = "/away/api/articles/{id}/rating/"
 # Everything a base URL may hold that means something in HTML, in a shell or in a regex.
 HOSTILE_URL: Final = "https://example.com/<script>alert('x')</script>&amp;\"$(id)`id`(a|b)+.*"
-# Catalogues, and the ids each gives as examples: the best rated, one not rated yet, unused.
-CATALOGUES: Final = {
-    "sample": (SAMPLE, {"rated": 3, "unrated": 31, "unlisted": 43}),
-    "no articles": ("articles: {}\n", {"unlisted": 1}),
-    "none rated": ("articles:\n  4: []\n  2: []\n", {"unrated": 2, "unlisted": 5}),
-    "none unrated": ("articles:\n  4: [1]\n", {"rated": 4, "unlisted": 5}),
-    "no scale, negative": ("articles:\n  1: [-1, -1, 1]\n  2: [-5]\n", {"rated": 1, "unlisted": 3}),
-    "the bounds": (  # the largest id, sum and count, and the smallest sum
-        f"articles:\n  {MAX_ID}: {{sum: {MAX_ID}, count: {MAX_ID}}}\n  1: {{sum: -{MAX_ID}, count: 1}}\n",
-        {"rated": MAX_ID, "unlisted": 2},
-    ),
-}
-
-
-def build_site(folder: Path, ratings: str, base_url: str = "https://example.com") -> Path:
-    source = folder / "ratings.yaml"
-    source.write_text(ratings, encoding="utf-8")
-    site = folder / "site"
-    arguments = ["--input", str(source), "--output", str(site), "--base-url", base_url]
-    assert main([*arguments, "--quiet"]) == 0
-    return site
+# The golden cases that hold the OpenAPI document: the sample, no articles, none rated, none
+# unrated, no scale and negative, the bounds, a CSV, a Unicode and a hostile base URL.
+DESCRIBED: Final = sorted(REPO.glob(f"tests/cases/valid/*/expected/{OPENAPI}"))
 
 
 def rating_document(site: Path, article_id: int) -> bytes:
@@ -61,28 +43,28 @@ def rating_document(site: Path, article_id: int) -> bytes:
 # The OpenAPI document
 
 
-@pytest.mark.parametrize("name", list(CATALOGUES))
-def test_every_catalogue_gives_a_valid_document_with_real_examples(
-    tmp_path: Path, name: str
-) -> None:
-    ratings, ids = CATALOGUES[name]
-    site = build_site(tmp_path, ratings)
-    document = json.loads((site / OPENAPI).read_bytes())
+@pytest.mark.parametrize("path", DESCRIBED, ids=lambda path: path.parents[3].name)
+def test_every_description_is_valid_and_its_examples_are_the_documents(path: Path) -> None:
+    """Its bytes are the golden case's (tests/test_cases.py); the documents beside it too."""
+    document = json.loads(path.read_bytes())
     OpenAPIV31SpecValidator(document).validate()
+    site = path.parents[2]
     validator = OAS31Validator(document["components"]["schemas"]["Rating"])
-    for path in (site / "away/api/articles").glob("*/rating/index.json"):  # every document
-        validator.validate(json.loads(path.read_bytes()))
+    for found in (site / "away/api/articles").glob("*/rating/index.json"):  # every document
+        validator.validate(json.loads(found.read_bytes()))
         for past in ({"id": MAX_ID + 1}, {"rating_count": MAX_ID + 1}, {"rating_sum": -MAX_ID - 1}):
-            assert not validator.is_valid(json.loads(path.read_bytes()) | past), past
-    parameter = document["components"]["parameters"]["ArticleId"]
-    assert {key: example["value"] for key, example in parameter["examples"].items()} == ids
+            assert not validator.is_valid(json.loads(found.read_bytes()) | past), past
+    ids = document["components"]["parameters"]["ArticleId"]["examples"]
+    assert {"unlisted"} <= set(ids) <= {"rated", "unrated", "unlisted"}
+    assert not (site / "away/api/articles" / str(ids["unlisted"]["value"])).exists()
     # The examples of a 200 are the very files, fields in order, dumped as the build dumps them.
     operation = document["paths"][RATING_PATH]["get"]
     content = operation["responses"]["200"]["content"]["application/json"]
     shown = {key: example["value"] for key, example in content.get("examples", {}).items()}
     assert list(shown) == [key for key in ("rated", "unrated") if key in ids]
     for key, example in shown.items():
-        assert (json.dumps(example) + "\n").encode() == rating_document(site, ids[key])
+        dumped = json.dumps(example, ensure_ascii=False) + "\n"
+        assert dumped.encode() == rating_document(site, ids[key]["value"])
     assert document["components"]["schemas"]["Rating"].get("examples", []) == list(shown.values())
 
 
@@ -154,7 +136,7 @@ def test_the_front_page_passes_its_own_policy_and_a_hostile_base_url_stays_data(
 ) -> None:
     """Nothing inline, nothing from elsewhere: all the policy allows is the site's own files,
     whatever the base URL holds; in the document and on the page it is data."""
-    site = build_site(tmp_path, SAMPLE, HOSTILE_URL)
+    site = built(tmp_path, SAMPLE, "--base-url", HOSTILE_URL)
     elements = front_page(site)
     metas = [e.attributes for e in elements if e.tag == "meta" and "http-equiv" in e.attributes]
     assert metas == [{"http-equiv": "Content-Security-Policy", "content": META_CSP}]
@@ -177,14 +159,12 @@ def test_the_front_page_passes_its_own_policy_and_a_hostile_base_url_stays_data(
         assert unsafe not in script, unsafe
     assert 'setAttribute("style' not in script
 
-    document = json.loads((site / OPENAPI).read_bytes())
-    OpenAPIV31SpecValidator(document).validate()
+    document = json.loads((site / OPENAPI).read_bytes())  # valid: its golden case
     assert document["servers"][0]["url"] == HOSTILE_URL
     schema = document["components"]["schemas"]["Rating"]
     pattern = schema["properties"]["article_url"]["pattern"]
     assert re.fullmatch(pattern, f"{HOSTILE_URL}/away/api/articles/7/")
     assert not re.fullmatch(pattern, "https://example.com/away/api/articles/7/")
-    OAS31Validator(schema).validate(json.loads(rating_document(site, 7)))
     source = (site / "index.html").read_text(encoding="utf-8")
     assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;amp;&#34;" in source
     # The curl line, pasted in a shell, asks for exactly the URL.

@@ -34,21 +34,15 @@ def test_the_usual_layout_is_read_fast_as_the_walker_reads_it() -> None:
 
 
 # The usual layout's near misses: each is left to the walker, or read as the walker reads it.
+# Those an error case holds (an id twice, past the scale or the bounds, not UTF-8...) are its:
+# the fast path taking one would build, not fail (tests/test_cases.py).
 NEAR_MISSES: Final = {
-    "articles-null": b"articles:\nscale: [1, 5]\n",
-    "id-twice": b"articles:\n  7: [5]\n  7: [4]\n",
     "out-of-scale": b"scale: [1, 5]\narticles:\n  7: [6]\n",
-    "out-of-late-scale": b"articles:\n  7: [5]\nscale: [1, 4]\n",
-    "sum-over": b"scale: [1, 5]\narticles:\n  7: {sum: 6, count: 1}\n",
-    "sum-without-count": b"articles:\n  7: {sum: 3, count: 0}\n",
-    "id-too-large": b"articles:\n  9007199254740992: [5]\n",
     "the-placeholder-s-id": b"articles:\n  9007199254740991: [5]\n",
-    "ratings-add-up-past": b"articles:\n  7: [9007199254740991, 1]\n",
     "rating-past": b"articles:\n  7: [-9007199254740992]\n",
     "count-past": b"articles:\n  7: {sum: 1, count: 9007199254740992}\n",
     "crlf": b"articles:\r\n  7: [5]\r\n",
     "line-separator": "articles:\n  7: [5] # \u2028  8: [1]\n".encode(),
-    "not-utf8": b"articles:\n  7: [5] # caf\xe9\n",
     "misaligned": b"articles:\n  7: [5]\n    8: [4]\n",
     "block-list-after": b"articles:\n  7: [5]\n  8:\n  - 4\n",
     "key-in-string": b"base_url: 'https://x.example\narticles:\n  7: [5]\n'\n",

@@ -21,11 +21,10 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from ratings_api.build import build
 from tests.action import REQUIREMENTS, clean_environ
 from tests.contract import start, stop, wait_answering, wait_for
 from tests.objectstore import Store
-from tests.trees import read_tree, tree_diff
+from tests.trees import built, read_tree, tree_diff
 
 pytestmark = pytest.mark.real_world
 
@@ -96,12 +95,12 @@ def test_the_installed_command_builds_serves_and_publishes_the_checkout_s_site(
     """Run from a folder of its own, as `ratings-api` and `python -m ratings_api`: the same site
     as the checkout's, its own version, the app under gunicorn, and with the [publish] extra,
     a publish."""
-    checkout, folder, publishing = (tmp_path / name for name in ("checkout", "project", "publish"))
-    for where in (checkout, folder, publishing):
+    folder, publishing = tmp_path / "project", tmp_path / "publish"
+    for where in (folder, publishing):
         where.mkdir()
         (where / "ratings.yaml").write_text(RATINGS, encoding="utf-8")
-    build(str(checkout / "ratings.yaml"), str(checkout / "site"), base_url=None, environ={})
-    expected = read_tree(checkout / "site")
+    (tmp_path / "checkout").mkdir()
+    expected = read_tree(built(tmp_path / "checkout", RATINGS))
     python = installed_tool / BIN / "python"
     where = run([python, "-c", "import ratings_api; print(ratings_api.__file__)"], folder)
     # Not the checkout's.
@@ -113,8 +112,8 @@ def test_the_installed_command_builds_serves_and_publishes_the_checkout_s_site(
         assert said.stdout.startswith(
             "built site: 1 article; files: 10 written, 0 removed, 0 unchanged in "
         )
-        built = read_tree(folder / "site")
-        assert built == expected, tree_diff(built, expected)  # the templates and assets too
+        tree = read_tree(folder / "site")
+        assert tree == expected, tree_diff(tree, expected)  # the templates and assets too
 
     # --version reads the installed metadata; a checkout's generate.py says it is none.
     said = run([installed_tool / BIN / "ratings-api", "--version"], tmp_path)

@@ -16,11 +16,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
-from ratings_api.build import build
 from tests.contract import READY_SECONDS, REPO
 from tests.test_user_errors import run
-from tests.test_writers import hold_lock
-from tests.trees import read_tree, tree_diff
+from tests.test_writers import hold_lock, ratings_file
+from tests.trees import built, read_tree, tree_diff
 
 MODULES: Final = ("os", "signal", "fcntl", "mmap", "select", "socket", "time")
 # Every name the package reads from those modules directly, each available on
@@ -87,12 +86,10 @@ sys.modules["fcntl"] = None  # "import fcntl" raises ImportError
 os.supports_dir_fd = set()
 sys.platform = "win32"
 sys.path.insert(0, {repo!r})
+{then}
 sys.argv[0] = {script!r}
 runpy.run_path({script!r}, run_name="__main__")
 """
-RATINGS: Final = "base_url: https://ratings.example.com\nscale: [1, 5]\narticles:\n" + "".join(
-    f"  {n}: [{n % 5 + 1}]\n" for n in range(1, 601)
-)
 
 
 def used_names() -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
@@ -123,18 +120,18 @@ def test_every_call_the_package_makes_is_one_macos_and_windows_have() -> None:
     assert not pairs(PORTABLE) & pairs(MISSING)
 
 
-def on_windows(*args: str) -> list[str]:
+def on_windows(*args: str, then: str = "") -> list[str]:
     """generate.py in a fresh interpreter without what macOS's and Windows's Pythons lack,
-    then ``args``."""
+    then ``args``; the code ``then`` runs just before generate.py."""
     script = str(REPO / "generate.py")
-    code = WITHOUT.format(names=MISSING, repo=str(REPO), script=script)
+    code = WITHOUT.format(names=MISSING, repo=str(REPO), script=script, then=then)
     return [sys.executable, "-W", "error", "-c", code, *args]
 
 
 def test_the_build_runs_without_what_macos_and_windows_lack(tmp_path: Path) -> None:
-    (tmp_path / "ratings.yaml").write_text(RATINGS, encoding="utf-8")
-    build(str(tmp_path / "ratings.yaml"), str(tmp_path / "expected"), base_url=None, environ={})
-    expected = read_tree(tmp_path / "expected")
+    ratings = ratings_file(tmp_path / "ratings.yaml", range(1, 601), "https://ratings.example.com")
+    (tmp_path / "expected").mkdir()
+    expected = read_tree(built(tmp_path / "expected", ratings.read_text(encoding="utf-8")))
     lock = hold_lock(tmp_path / "site", b"4242\n")
     try:  # a second build waits for the first, through Windows's lock
         process = subprocess.Popen(

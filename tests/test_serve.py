@@ -7,49 +7,38 @@ gunicorn."""
 
 from __future__ import annotations
 
-import io
 import os
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
-from contextlib import redirect_stderr
 from functools import partial
 from pathlib import Path
 from typing import Final
 
 import pytest
 
-from ratings_api import devserver
-from ratings_api.build import build
 from ratings_api.contract import COMMON_HEADERS
 from ratings_api.devserver import POLL_SECONDS
-from ratings_api.errors import InputError
 from ratings_api.server import KEEP_BYTES, create_app
-from tests.contract import NOT_FOUND, Host, call_app, raw_request, request, wait_for
+from tests.contract import NOT_FOUND, Host, call_app, raw_request, request, wait_until
 from tests.hosts import start_gunicorn, start_serve
 from tests.served import serving
 from tests.test_portable import on_windows
+from tests.trees import built
 
 RACE_SECONDS: Final = 0.5
 GOOD: Final = "articles:\n  7: [5]\n"
+A_BASE_URL: Final = ("--base-url", "https://a.example")
 
 # The app in this process
 
 
-def built(folder: Path, ratings: str) -> Path:
-    """The site built from ``ratings`` in ``folder``."""
-    (folder / "ratings.yaml").write_text(ratings, encoding="utf-8")
-    site = folder / "site"
-    build(str(folder / "ratings.yaml"), str(site), base_url="https://a.example", environ={})
-    return site
-
-
 def test_a_file_removed_by_a_rebuild_is_a_404(tmp_path: Path) -> None:
-    app = create_app(str(built(tmp_path, "articles:\n  1: [5]\n  2: [4]\n")))
+    app = create_app(str(built(tmp_path, "articles:\n  1: [5]\n  2: [4]\n", *A_BASE_URL)))
     assert call_app(app, "GET", b"/away/api/articles/2/rating/")[0] == 200
-    built(tmp_path, "articles:\n  1: [5]\n")
+    built(tmp_path, "articles:\n  1: [5]\n", *A_BASE_URL)
     assert call_app(app, "GET", b"/away/api/articles/2/rating/")[::2] == (404, NOT_FOUND)
 
 
@@ -148,7 +137,7 @@ def test_a_file_too_large_to_keep_is_read_in_ranges(asked: str, tmp_path: Path) 
 def test_whitenoise_serves_the_assets_with_the_contract_s_headers(tmp_path: Path) -> None:
     """Indexed at start-up, as in production: one added since is the JSON 404. Ranges and
     conditions are WhiteNoise's, as docs/http-api.md says."""
-    site = built(tmp_path, GOOD)
+    site = built(tmp_path, GOOD, *A_BASE_URL)
     app = create_app(str(site))
     star = (site / "assets/star.svg").read_bytes()
     (site / "assets/new.svg").write_bytes(star)
@@ -185,77 +174,58 @@ def test_the_app_imports_neither_the_builder_nor_the_command_line() -> None:
 # --serve as a user runs it
 
 
-def test_serve_says_no_article_yet_and_waits_out_an_input_gone_for_a_moment(
-    tmp_path: Path,
-) -> None:
-    """As while an editor saves by rename: no file at a poll is no change, and no error. In an
+# Injected as the build runs under --serve: its second and third writes fail as a bug and as a
+# full disk would; the others write.
+FAILING_WRITES: Final = """\
+import ratings_api.writer
+real, writes = ratings_api.writer.sync_site, []
+def sync_site(*args, **kwargs):
+    writes.append(len(writes))
+    if len(writes) == 2:
+        raise RuntimeError("a bug in a rebuild")
+    if len(writes) == 3:
+        raise OSError(28, "No space left on device")
+    return real(*args, **kwargs)
+ratings_api.writer.sync_site = sync_site
+"""
+
+
+def test_serve_rebuilds_on_each_change_and_outlives_a_failed_rebuild(tmp_path: Path) -> None:
+    """An input gone for a moment (an editor saving by rename) is no change; a mistake, a bug and
+    a machine's error each leave the last good build served, and the watching goes on. In an
     interpreter without what macOS's and Windows's Pythons lack."""
-    windows = partial(on_windows, "--serve", "--port", "0")
+    source = tmp_path / "ratings.yaml"
+    windows = partial(on_windows, "--serve", "--port", "0", then=FAILING_WRITES)
     with serving(tmp_path, "articles: {}\n", command=windows) as served:
-        (tmp_path / "ratings.yaml").unlink()
+        source.unlink()
         time.sleep(POLL_SECONDS * 4)  # several polls find no file
-        (tmp_path / "ratings.yaml").write_text(GOOD, encoding="utf-8")
-        wait_for(r"^ratings\.yaml changed: built site: 1 article", served.log, served.process)
+        told = ("still serving the last good build", "ratings.yaml changed: built")
+        log, process = served.log, served.process
+        for count, edit in enumerate(["articles:\n  7: [x]\n", GOOD, f"# edited\n{GOOD}", GOOD]):
+            # Saved by rename, as editors save: the watcher never reads a half-written file.
+            (tmp_path / "saved").write_text(edit, encoding="utf-8")
+            os.replace(tmp_path / "saved", source)
+            wait_until(lambda n=count: sum(map(log.read_text().count, told)) > n, process, log)
         reply = request(
             int(served.address.rsplit(":", 1)[1]), "GET", "/away/api/articles/7/rating/"
         )
-    lines = served.log.read_text().splitlines()
+    lines = [line for line in log.read_text().splitlines() if " - - [" not in line]
     assert lines[0].startswith("built site: 0 articles")
     assert lines[1] == f"Serving site/ at {served.address}/ — no articles yet"
-    assert [line.split(":")[0] for line in lines[2:] if " - - [" not in line] == [
-        "ratings.yaml changed"
-    ], lines
+    assert lines[2:4] == [
+        "ratings.yaml:2:7: article 7: a rating must be an integer, found 'x'",
+        "still serving the last good build",
+    ]
+    assert lines[4] == "Traceback (most recent call last):"
+    assert lines[lines.index("RuntimeError: a bug in a rebuild") + 1 : -1] == [
+        "ratings.yaml: the rebuild failed (a bug: please report the traceback above)",
+        "still serving the last good build",
+        "ratings.yaml: the rebuild failed: [Errno 28] No space left on device",
+        "still serving the last good build",
+    ]
+    assert lines[-1].startswith("ratings.yaml changed: built site: 1 article")
     assert (reply.status, reply.headers["Content-Type"]) == (200, "application/json")
     assert reply.body == (served.site / "away/api/articles/7/rating/index.json").read_bytes()
-
-
-def test_the_watcher_outlives_any_exception_of_a_rebuild(tmp_path: Path) -> None:
-    """A bug is reported loudly, a mistake or a machine's error in one line, and the watching
-    goes on."""
-    source = tmp_path / "ratings.yaml"
-    source.write_text(GOOD, encoding="utf-8")
-    outcomes: list[BaseException | str] = [
-        InputError("ratings.yaml:1:1: a mistake"),
-        RuntimeError("a bug in a rebuild"),
-        OSError(28, "No space left on device"),
-        "built site: 1 article",
-    ]
-
-    def rebuild() -> str:
-        outcome = outcomes.pop(0)
-        if isinstance(outcome, BaseException):
-            raise outcome
-        return outcome
-
-    said: list[str] = []
-    stop_watching = threading.Event()
-    watch = (str(source), devserver._signature(str(source)), rebuild, stop_watching, said.append)
-    with redirect_stderr(io.StringIO()) as errors:
-        watcher = threading.Thread(target=devserver._watch, args=watch)
-        watcher.start()
-        try:
-            for edit in range(4):
-                source.write_text(f"# edit {edit}\n" + GOOD, encoding="utf-8")
-                deadline = time.monotonic() + 20 * POLL_SECONDS
-                while len(outcomes) > 3 - edit:
-                    assert watcher.is_alive(), errors.getvalue()
-                    assert time.monotonic() < deadline, errors.getvalue()
-                    time.sleep(0.02)
-        finally:
-            stop_watching.set()
-            watcher.join()
-
-    assert said == [f"{source} changed: built site: 1 article"]
-    assert errors.getvalue().startswith(
-        "ratings.yaml:1:1: a mistake\nstill serving the last good build\nTraceback (most"
-    )
-    assert errors.getvalue().endswith(
-        "RuntimeError: a bug in a rebuild\n"
-        f"{source}: the rebuild failed (a bug: please report the traceback above)\n"
-        "still serving the last good build\n"
-        f"{source}: the rebuild failed: [Errno 28] No space left on device\n"
-        "still serving the last good build\n"
-    )
 
 
 # An absolute-form target (RFC 9112, 3.2.2) is answered by its path, on --serve as on gunicorn.

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ratings_api.cli import main
-from tests.trees import document, documents, lock_folder_of, read_tree, snapshot
+from tests.trees import build, document, documents, lock_folder_of, read_tree, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD_TIME = 1_000_000_000_000_000_000  # 2001, in nanoseconds: far from any build's clock
@@ -26,10 +25,6 @@ def ratings_file(folder: Path, articles: str, base_url: str = "https://example.c
     path = folder / "ratings.yaml"
     path.write_text(f"base_url: {base_url}\nscale: [1, 5]\narticles:\n{articles}")
     return path
-
-
-def build(ratings: Path, site: Path, *extra: str) -> int:
-    return main(["--input", str(ratings), "--output", str(site), *extra])
 
 
 def built(tmp_path: Path, articles: str, *extra: str) -> tuple[Path, Path]:

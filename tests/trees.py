@@ -6,7 +6,7 @@ import difflib
 import os
 from pathlib import Path
 
-from ratings_api.build_lock import lock_folder
+from ratings_api.cli import main
 from ratings_api.rating import ARTICLES_PATH
 
 
@@ -38,8 +38,20 @@ def document(article_id: int) -> str:
 
 
 def lock_folder_of(root: Path) -> Path:
-    """The folder of the build lock of the output folder ``root``: beside it."""
-    return Path(lock_folder(str(root)))
+    """The folder of the build lock of the output folder ``root``: beside it, as the docs say."""
+    return root.parent / f".{root.name}.generate"
+
+
+def build(ratings: Path, site: Path, *options: str) -> int:
+    """The command line's exit code, building ``site`` from the file ``ratings``."""
+    return main(["--input", str(ratings), "--output", str(site), *options])
+
+
+def built(folder: Path, ratings: str, *options: str) -> Path:
+    """``ratings`` written to ``folder``/ratings.yaml, and ``folder``/site built from it."""
+    (folder / "ratings.yaml").write_text(ratings, encoding="utf-8")
+    assert build(folder / "ratings.yaml", folder / "site", "--quiet", *options) == 0
+    return folder / "site"
 
 
 def documents(root: Path) -> dict[str, bytes]:
