@@ -388,28 +388,20 @@ Event = dict[str, Any]
 
 def viewer_request(uri: str, method: str = "GET", query: str = "") -> Event:
     """The event CloudFront passes the function for ``method`` on ``uri?query``."""
-    context = {"distributionDomainName": "d111111abcdef8.cloudfront.net", "requestId": "4TyzHT"}
     querystring = {name: {"value": value} for name, value in urllib.parse.parse_qsl(query)}
-    return {
-        "version": "1.0",
-        "context": {**context, "distributionId": "EDFDVBD6EXAMPLE", "eventType": "viewer-request"},
-        "viewer": {"ip": "198.51.100.11"},
-        "request": {
-            "method": method,
-            "uri": uri,
-            "querystring": querystring,
-            "headers": {"host": {"value": "ratings.example.com"}},
-            "cookies": {},
-        },
-    }
+    headers = {"host": {"value": "ratings.example.com"}}
+    request = {"method": method, "uri": uri, "querystring": querystring, "headers": headers}
+    context = {"distributionDomainName": "d111111abcdef8.cloudfront.net", "requestId": "4TyzHT"}
+    context |= {"distributionId": "EDFDVBD6EXAMPLE", "eventType": "viewer-request"}
+    viewer = {"ip": "198.51.100.11"}
+    return {"version": "1.0", "context": context, "viewer": viewer, "request": request}
 
 
 def viewer_response(uri: str, status: int, content_type: str) -> Event:
     """The event CloudFront passes the function with the bucket's answer to ``uri``."""
     event = viewer_request(uri)
     event["context"]["eventType"] = "viewer-response"
-    kind = {"content-type": {"value": content_type}}
-    event["response"] = {"statusCode": status, "headers": kind, "cookies": {}}
+    event["response"] = {"statusCode": status, "headers": {"content-type": {"value": content_type}}}
     return event
 
 

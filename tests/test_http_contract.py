@@ -54,7 +54,6 @@ from tests.contract import (
     app_answer,
     process_tree,
     request,
-    stop,
     wait_for,
     wait_until,
 )
@@ -824,16 +823,16 @@ class Forbidding(http.server.BaseHTTPRequestHandler):
 def test_a_store_that_answers_403_in_xml_gives_the_json_404(tmp_path: Path) -> None:
     with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forbidding) as store:
         threading.Thread(target=store.serve_forever, daemon=True).start()
-        process, port, _ = start_edge_nginx(tmp_path, store.server_address[1])
+        edge = start_edge_nginx(tmp_path, store.server_address[1])
         try:
             for path in (HOT, HOT.rstrip("/"), "/", "/robots.txt", "/about/"):
                 for method in ("GET", "HEAD"):
-                    reply = request(port, method, path)
+                    reply = edge.request(method, path)
                     assert (reply.status, reply.header("Content-Type")) == (404, ERROR_TYPE)
                     assert reply.body == (NOT_FOUND if method == "GET" else b"")
                     assert reply.header("Access-Control-Allow-Origin") == "*"
         finally:
-            stop(process)
+            edge.stop()
             store.shutdown()
 
 
