@@ -26,12 +26,14 @@ from ratings_api.bucket_state import STATE_NAME
 from ratings_api.build import build
 from ratings_api.contract import CACHE_CONTROL
 from ratings_api.publish import content_type
+from ratings_api.server import create_app
 from tests.contract import (
     RATINGS,
     REPO,
     USER_FILES,
     Host,
     Reply,
+    app_answer,
     hermetic_environ,
     make_project,
     read_differences,
@@ -79,7 +81,15 @@ def started(
     return Host(name, port, site, BASE_URL, process, log, DIFFERENCES[name])
 
 
-# python generate.py --serve, and gunicorn: the WhiteNoise app
+# The app: in this process, as gunicorn calls it; python generate.py --serve, and gunicorn
+
+
+def start_app(folder: Path) -> Host:
+    """The app, called in this process as gunicorn calls it, on the contract's test project."""
+    site = build_project(folder)
+    answer = app_answer(create_app(str(site)))
+    return Host("the app", 0, site, BASE_URL, None, folder / "no.log", answer=answer)
+
 
 SERVING: Final = r"^Serving site/ at http://127\.0\.0\.1:(\d+)/ "
 

@@ -51,19 +51,17 @@ from tests.contract import (
     STOP_SECONDS,
     Host,
     Reply,
-    app_answer,
     process_tree,
     request,
     wait_for,
     wait_until,
 )
 from tests.hosts import (
-    BASE_URL,
     DIFFERENCES,
     HOSTS,
     NGINX_EDGE_CACHE_SECONDS,
     NGINX_EDGE_STALE_SECONDS,
-    build_project,
+    start_app,
     start_cloudfront,
     start_edge_nginx,
 )
@@ -708,24 +706,17 @@ def _rebuilt_in_the_same_second(server: Host) -> object:
 assert set(OBSERVE) == set(POINTS), set(POINTS) ^ set(OBSERVE)
 
 
-# The hosts: the app in this process (the quick tier), and each real one, started once.
+# The hosts: the app in this process (the quick tier), each real one and CloudFront's function.
+STARTS: Final = {"the app": start_app, **HOSTS, "CloudFront": start_cloudfront}
+REAL_HOSTS: Final = [pytest.param(name, marks=pytest.mark.real_world) for name in HOSTS]
 
 
-@pytest.fixture(scope="module")
-def app(tmp_path_factory: pytest.TempPathFactory) -> Host:
-    """The app, called in this process as gunicorn calls it, on the contract's test project."""
-    site = build_project(tmp_path_factory.mktemp("app"))
-    answer = app_answer(create_app(str(site)))
-    return Host("the app", 0, site, BASE_URL, None, site.parent / "no.log", answer=answer)
-
-
-@pytest.fixture(scope="module", params=list(HOSTS))
+@pytest.fixture(scope="module", params=["the app", *REAL_HOSTS])
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Host]:
-    """Each real host (tests/hosts.py), running, one at a time, started once for this module."""
-    folder = tmp_path_factory.mktemp(request.param.replace(" ", "_"))
-    host = HOSTS[request.param](folder)
+    """Each host (tests/hosts.py), running, one at a time, started once for this module."""
+    host = STARTS[request.param](tmp_path_factory.mktemp(request.param.replace(" ", "_")))
     try:
         yield host
     finally:
@@ -738,7 +729,7 @@ LAST: Final = (REBUILD, "a malformed `%` escape (`/%3G`, `/%`)", TRAVERSAL_EXITS
 ORDER: Final = [point for point in OBSERVE if point not in LAST] + list(LAST)
 
 
-@pytest.mark.real_world
+@pytest.mark.parametrize("server", REAL_HOSTS, indirect=True)
 def test_the_host_listens_on_loopback_only(server: Host) -> None:
     """Every listening socket of the host's processes is on 127.0.0.1 (or ::1)."""
     assert server.process is not None
@@ -837,12 +828,6 @@ def test_a_store_that_answers_403_in_xml_gives_the_json_404(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("point", ORDER)
-def test_the_app_holds_each_point(app: Host, point: str) -> None:
-    app.holds(point, OBSERVE[point](app))
-
-
-@pytest.mark.real_world
-@pytest.mark.parametrize("point", ORDER)
 def test_each_host_holds_each_point_as_the_app_or_as_documented(server: Host, point: str) -> None:
     server.holds(point, OBSERVE[point](server))
 
@@ -867,22 +852,13 @@ def listening(pids: set[int]) -> set[tuple[str, int]]:
 CLOUDFRONT_NOT_RUN: Final = {p for p, d in DIFFERENCES["CloudFront"].items() if d.value == NOT_RUN}
 
 
-@pytest.fixture(scope="module")
-def cloudfront(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
-    """CloudFront's function in node, in front of the site as its bucket (tests/hosts.py)."""
-    host = start_cloudfront(tmp_path_factory.mktemp("cloudfront"))
-    try:
-        yield host
-    finally:
-        host.stop()
-
-
 @pytest.mark.real_world
+@pytest.mark.parametrize("server", ["CloudFront"], indirect=True)
 @pytest.mark.parametrize("point", [point for point in ORDER if point not in CLOUDFRONT_NOT_RUN])
 def test_cloudfront_holds_each_point_it_decides_as_the_app_or_as_documented(
-    cloudfront: Host, point: str
+    server: Host, point: str
 ) -> None:
-    cloudfront.holds(point, OBSERVE[point](cloudfront))
+    server.holds(point, OBSERVE[point](server))
 
 
 def test_the_http_page_states_the_contract_s_values() -> None:
