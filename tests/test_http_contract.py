@@ -13,6 +13,7 @@ import contextlib
 import datetime
 import email.utils
 import http.server
+import itertools
 import os
 import re
 import signal
@@ -361,23 +362,21 @@ NOT_ALLOWED_POINT: Final = "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a ratin
 
 
 @observes(NOT_ALLOWED_POINT, paths=(R7,), methods=(*NOT_ALLOWED_METHODS, "TRACE"))
-@observes("the same on an unknown id and on `/`", paths=(rating_path(2), "/"), methods=None)
-def _not_allowed(host: Host, paths: tuple[str, ...], methods: tuple[str, ...] | None) -> object:
-    methods = methods or NOT_ALLOWED_METHODS
+@observes(
+    "the same on an unknown id and on `/`", paths=(rating_path(2), "/"), methods=NOT_ALLOWED_METHODS
+)
+def _not_allowed(host: Host, paths: tuple[str, ...], methods: tuple[str, ...]) -> object:
     asked = [method for method in methods if method in (host.methods or methods)]
-    # A host documented to leave TRACE unanswered is waited for NO_ANSWER_SECONDS.
+    # Where TRACE is documented to go unanswered, it is waited for NO_ANSWER_SECONDS.
     silent = NO_ANSWER in str(host.expect(NOT_ALLOWED_POINT))
     said, unanswered = [], ""
-    for method, path in ((method, path) for method in asked for path in paths):
+    for method, path in itertools.product(asked, paths):
         body = None if method == "TRACE" else b'{"rating": 5}'  # TRACE carries none
         try:
-            reply = host.request(
-                method, path, body=body, timeout=NO_ANSWER_SECONDS if silent else REQUEST_SECONDS
-            )
+            timeout = NO_ANSWER_SECONDS if silent else REQUEST_SECONDS
+            said.append(not_allowed_said(host.request(method, path, None, body, timeout), method))
         except TimeoutError:
             unanswered = f"; {method}: {NO_ANSWER}"
-            continue
-        said.append(not_allowed_said(reply, method))
     if not_asked := [method for method in methods if method not in asked]:
         answered = "as the app" if one(said) == NOT_ALLOWED else one(said)
         return f"{', '.join(asked)}: {answered}; {', '.join(not_asked)}: {NOT_RUN}"
