@@ -186,6 +186,11 @@ class Host:
             self.port, self.process, self.log = fresh.port, fresh.process, fresh.log
         return raw_request(self.port, target, method, headers, body, timeout)
 
+    @property
+    def address(self) -> str:
+        """Where it answers over HTTP, such as http://127.0.0.1:41234 (no trailing slash)."""
+        return f"http://127.0.0.1:{self.port}"
+
     def document(self, article_id: int) -> bytes:
         return (self.site / f"away/api/articles/{article_id}/rating/index.json").read_bytes()
 

@@ -103,7 +103,7 @@ def start_serve(folder: Path, ratings: str = RATINGS) -> Host:
     """``python generate.py --serve`` with no base URL: the served address is used."""
     make_project(folder, ratings)
     served = started("generate --serve", folder / "site", serve_command(), SERVING)
-    served.base_url = f"http://127.0.0.1:{served.port}"
+    served.base_url = served.address
     return served
 
 

@@ -619,7 +619,6 @@ def _traversals(host: Host, point: str, targets: tuple[bytes, ...]) -> object:
         if host.expect(point) == STOPS:
             with pytest.raises(ConnectionResetError):  # http.client.RemoteDisconnected
                 host.request("GET", target)
-            assert host.process is not None
             host.process.wait(STOP_SECONDS)  # started again at its next request
             said.append(STOPS)
             continue
@@ -883,7 +882,7 @@ def test_serve_says_where_keeps_the_last_good_site_and_stops_on_ctrl_c(
     served, and a fix is rebuilt; Ctrl-C stops it with 0, and no traceback."""
     source = tmp_path / "ratings.yaml"
     with serving(tmp_path, RATINGS, *(["--quiet"] if quiet else [])) as served:
-        port, log, process = int(served.address.rsplit(":")[2]), served.log, served.process
+        port, log, process = served.port, served.log, served.process
         good = request(port, "GET", R7).body
         # No base URL anywhere: the served address is the base URL.
         url = f"http://127.0.0.1:{port}/away/api/articles/7/"
@@ -950,7 +949,7 @@ def test_create_app_needs_a_built_site(tmp_path: Path) -> None:
 def test_an_unservable_file_is_the_json_404_and_a_lost_site_a_json_500(tmp_path: Path) -> None:
     """No traceback on an error path: each answer follows the contract, with one log line."""
     with serving(tmp_path, RATINGS) as served:
-        port, site = int(served.address.rsplit(":")[2]), served.site
+        port, site = served.port, served.site
         os.mkfifo(site / "fifo")
         (site / "unreadable.txt").write_bytes(SECRET)
         (site / "unreadable.txt").chmod(0)
