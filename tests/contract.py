@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from wsgiref.util import setup_testing_defaults
 
 from ratings_api.contract import CACHE_CONTROL
-from ratings_api.contract import NOT_FOUND as NOT_FOUND  # test_serve_edges.py imports it here
+from ratings_api.contract import NOT_FOUND as NOT_FOUND  # test_serve.py imports it here
 
 if TYPE_CHECKING:
     from wsgiref.types import WSGIApplication
