@@ -281,12 +281,19 @@ def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
         time.sleep(0.02)
 
 
+def stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command's name (its state, its parent, ...), or
+    None for a process gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
 def running(pid: int) -> bool:
     """Whether process ``pid`` exists and has not exited (a zombie has)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    fields = stat(pid)
+    return fields is not None and fields[0] != "Z"
 
 
 def wait_answering(port: int) -> None:
@@ -306,12 +313,8 @@ def process_tree(root: int) -> set[int]:
     """``root`` and its descendants, from /proc."""
     parents = {}
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue  # gone meanwhile
-            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+        if entry.name.isdigit() and (fields := stat(int(entry.name))) is not None:
+            parents[int(entry.name)] = int(fields[1])
     tree = {root}
     while more := {pid for pid, parent in parents.items() if parent in tree} - tree:
         tree |= more
