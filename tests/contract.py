@@ -175,16 +175,17 @@ class Host:
         headers: Mapping[str, str] | None = None,
         body: bytes | None = None,
         timeout: float = REQUEST_SECONDS,
+        after_head: float = 0.0,
     ) -> Reply:
         """The host's answer to ``method`` on ``target``, sent byte for byte as no client would
-        tidy it (a host in this process is asked directly)."""
+        tidy it (a host in this process is asked directly); ``after_head``: raw_request's."""
         target = target.encode() if isinstance(target, str) else target
         if self.answer is not None:
             return self.answer(method, target, headers or {})
         if self.restart and self.process and self.process.poll() is not None:
             fresh = self.restart()  # on a new port
             self.port, self.process, self.log = fresh.port, fresh.process, fresh.log
-        return raw_request(self.port, target, method, headers, body, timeout)
+        return raw_request(self.port, target, method, headers, body, timeout, after_head)
 
     @property
     def address(self) -> str:
@@ -355,11 +356,14 @@ def raw_request(
     headers: Mapping[str, str] | None = None,
     body: bytes | None = None,
     timeout: float = REQUEST_SECONDS,
+    after_head: float = 0.0,
 ) -> Reply:
     """Send ``method`` for ``target`` exactly as given, with http.client's own headers.
 
-    No client tidies the target up, and the answer is read as its headers
-    frame it, so a server that keeps the connection open costs no time (but after HEAD).
+    No client tidies the target up, and the answer is read as its headers frame it, so a
+    server that keeps the connection open costs no time; after HEAD, whatever follows the
+    headers (nothing, by HTTP) is read to the end, or for ``after_head`` seconds where the
+    server keeps it open (workerd does): HEAD_SECONDS where a check asks for it.
     """
     sent = {"Host": f"127.0.0.1:{port}", "Accept-Encoding": "identity", **(headers or {})}
     if body is not None or method in ("POST", "PUT"):
@@ -373,13 +377,12 @@ def raw_request(
             response.begin()
             if method != "HEAD":
                 return Reply(response.status, response.headers, response.read())
-            # http.client reads no body after HEAD: whatever follows the headers (nothing, by
-            # HTTP) is read to the end, or for HEAD_SECONDS where the server keeps it open.
-            connection.settimeout(HEAD_SECONDS)
             body = b""
-            with contextlib.suppress(TimeoutError):
-                while chunk := response.fp.read1(65536):
-                    body += chunk
+            if after_head:
+                connection.settimeout(after_head)
+                with contextlib.suppress(TimeoutError):
+                    while chunk := response.fp.read1(65536):
+                        body += chunk
             return Reply(response.status, response.headers, body)
         finally:
             response.close()

@@ -43,6 +43,7 @@ from ratings_api.errors import InputError
 from ratings_api.server import create_app
 from tests.contract import (
     ARTICLES,
+    HEAD_SECONDS,
     NOT_RUN,
     POINTS,
     RATINGS,
@@ -192,7 +193,7 @@ def found_at(file: str) -> Callable[[Host, Reply, str], object]:
 
 @observes("HEAD: the headers of GET, no body")
 def _head(host: Host) -> object:
-    got, reply = host.request("GET", R7), host.request("HEAD", R7)
+    got, reply = host.request("GET", R7), host.request("HEAD", R7, after_head=HEAD_SECONDS)
     assert (reply.status, reply.body) == (200, b"")
     names = ("Content-Type", "Content-Length", "ETag", "Last-Modified")
     differ = [f"`{name}`" for name in names if reply.header(name) != got.header(name)]
@@ -295,7 +296,7 @@ NOT_FOUND_PATHS: Final = {
 
 @observes("a 404's body")
 def _not_found_body(host: Host) -> object:
-    assert host.request("HEAD", rating_path(2)).body == b""
+    assert host.request("HEAD", rating_path(2), after_head=HEAD_SECONDS).body == b""
     said = [host.request("GET", path) for path in MISSING]
     return one(JSON_ERROR if reply.body == NOT_FOUND else body_said(reply) for reply in said)
 
