@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from wsgiref.util import setup_testing_defaults
 
 from ratings_api.contract import CACHE_CONTROL
-from ratings_api.contract import NOT_FOUND as NOT_FOUND  # test_serve_edges.py imports it here
+from ratings_api.contract import NOT_FOUND as NOT_FOUND  # test_serve.py imports it here
 
 if TYPE_CHECKING:
     from wsgiref.types import WSGIApplication
@@ -63,7 +63,13 @@ SYMLINKS: Final = {
     "loop": "loop",
 }
 
-NOT_RUN: Final = "not run here"  # a host that cannot run here (CloudFront)
+NOT_RUN: Final = "not run here"  # a point no host here decides (CloudFront's)
+NOT_RUN_WHY: Final = (
+    "CloudFront and S3 cannot run here: the function is run in node on each request as "
+    "CloudFront would pass it, and what it sends on reaches the site's folder as the bucket "
+    "(tests/hosts.py); the headers S3 and CloudFront add, their ranges and conditions and "
+    "CloudFront's own reading of a request are not measured"
+)
 
 
 @dataclass(frozen=True)
@@ -105,11 +111,17 @@ def read_differences(hosts: Iterable[str]) -> dict[str, dict[str, Difference]]:
     assert set(TABLE) <= set(hosts), set(TABLE) - set(hosts)
     found: dict[str, dict[str, Difference]] = {name: {} for name in hosts}
     for name, points in TABLE.items():
-        for point, (text, why) in points.items():
-            found[name][point] = Difference(value(text), why)
+        for point, (text, *why) in points.items():
+            assert why or text == NOT_RUN, point  # the one reason for it: NOT_RUN_WHY
+            found[name][point] = Difference(value(text), why[0] if why else NOT_RUN_WHY)
             assert found[name][point].value != POINTS[point], point
-            assert why, point
+            assert found[name][point].why, point
     return found
+
+
+# What a host in this process answers (the app, the CloudFront function) to a method, a target
+# and headers: a Reply, as a server would send it.
+Answer = Callable[[str, bytes, Mapping[str, str]], "Reply"]
 
 
 @dataclass
@@ -123,7 +135,7 @@ class Host:
     process: subprocess.Popen[bytes] | None  # None: the app, called in this process
     log: Path
     differences: Mapping[str, Difference] = field(default_factory=dict)
-    app: WSGIApplication | None = None  # asked in this process, as gunicorn calls it
+    answer: Answer | None = None  # asked in this process, not over HTTP
     # Starts the same host again, in the same folder, for one that exits on a request:
     # at its next request, so that a host that exits on the suite's last point is not.
     restart: Callable[[], Host] | None = None
@@ -135,6 +147,8 @@ class Host:
     stop_also: Callable[[], None] = lambda: None
     # For an edge: how many reads the store behind it has answered, by its own count.
     reads: Callable[[], int] = lambda: 0
+    # The methods it may be asked (a CloudFront distribution takes no other); None: any.
+    methods: tuple[str, ...] | None = None
 
     def stop(self) -> None:
         """Stop the server, then what it stands in front of, waiting until they exit."""
@@ -157,40 +171,29 @@ class Host:
     def request(
         self,
         method: str,
-        path: str,
+        target: str | bytes,
         headers: Mapping[str, str] | None = None,
         body: bytes | None = None,
         timeout: float = REQUEST_SECONDS,
+        after_head: float = 0.0,
     ) -> Reply:
-        """The host's answer to ``method`` on ``path``, over HTTP (or from the app in-process)."""
-        if self.app is not None:
-            return self.raw(path.encode(), method, headers)
-        return request(self.live_port, method, path, headers, body, timeout)
+        """The host's answer to ``method`` on ``target``, sent byte for byte as no client would
+        tidy it (a host in this process is asked directly); ``after_head``: raw_request's."""
+        target = target.encode() if isinstance(target, str) else target
+        if self.answer is not None:
+            return self.answer(method, target, headers or {})
+        if self.restart and self.process and self.process.poll() is not None:
+            fresh = self.restart()  # on a new port
+            self.port, self.process, self.log = fresh.port, fresh.process, fresh.log
+        return raw_request(self.port, target, method, headers, body, timeout, after_head)
 
-    def raw(
-        self, target: bytes, method: str = "GET", headers: Mapping[str, str] | None = None
-    ) -> Reply:
-        """The host's answer to ``target`` sent byte for byte, as no client would tidy it."""
-        if self.app is None:
-            lines = [f"{name}: {value}\r\n".encode() for name, value in (headers or {}).items()]
-            lines += [b"Content-Length: 0\r\n"] if method in ("POST", "PUT") else []
-            return raw_request(self.live_port, target, method, b"".join(lines))
-        status, sent, body = call_app(self.app, method, target, headers)
-        message = Message()
-        for name, value in sent:
-            message[name] = value
-        return Reply(status, message, body)
+    @property
+    def address(self) -> str:
+        """Where it answers over HTTP, such as http://127.0.0.1:41234 (no trailing slash)."""
+        return f"http://127.0.0.1:{self.port}"
 
     def document(self, article_id: int) -> bytes:
         return (self.site / f"away/api/articles/{article_id}/rating/index.json").read_bytes()
-
-    @property
-    def live_port(self) -> int:
-        """The port, once a host that exited on a request is started again (on a new port)."""
-        if self.restart and self.process and self.process.poll() is not None:
-            fresh = self.restart()
-            self.port, self.process, self.log = fresh.port, fresh.process, fresh.log
-        return self.port
 
 
 # Processes
@@ -279,12 +282,19 @@ def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
         time.sleep(0.02)
 
 
+def stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command's name (its state, its parent, ...), or
+    None for a process gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
 def running(pid: int) -> bool:
     """Whether process ``pid`` exists and has not exited (a zombie has)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    fields = stat(pid)
+    return fields is not None and fields[0] != "Z"
 
 
 def wait_answering(port: int) -> None:
@@ -304,12 +314,8 @@ def process_tree(root: int) -> set[int]:
     """``root`` and its descendants, from /proc."""
     parents = {}
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue  # gone meanwhile
-            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+        if entry.name.isdigit() and (fields := stat(int(entry.name))) is not None:
+            parents[int(entry.name)] = int(fields[1])
     tree = {root}
     while more := {pid for pid, parent in parents.items() if parent in tree} - tree:
         tree |= more
@@ -340,36 +346,43 @@ def request(
     body: bytes | None = None,
     timeout: float = REQUEST_SECONDS,
 ) -> Reply:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        connection.request(method, path, body=body, headers=dict(headers or {}))
-        response = connection.getresponse()
-        return Reply(response.status, response.headers, response.read())
-    finally:
-        connection.close()
+    return raw_request(port, path.encode(), method, headers, body, timeout)
 
 
-def raw_request(port: int, target: bytes, method: str = "GET", headers: bytes = b"") -> Reply:
-    """Send ``method`` for ``target`` exactly as given (``headers``: lines ending in CRLF).
+def raw_request(
+    port: int,
+    target: bytes,
+    method: str = "GET",
+    headers: Mapping[str, str] | None = None,
+    body: bytes | None = None,
+    timeout: float = REQUEST_SECONDS,
+    after_head: float = 0.0,
+) -> Reply:
+    """Send ``method`` for ``target`` exactly as given, with http.client's own headers.
 
-    No client tidies the target up, and the answer is read as its headers
-    frame it, so a server that keeps the connection open costs no time (but after HEAD).
+    No client tidies the target up, and the answer is read as its headers frame it, so a
+    server that keeps the connection open costs no time; after HEAD, whatever follows the
+    headers (nothing, by HTTP) is read to the end, or for ``after_head`` seconds where the
+    server keeps it open (workerd does): HEAD_SECONDS where a check asks for it.
     """
-    with socket.create_connection(("127.0.0.1", port), timeout=REQUEST_SECONDS) as connection:
-        line = b"%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n" % (method.encode(), target)
-        connection.sendall(line + headers + b"Connection: close\r\n\r\n")
+    sent = {"Host": f"127.0.0.1:{port}", "Accept-Encoding": "identity", **(headers or {})}
+    if body is not None or method in ("POST", "PUT"):
+        sent["Content-Length"] = str(len(body or b""))
+    lines = b"".join(f"{name}: {value}\r\n".encode() for name, value in sent.items())
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as connection:
+        start = b"%s %s HTTP/1.1\r\n" % (method.encode(), target)
+        connection.sendall(start + lines + b"Connection: close\r\n\r\n" + (body or b""))
         response = http.client.HTTPResponse(connection, method=method)
         try:
             response.begin()
             if method != "HEAD":
                 return Reply(response.status, response.headers, response.read())
-            # http.client reads no body after HEAD: whatever follows the headers (nothing, by
-            # HTTP) is read to the end, or for HEAD_SECONDS where the server keeps it open.
-            connection.settimeout(HEAD_SECONDS)
             body = b""
-            with contextlib.suppress(TimeoutError):
-                while chunk := response.fp.read1(65536):
-                    body += chunk
+            if after_head:
+                connection.settimeout(after_head)
+                with contextlib.suppress(TimeoutError):
+                    while chunk := response.fp.read1(65536):
+                        body += chunk
             return Reply(response.status, response.headers, body)
         finally:
             response.close()
@@ -397,6 +410,19 @@ def call_app(
     body = b"".join(chunks)
     getattr(chunks, "close", lambda: None)()  # the file it read from
     return int(said[0][0].split()[0]), said[0][1], body
+
+
+def reply(status: int, headers: Iterable[tuple[str, str]], body: bytes) -> Reply:
+    """A reply from its parts, as a host in this process gives them."""
+    message = Message()
+    for name, value in headers:
+        message[name] = value
+    return Reply(status, message, body)
+
+
+def app_answer(app: WSGIApplication) -> Answer:
+    """The app as a host in this process: called as gunicorn calls it."""
+    return lambda method, target, headers: reply(*call_app(app, method, target, headers))
 
 
 # tests/hosts-contract.md's table

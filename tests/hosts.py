@@ -15,26 +15,29 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Final
+from subprocess import PIPE
+from typing import Any, Final
 
 from ratings_api.bucket_state import STATE_NAME
 from ratings_api.build import build
 from ratings_api.contract import CACHE_CONTROL
 from ratings_api.publish import content_type
+from ratings_api.server import create_app
 from tests.contract import (
-    NOT_RUN,
-    POINTS,
     RATINGS,
     REPO,
     USER_FILES,
-    Difference,
     Host,
+    Reply,
+    app_answer,
     hermetic_environ,
     make_project,
     read_differences,
+    reply,
     run_ok,
     start,
     stop,
@@ -54,18 +57,19 @@ BASE_URL: Final = "https://ratings.example.com"
 
 
 def started(
+    name: str,
+    site: Path,
     command: list[str],
-    folder: Path,
     ready: str,
     environ: dict[str, str] | None = None,
     port: int | None = None,
     log: Path | None = None,
     answering: bool = False,
-) -> tuple[subprocess.Popen[bytes], int, Path]:
-    """Start ``command`` in ``folder``; wait for ``ready`` in its log (group 1: the port if none
-    is given), and if ``answering``, until it answers. The process, its port and its log."""
-    log = log or folder / "server.log"
-    process = start(command, folder, log, environ)
+) -> Host:
+    """Start ``command`` in the folder of ``site``; wait for ``ready`` in its log (group 1: the
+    port if none is given), and if ``answering``, until it answers: the host ``name``."""
+    log = log or site.parent / "server.log"
+    process = start(command, site.parent, log, environ)
     try:
         found = wait_for(ready, log, process)
         port = port if port is not None else int(found[1])
@@ -74,15 +78,18 @@ def started(
     except BaseException:
         stop(process)
         raise
-    return process, port, log
-
-
-def host(name: str, site: Path, started: tuple[subprocess.Popen[bytes], int, Path]) -> Host:
-    process, port, log = started
     return Host(name, port, site, BASE_URL, process, log, DIFFERENCES[name])
 
 
-# python generate.py --serve, and gunicorn: the WhiteNoise app
+# The app: in this process, as gunicorn calls it; python generate.py --serve, and gunicorn
+
+
+def start_app(folder: Path) -> Host:
+    """The app, called in this process as gunicorn calls it, on the contract's test project."""
+    site = build_project(folder)
+    answer = app_answer(create_app(str(site)))
+    return Host("the app", 0, site, BASE_URL, None, folder / "no.log", answer=answer)
+
 
 SERVING: Final = r"^Serving site/ at http://127\.0\.0\.1:(\d+)/ "
 
@@ -95,8 +102,8 @@ def serve_command(*options: str, port: str = "0") -> list[str]:
 def start_serve(folder: Path, ratings: str = RATINGS) -> Host:
     """``python generate.py --serve`` with no base URL: the served address is used."""
     make_project(folder, ratings)
-    served = host("generate --serve", folder / "site", started(serve_command(), folder, SERVING))
-    served.base_url = f"http://127.0.0.1:{served.port}"
+    served = started("generate --serve", folder / "site", serve_command(), SERVING)
+    served.base_url = served.address
     return served
 
 
@@ -108,8 +115,7 @@ def start_gunicorn(folder: Path) -> Host:
     command += ["--pythonpath", str(REPO)]
     ready = r"Listening at: http://127\.0\.0\.1:(\d+)"
     # gunicorn listens before its workers run.
-    process = started([*command, "generate:create_app()"], folder, ready, answering=True)
-    return host("gunicorn", site, process)
+    return started("gunicorn", site, [*command, "generate:create_app()"], ready, answering=True)
 
 
 # The static hosts' own servers
@@ -152,11 +158,10 @@ def edited(path: Path, edits: dict[str, str]) -> str:
     return text
 
 
-def run_nginx(
-    folder: Path, shipped: Path, edits: dict[str, str]
-) -> tuple[subprocess.Popen[bytes], int, Path]:
+def run_nginx(name: str, folder: Path, shipped: Path, edits: dict[str, str]) -> Host:
     """Debian's nginx in the foreground with ``shipped`` and a user's ``edits`` of it, on a free
-    port, its files and log in ``folder``; it warns of nothing, as `nginx -t` would not."""
+    port, its files and log in ``folder``, serving ``folder/site``; it warns of nothing, as
+    `nginx -t` would not."""
     port = free_port()
     server = edited(shipped, {**edits, NGINX_LISTEN: f"    listen 127.0.0.1:{port};\n"})
     (folder / "ratings.conf").write_text(server, encoding="utf-8")
@@ -168,11 +173,11 @@ def run_nginx(
     log.touch()
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     command = [nginx, "-p", str(folder), "-c", str(main), "-e", str(log), "-g", "daemon off;"]
-    process = started(command, folder, "start worker process", port=port, log=log)
+    nginx = started(name, folder / "site", command, "start worker process", port=port, log=log)
     if "[warn]" in log.read_text():
-        stop(process[0])
+        nginx.stop()
         raise AssertionError(log.read_text())
-    return process
+    return nginx
 
 
 def start_nginx(folder: Path) -> Host:
@@ -180,7 +185,7 @@ def start_nginx(folder: Path) -> Host:
     install_host_tools()
     site = build_project(folder)
     root = "    root /var/www/ratings/site;  # EDIT: the absolute path of the built site/\n"
-    return host("nginx", site, run_nginx(folder, NGINX_CONF, {root: f"    root {site};\n"}))
+    return run_nginx("nginx", folder, NGINX_CONF, {root: f"    root {site};\n"})
 
 
 # No telemetry, no browser, no questions; offline, it asks the network for nothing. It
@@ -203,7 +208,7 @@ def start_netlify_dev(folder: Path) -> Host:
     # Its static server's own default port is 3999: two suites at once would share it.
     command += ["--staticServerPort", str(free_port())]
     ready = r"Local dev server ready: http://localhost:(\d+)"
-    netlify = host("netlify dev", site, started(command, folder, ready, NETLIFY_ENVIRON, port))
+    netlify = started("netlify dev", site, command, ready, NETLIFY_ENVIRON, port)
     netlify.restart = lambda: start_netlify_dev(folder)
     return netlify
 
@@ -228,8 +233,8 @@ def start_wrangler(folder: Path) -> Host:
     port = free_port()
     command = [str(NODE_BIN / "wrangler"), "pages", "dev", "site", "--ip", "127.0.0.1"]
     command += ["--port", str(port), "--compatibility-date", WRANGLER_COMPATIBILITY_DATE]
-    process = started(command, folder, WRANGLER_READY, wrangler_environ(folder), port)
-    return host("wrangler pages dev", folder / "site", process)
+    environ = wrangler_environ(folder)
+    return started("wrangler pages dev", folder / "site", command, WRANGLER_READY, environ, port)
 
 
 # The edges of deploy/ that make a published bucket the API: nginx in front of SeaweedFS,
@@ -311,8 +316,7 @@ def start_worker(folder: Path) -> Host:
     command += ["--inspector-port", str(free_port())]
     # Offline: no fetch of the Request.cf object from Cloudflare (a placeholder is used).
     environ = wrangler_environ(folder) | {"CLOUDFLARE_CF_FETCH_ENABLED": "false"}
-    ready = started(command, folder, WRANGLER_READY, environ, port)
-    worker = host("Worker → R2", site, ready)
+    worker = started("Worker → R2", site, command, WRANGLER_READY, environ, port)
     worker.publish = lambda: fill_r2(folder, site)
     return worker
 
@@ -326,9 +330,9 @@ NGINX_EDGE_CACHE_SECONDS: Final = 1.0
 NGINX_EDGE_STALE_SECONDS: Final = 2.0
 
 
-def start_edge_nginx(folder: Path, store_port: int) -> tuple[subprocess.Popen[bytes], int, Path]:
+def start_edge_nginx(folder: Path, store_port: int) -> Host:
     """nginx with deploy/nginx-object-storage.conf and its documented edits for a store on
-    ``store_port``, its files in ``folder``: process, port, log."""
+    ``store_port``, its files in ``folder``."""
     server = "    server 127.0.0.1:8333;  # EDIT: the store's host:port (port 443 for https)\n"
     root = "    set $ratings_edge_root /BUCKET/PREFIX;\n"
     edits = {
@@ -336,19 +340,19 @@ def start_edge_nginx(folder: Path, store_port: int) -> tuple[subprocess.Popen[by
         "proxy_cache_path /var/cache/nginx/ratings ": f"proxy_cache_path {folder / 'cache'} ",
         root: f"    set $ratings_edge_root /{BUCKET}/{PREFIX};\n",
     }
-    return run_nginx(folder, NGINX_EDGE_CONF, edits)
+    return run_nginx("nginx → S3", folder, NGINX_EDGE_CONF, edits)
 
 
 def nginx_edge(folder: Path) -> Host:
     """Debian's nginx with deploy/nginx-object-storage.conf in front of SeaweedFS, and the
     store (stopped with it)."""
     install_host_tools()
-    site = build_project(folder)
+    build_project(folder)
     store = start_store(folder / "store")
     try:
         store.create_bucket(BUCKET)
         publish_with_cli(folder, store)
-        edge = host("nginx → S3", site, start_edge_nginx(folder, store.ports["s3.port"]))
+        edge = start_edge_nginx(folder, store.ports["s3.port"])
     except BaseException:
         store.stop()
         raise
@@ -378,35 +382,91 @@ def store_reads(store: Store, bucket: str = BUCKET) -> int:
     return sum(int(count) for count in found)
 
 
-# CloudFront: its function runs in node (tests/test_cloudfront.py); CloudFront
-# itself and S3 cannot run here. These lines are decided by the function alone,
-# from the event CloudFront passes it, and the node tests assert them.
-CLOUDFRONT_FUNCTION_POINTS: Final = (
-    "no slash (`7/rating`): GET, HEAD, with a query",
-    "the no-slash redirect's body",
-    "no slash, no article (`2/rating`, `abc/rating`)",
-    "an encoded slash and no slash (`7%2Frating`)",
-    "an id of 300 digits",
-    "the document's own path (`7/rating/index.json`)",
-    "a dotfile of yours (`/.hidden`)",
-    "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating",
-    "the same on an unknown id and on `/`",
-    "OPTIONS, with or without CORS, on a rating",
-    "OPTIONS on an unknown id",
-    "the front page's `Content-Security-Policy`",
-)
-NOT_RUN_WHY: Final = (
-    "CloudFront and S3 cannot run here, so these lines are not measured; the function "
-    "is run in node on the events CloudFront would pass it, and its answers held to the "
-    "app's (tests/test_http_contract.py): its JSON 404 for malformed ids, traversals, "
-    "dotfiles and paths too long for a key, its 405, its preflight and its redirect; its "
-    "rewrites in tests/test_cloudfront.py"
-)
-NOT_MEASURED: Final = {
-    point: Difference(NOT_RUN, NOT_RUN_WHY)
-    for point in POINTS
-    if point not in CLOUDFRONT_FUNCTION_POINTS
-}
+# CloudFront in front of the bucket, which cannot run here: its function runs in node on each
+# request as CloudFront would pass it, and what it sends on reaches the bucket --publish fills,
+# the site's folder (an object: a regular file reached by no link; any other key: 404.html,
+# as template.yaml's CustomErrorResponses say). The table says "not run here" of the points that
+# the headers of S3 and CloudFront, their ranges and conditions or CloudFront's own reading of
+# the request decide.
+CLOUDFRONT_FUNCTION: Final = REPO / "deploy" / "cloudfront" / "function.js"
+CLOUDFRONT_RUNNER: Final = NODE_PROJECT / "cloudfront-run.cjs"
+CLOUDFRONT_METHODS: Final = ("GET", "HEAD", "OPTIONS", "PUT", "PATCH", "POST", "DELETE")
+# A URI that S3 reads as one key: unreserved characters, slashes and %XX escapes.
+ONE_KEY: Final = re.compile(r"(?:[A-Za-z0-9._~!*'()/-]|%[0-9A-F]{2})*")
+Event = dict[str, Any]
+
+
+def viewer_request(uri: str, method: str = "GET", query: str = "") -> Event:
+    """The event CloudFront passes the function for ``method`` on ``uri?query``."""
+    querystring = {name: {"value": value} for name, value in urllib.parse.parse_qsl(query)}
+    headers = {"host": {"value": "ratings.example.com"}}
+    request = {"method": method, "uri": uri, "querystring": querystring, "headers": headers}
+    context = {"distributionDomainName": "d111111abcdef8.cloudfront.net", "requestId": "4TyzHT"}
+    context |= {"distributionId": "EDFDVBD6EXAMPLE", "eventType": "viewer-request"}
+    viewer = {"ip": "198.51.100.11"}
+    return {"version": "1.0", "context": context, "viewer": viewer, "request": request}
+
+
+def viewer_response(uri: str, status: int, content_type: str) -> Event:
+    """The event CloudFront passes the function with the bucket's answer to ``uri``."""
+    event = viewer_request(uri)
+    event["context"]["eventType"] = "viewer-response"
+    event["response"] = {"statusCode": status, "headers": {"content-type": {"value": content_type}}}
+    return event
+
+
+class CloudFrontFunction:
+    """deploy/cloudfront/function.js in node (tests/hosts-node/cloudfront-run.cjs), as
+    CloudFront runs it: what it returns for each event."""
+
+    def __init__(self, log: Path) -> None:
+        command = ["node", str(CLOUDFRONT_RUNNER), str(CLOUDFRONT_FUNCTION)]
+        with open(log, "wb") as errors:
+            self.process = subprocess.Popen(command, stdin=PIPE, stdout=PIPE, stderr=errors)
+        self.log = log
+
+    def __call__(self, event: Event) -> Any:
+        events, results = self.process.stdin, self.process.stdout
+        assert events is not None
+        assert results is not None
+        events.write(json.dumps(event).encode() + b"\n")
+        events.flush()
+        line = results.readline()
+        assert line, self.log.read_text()
+        return json.loads(line)
+
+    def close(self) -> None:
+        stop(self.process)
+        self.process.communicate()  # its pipes closed
+
+
+def start_cloudfront(folder: Path) -> Host:
+    """The function in front of the built site as its bucket."""
+    install_host_tools()
+    site = build_project(folder)
+    function = CloudFrontFunction(folder / "node.log")
+
+    def answer(method: str, target: bytes, headers: Mapping[str, str]) -> Reply:
+        uri, _, query = target.decode().partition("?")
+        result = function(viewer_request(uri, method, query))
+        if "statusCode" not in result:  # sent on to the bucket
+            assert ONE_KEY.fullmatch(result["uri"]), result  # S3 would read `?`, `#` or `;`
+            key = urllib.parse.unquote(result["uri"])[1:]
+            links = [site.joinpath(*key.split("/")[:n]) for n in range(1, key.count("/") + 2)]
+            found = links[-1].is_file() and not any(path.is_symlink() for path in links)
+            key = key if found else "404.html"
+            event = viewer_response(result["uri"], 200 if found else 404, content_type(key))
+            result = function(event) | {"body": {"data": (site / key).read_text("utf-8")}}
+        body = result.get("body", {}).get("data", "").encode()
+        sent = [(name, value["value"]) for name, value in result["headers"].items()]
+        # CloudFront says the body's length, and sends none after HEAD.
+        sent.append(("Content-Length", str(len(body))))
+        return reply(result["statusCode"], sent, b"" if method == "HEAD" else body)
+
+    cloudfront = Host("CloudFront", 0, site, BASE_URL, None, function.log, answer=answer)
+    cloudfront.differences, cloudfront.methods = DIFFERENCES["CloudFront"], CLOUDFRONT_METHODS
+    cloudfront.stop_also = function.close
+    return cloudfront
 
 
 HOSTS: Final[dict[str, Callable[[Path], Host]]] = {
@@ -419,4 +479,3 @@ HOSTS: Final[dict[str, Callable[[Path], Host]]] = {
     "Worker → R2": start_worker,
 }
 DIFFERENCES: Final = read_differences([*HOSTS, "CloudFront"])
-DIFFERENCES["CloudFront"] = NOT_MEASURED | DIFFERENCES["CloudFront"]

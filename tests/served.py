@@ -5,26 +5,18 @@ meant to stop: SIGINT (it finishes a rebuild)."""
 from __future__ import annotations
 
 import signal
-import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
-from tests.contract import hermetic_environ, start, stop, wait_for
-from tests.hosts import SERVING, serve_command
+from tests.contract import Host, hermetic_environ, stop
+from tests.hosts import SERVING, serve_command, started
 
 __all__ = ["Served", "hermetic_environ", "serving"]
 
-
-@dataclass(frozen=True)
-class Served:
-    """A running server: where it answers, the folder it serves, its log and its process."""
-
-    address: str  # such as http://127.0.0.1:41234, without a trailing slash
-    site: Path  # in the folder that holds ratings.yaml
-    log: Path  # its stdout and stderr: the build's summary, then a line per request
-    process: subprocess.Popen[bytes]
+# A running server: its address, the folder it serves (beside ratings.yaml), its log (the
+# build's summary, then a line per request) and its process.
+Served = Host
 
 
 @contextmanager
@@ -36,10 +28,10 @@ def serving(
     ``command`` makes the server's command line from ``options``.
     """
     (folder / "ratings.yaml").write_text(ratings, encoding="utf-8")
-    log = folder / "serve.log"
-    process = start(command(*options), folder, log)
+    served = started("generate --serve", folder / "site", command(*options), SERVING)
+    served.base_url = served.address  # none given: the served address is the base URL
     try:
-        port = wait_for(SERVING, log, process)[1]
-        yield Served(f"http://127.0.0.1:{port}", folder / "site", log, process)
+        yield served
     finally:
-        stop(process, signal.SIGINT)
+        assert served.process is not None
+        stop(served.process, signal.SIGINT)

@@ -1,67 +1,20 @@
-"""The CloudFront Function of deploy/cloudfront, run in node on CloudFront-shaped events.
+"""What only the CloudFront Function of deploy/cloudfront does, run in node on CloudFront-shaped
+events: the key of each object it sends a request on to, and no policy on an error page.
 
-The contract suite (tests/test_http_contract.py) holds its answers to the app's, on each point
-it decides alone; here is what only the function does: the key of each object it sends a
-request on to, the words of its one difference, the front page's policy.
+The contract suite (tests/test_http_contract.py) runs the function as one more host, the site
+as its bucket, on each point it decides.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
-from typing import Any, Final
+from pathlib import Path
+from typing import Final
 
 import pytest
 
-from ratings_api.contract import FRONT_PAGE_CSP
-from tests.contract import REPO, run_ok
-from tests.hosts import DIFFERENCES
+from tests.hosts import CloudFrontFunction, viewer_request, viewer_response
 
 pytestmark = pytest.mark.real_world
-
-FUNCTION: Final = REPO / "deploy" / "cloudfront" / "function.js"
-RUNNER: Final = REPO / "tests" / "hosts-node" / "cloudfront-run.cjs"
-
-Event = dict[str, Any]
-Result = dict[str, Any]
-
-
-def viewer_request(
-    uri: str, method: str = "GET", querystring: Mapping[str, str] | None = None
-) -> Event:
-    context = {"distributionDomainName": "d111111abcdef8.cloudfront.net", "requestId": "4TyzHT"}
-    return {
-        "version": "1.0",
-        "context": {**context, "distributionId": "EDFDVBD6EXAMPLE", "eventType": "viewer-request"},
-        "viewer": {"ip": "198.51.100.11"},
-        "request": {
-            "method": method,
-            "uri": uri,
-            "querystring": {name: {"value": value} for name, value in (querystring or {}).items()},
-            "headers": {"host": {"value": "ratings.example.com"}},
-            "cookies": {},
-        },
-    }
-
-
-def viewer_response(uri: str, status: int = 200) -> Event:
-    event = viewer_request(uri)
-    event["context"]["eventType"] = "viewer-response"
-    content_type = {"content-type": {"value": 'text/html; charset="utf-8"'}}
-    event["response"] = {"statusCode": status, "headers": content_type, "cookies": {}}
-    return event
-
-
-def node(events: list[Event]) -> list[Result]:
-    """What the function returns for each event, run in node as CloudFront runs it."""
-    done = run_ok(["node", str(RUNNER), str(FUNCTION)], input=json.dumps(events), timeout=30)
-    results: list[Result] = json.loads(done.stdout)
-    return results
-
-
-def headers(result: Result) -> dict[str, str]:
-    return {name: value["value"] for name, value in result["headers"].items()}
-
 
 # The rewrites: the request goes on to S3, for the object of the published layout.
 # Each decoded segment is encoded whole again: `?`, `#` and `;` never reach S3 as
@@ -87,28 +40,17 @@ REWRITES: Final = {
 }
 
 
-def test_a_path_goes_on_to_its_object() -> None:
-    """GET and HEAD of each path: the request passed on, with the object's key."""
-    asked = [(uri, method) for uri in REWRITES for method in ("GET", "HEAD")]
-    results = node([viewer_request(uri, method) for uri, method in asked])
-    passed = [(result.get("method"), result.get("uri")) for result in results]
-    assert passed == [(method, REWRITES[uri]) for uri, method in asked]
-
-
-def test_no_slash_no_article_is_documented_as_the_function_answers() -> None:
-    """The one point where the function differs from the app (the one suite holds the rest)."""
-    paths = ["/away/api/articles/2/rating", "/away/api/articles/abc/rating"]
-    unknown, malformed = node([viewer_request(path) for path in paths])
-    said = f"`2/rating`: {unknown['statusCode']} to `{headers(unknown)['location']}`; "
-    said += f"`abc/rating`: {malformed['statusCode']}"
-    point = "no slash, no article (`2/rating`, `abc/rating`)"
-    assert said == DIFFERENCES["CloudFront"][point].value
-
-
-def test_the_front_page_and_only_it_carries_its_policy() -> None:
-    pages = ["/", "/index.html"]
-    others = ["/away/api/articles/7/rating/index.json", "/about/index.html", "/robots.txt"]
-    results = node([viewer_response(uri) for uri in pages + others])
-    results += node([viewer_response("/", status=404)])  # the error page: no policy
-    policies = [headers(result).get("content-security-policy") for result in results]
-    assert policies == [FRONT_PAGE_CSP] * len(pages) + [None] * (len(others) + 1)
+def test_a_path_goes_on_to_its_object_and_an_error_page_has_no_policy(tmp_path: Path) -> None:
+    """GET and HEAD of each path: the request passed on, with the object's key; the front
+    page's policy is not put on the error page sent for it."""
+    function = CloudFrontFunction(tmp_path / "node.log")
+    try:
+        asked = [(uri, method) for uri in REWRITES for method in ("GET", "HEAD")]
+        passed = [function(viewer_request(uri, method)) for uri, method in asked]
+        error_page = function(viewer_response("/", 404, "application/json"))
+    finally:
+        function.close()
+    assert [(result["method"], result["uri"]) for result in passed] == [
+        (method, REWRITES[uri]) for uri, method in asked
+    ]
+    assert "content-security-policy" not in error_page["headers"]

@@ -13,17 +13,16 @@ import contextlib
 import datetime
 import email.utils
 import http.server
+import itertools
 import os
 import re
 import signal
 import socket
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
-from email.message import Message
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 from urllib.parse import urljoin, urlsplit
 
 import pytest
@@ -44,32 +43,31 @@ from ratings_api.errors import InputError
 from ratings_api.server import create_app
 from tests.contract import (
     ARTICLES,
+    HEAD_SECONDS,
+    NOT_RUN,
     POINTS,
     RATINGS,
     REPO,
+    REQUEST_SECONDS,
     SECRET,
     STOP_SECONDS,
     Host,
     Reply,
     process_tree,
     request,
-    stop,
     wait_for,
     wait_until,
 )
 from tests.hosts import (
-    BASE_URL,
-    CLOUDFRONT_FUNCTION_POINTS,
     DIFFERENCES,
     HOSTS,
     NGINX_EDGE_CACHE_SECONDS,
     NGINX_EDGE_STALE_SECONDS,
-    build_project,
+    start_app,
+    start_cloudfront,
     start_edge_nginx,
 )
 from tests.served import serving
-from tests.test_cloudfront import headers as cloudfront_headers
-from tests.test_cloudfront import node, viewer_request
 from tests.test_user_errors import run
 
 # What a host answers, in the few words of the table: outcomes that are not answers, then answers.
@@ -195,8 +193,8 @@ def found_at(file: str) -> Callable[[Host, Reply, str], object]:
 
 @observes("HEAD: the headers of GET, no body")
 def _head(host: Host) -> object:
-    got, reply = host.request("GET", R7), host.request("HEAD", R7)
-    assert (reply.status, host.raw(R7.encode(), "HEAD").body) == (200, b"")
+    got, reply = host.request("GET", R7), host.request("HEAD", R7, after_head=HEAD_SECONDS)
+    assert (reply.status, reply.body) == (200, b"")
     names = ("Content-Type", "Content-Length", "ETag", "Last-Modified")
     differ = [f"`{name}`" for name in names if reply.header(name) != got.header(name)]
     return "not the same " + ", ".join(differ) if differ else "the same"
@@ -298,7 +296,7 @@ NOT_FOUND_PATHS: Final = {
 
 @observes("a 404's body")
 def _not_found_body(host: Host) -> object:
-    assert host.raw(rating_path(2).encode(), "HEAD").body == b""
+    assert host.request("HEAD", rating_path(2), after_head=HEAD_SECONDS).body == b""
     said = [host.request("GET", path) for path in MISSING]
     return one(JSON_ERROR if reply.body == NOT_FOUND else body_said(reply) for reply in said)
 
@@ -361,23 +359,29 @@ def other_said(reply: Reply) -> str:
     return f"{reply.status}{allow}, {body_said(reply)}"
 
 
-@observes("POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating", paths=(R7,), trace=True)
-@observes("the same on an unknown id and on `/`", paths=(rating_path(2), "/"), trace=False)
-def _not_allowed(host: Host, paths: tuple[str, ...], trace: bool) -> object:
-    said = [
-        not_allowed_said(host.request(method, path, body=b'{"rating": 5}'), method)
-        for path in paths
-        for method in NOT_ALLOWED_METHODS
-    ]
-    if not trace:
-        return one(said)
-    point = "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating"
-    silent = NO_ANSWER in str(host.expect(point))
-    try:  # TRACE carries no body
-        reply = host.request("TRACE", R7, timeout=NO_ANSWER_SECONDS if silent else 10.0)
-    except TimeoutError:
-        return f"{one(said)}; TRACE: {NO_ANSWER}"
-    return one([*said, not_allowed_said(reply, "TRACE")])
+NOT_ALLOWED_POINT: Final = "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating"
+
+
+@observes(NOT_ALLOWED_POINT, paths=(R7,), methods=(*NOT_ALLOWED_METHODS, "TRACE"))
+@observes(
+    "the same on an unknown id and on `/`", paths=(rating_path(2), "/"), methods=NOT_ALLOWED_METHODS
+)
+def _not_allowed(host: Host, paths: tuple[str, ...], methods: tuple[str, ...]) -> object:
+    asked = [method for method in methods if method in (host.methods or methods)]
+    # Where TRACE is documented to go unanswered, it is waited for NO_ANSWER_SECONDS.
+    silent = NO_ANSWER in str(host.expect(NOT_ALLOWED_POINT))
+    said, unanswered = [], ""
+    for method, path in itertools.product(asked, paths):
+        body = None if method == "TRACE" else b'{"rating": 5}'  # TRACE carries none
+        try:
+            timeout = NO_ANSWER_SECONDS if silent else REQUEST_SECONDS
+            said.append(not_allowed_said(host.request(method, path, None, body, timeout), method))
+        except TimeoutError:
+            unanswered = f"; {method}: {NO_ANSWER}"
+    if not_asked := [method for method in methods if method not in asked]:
+        answered = "as the app" if one(said) == NOT_ALLOWED else one(said)
+        return f"{', '.join(asked)}: {answered}; {', '.join(not_asked)}: {NOT_RUN}"
+    return f"{one(said)}{unanswered}"
 
 
 def options_said(reply: Reply) -> str:
@@ -615,11 +619,11 @@ def _traversals(host: Host, point: str, targets: tuple[bytes, ...]) -> object:
     for target in targets:
         if host.expect(point) == STOPS:
             with pytest.raises(ConnectionResetError):  # http.client.RemoteDisconnected
-                host.raw(target)
+                host.request("GET", target)
             host.process.wait(STOP_SECONDS)  # started again at its next request
             said.append(STOPS)
             continue
-        reply = host.raw(target)
+        reply = host.request("GET", target)
         answer = bytes(reply.headers) + reply.body
         assert SECRET not in answer
         assert b"root:" not in answer
@@ -701,25 +705,17 @@ def _rebuilt_in_the_same_second(server: Host) -> object:
 assert set(OBSERVE) == set(POINTS), set(POINTS) ^ set(OBSERVE)
 
 
-# The hosts: the app in this process (the quick tier), and each real one, started once.
+# The hosts: the app in this process (the quick tier), each real one and CloudFront's function.
+STARTS: Final = {"the app": start_app, **HOSTS, "CloudFront": start_cloudfront}
+REAL_HOSTS: Final = [pytest.param(name, marks=pytest.mark.real_world) for name in HOSTS]
 
 
-@pytest.fixture(scope="module")
-def app(tmp_path_factory: pytest.TempPathFactory) -> Host:
-    """The app, called in this process as gunicorn calls it, on the contract's test project."""
-    site = build_project(tmp_path_factory.mktemp("app"))
-    return Host(
-        "the app", 0, site, BASE_URL, None, site.parent / "no.log", app=create_app(str(site))
-    )
-
-
-@pytest.fixture(scope="module", params=list(HOSTS))
+@pytest.fixture(scope="module", params=["the app", *REAL_HOSTS])
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Host]:
-    """Each real host (tests/hosts.py), running, one at a time, started once for this module."""
-    folder = tmp_path_factory.mktemp(request.param.replace(" ", "_"))
-    host = HOSTS[request.param](folder)
+    """Each host (tests/hosts.py), running, one at a time, started once for this module."""
+    host = STARTS[request.param](tmp_path_factory.mktemp(request.param.replace(" ", "_")))
     try:
         yield host
     finally:
@@ -732,7 +728,7 @@ LAST: Final = (REBUILD, "a malformed `%` escape (`/%3G`, `/%`)", TRAVERSAL_EXITS
 ORDER: Final = [point for point in OBSERVE if point not in LAST] + list(LAST)
 
 
-@pytest.mark.real_world
+@pytest.mark.parametrize("server", REAL_HOSTS, indirect=True)
 def test_the_host_listens_on_loopback_only(server: Host) -> None:
     """Every listening socket of the host's processes is on 127.0.0.1 (or ::1)."""
     assert server.process is not None
@@ -817,25 +813,19 @@ class Forbidding(http.server.BaseHTTPRequestHandler):
 def test_a_store_that_answers_403_in_xml_gives_the_json_404(tmp_path: Path) -> None:
     with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forbidding) as store:
         threading.Thread(target=store.serve_forever, daemon=True).start()
-        process, port, _ = start_edge_nginx(tmp_path, store.server_address[1])
+        edge = start_edge_nginx(tmp_path, store.server_address[1])
         try:
             for path in (HOT, HOT.rstrip("/"), "/", "/robots.txt", "/about/"):
                 for method in ("GET", "HEAD"):
-                    reply = request(port, method, path)
+                    reply = edge.request(method, path)
                     assert (reply.status, reply.header("Content-Type")) == (404, ERROR_TYPE)
                     assert reply.body == (NOT_FOUND if method == "GET" else b"")
                     assert reply.header("Access-Control-Allow-Origin") == "*"
         finally:
-            stop(process)
+            edge.stop()
             store.shutdown()
 
 
-@pytest.mark.parametrize("point", ORDER)
-def test_the_app_holds_each_point(app: Host, point: str) -> None:
-    app.holds(point, OBSERVE[point](app))
-
-
-@pytest.mark.real_world
 @pytest.mark.parametrize("point", ORDER)
 def test_each_host_holds_each_point_as_the_app_or_as_documented(server: Host, point: str) -> None:
     server.holds(point, OBSERVE[point](server))
@@ -858,91 +848,16 @@ def listening(pids: set[int]) -> set[tuple[str, int]]:
     return found
 
 
-# CloudFront: the function, run in node, held to the app on each point it answers alone.
-
-# The headers of the contract, compared with the app's.
-CONTRACT_HEADERS: Final = (
-    *("Content-Type", "Content-Range", "Location", "Content-Security-Policy"),
-    *(name for name, _ in (*COMMON_HEADERS, *CONTRACT_PREFLIGHT)),
-)
-# A URI that S3 reads as one key: unreserved characters, slashes and %XX escapes.
-FORWARDED: Final = re.compile(r"(?:[A-Za-z0-9._~!*'()/-]|%[0-9A-F]{2})*")
-CLOUDFRONT_REFUSED: Final = ("POST", "PUT", "PATCH", "DELETE")  # a distribution takes no other
-NO_SLASH_ASKED: Final = (("GET", NO_SLASH), ("HEAD", NO_SLASH), ("GET", NO_SLASH + "?v=2"))
-# The requests of each point that the function answers alone, or sends on to an object.
-CLOUDFRONT_ASKED: Final = {
-    "no slash (`7/rating`): GET, HEAD, with a query": NO_SLASH_ASKED,
-    "the no-slash redirect's body": NO_SLASH_ASKED,
-    "an encoded slash and no slash (`7%2Frating`)": (("GET", "/away/api/articles/7%2Frating"),),
-    "POST, PUT, PATCH, DELETE, PROPFIND, TRACE on a rating": tuple(
-        (method, R7) for method in CLOUDFRONT_REFUSED
-    ),
-    "the same on an unknown id and on `/`": tuple(
-        (method, path) for path in (rating_path(2), "/") for method in CLOUDFRONT_REFUSED
-    ),
-    "OPTIONS, with or without CORS, on a rating": (("OPTIONS", R7),),
-    "OPTIONS on an unknown id": (("OPTIONS", rating_path(2)),),
-    **{
-        point: tuple((method, path) for path in paths for method in ("GET", "HEAD"))
-        for point, paths in NOT_FOUND_PATHS.items()
-    },
-    **{
-        point: tuple(("GET", target.decode()) for target in targets if target.isascii())
-        for point, targets in TRAVERSALS.items()
-        if any(target.startswith(b"/") and target.isascii() for target in targets)
-    },
-}
-
-
-def cloudfront_differs(app: Host, method: str, target: str, result: dict[str, Any]) -> object:
-    """How the function's answer, or S3's to the request it passes on, is not the app's.
-
-    The object's key itself is tests/test_cloudfront.py's: here S3 answers with the bytes of
-    the site's regular file at the key, reached by no link, or the JSON 404 page."""
-    expected = app.raw(target.encode(), method)
-    if "statusCode" not in result:
-        if not FORWARDED.fullmatch(result["uri"]):  # S3 would read `?`, `#` or `;` itself
-            return f"on to {result['uri']!r}"
-        key = urllib.parse.unquote(result["uri"])[1:]
-        links = [app.site.joinpath(*key.split("/")[:n]) for n in range(1, key.count("/") + 2)]
-        held = links[-1].is_file() and not any(path.is_symlink() for path in links)
-        s3 = (200, links[-1].read_bytes()) if held else (404, NOT_FOUND)
-        return None if s3 == (expected.status, app.raw(target.encode()).body) else f"on to {key!r}"
-    message = Message()
-    for name, value in cloudfront_headers(result).items():
-        message[name] = value
-    # CloudFront sends no body after HEAD, and a Content-Length of its own (not the contract's).
-    body = result.get("body", {}).get("data", "").encode() if method != "HEAD" else b""
-    got = Reply(result["statusCode"], message, body)
-    said = ["status"] if expected.status != got.status else []
-    said += ["body"] if expected.body != got.body else []
-    said += [name.lower() for name in CONTRACT_HEADERS if expected.header(name) != got.header(name)]
-    return said or None
+CLOUDFRONT_NOT_RUN: Final = {p for p, d in DIFFERENCES["CloudFront"].items() if d.value == NOT_RUN}
 
 
 @pytest.mark.real_world
-def test_the_cloudfront_function_answers_each_point_as_the_app_or_as_documented(app: Host) -> None:
-    asked = [
-        (point, method, target)
-        for point, pairs in CLOUDFRONT_ASKED.items()
-        for method, target in pairs
-        if target.isprintable()
-    ]
-    split = [(method, *target.partition("?")) for _, method, target in asked]
-    events = [viewer_request(path, m, dict(urllib.parse.parse_qsl(q))) for m, path, _, q in split]
-    wrong: dict[str, list[str]] = {}
-    for (point, method, target), result in zip(asked, node(events), strict=True):
-        if (why := cloudfront_differs(app, method, target, result)) is not None:
-            wrong.setdefault(point, []).append(f"{method} {target!r}: {why}")
-    # Where the function answers as the app, the table must say so: ✓, or "as the app".
-    documented = {
-        point
-        for point, difference in DIFFERENCES["CloudFront"].items()
-        if point in CLOUDFRONT_FUNCTION_POINTS and "as the app" not in str(difference.value)
-    }
-    assert set(wrong) == documented, wrong
-    policy = "the front page's `Content-Security-Policy`"  # viewer-response: test_cloudfront.py
-    assert set(CLOUDFRONT_FUNCTION_POINTS) - set(CLOUDFRONT_ASKED) == {policy}
+@pytest.mark.parametrize("server", ["CloudFront"], indirect=True)
+@pytest.mark.parametrize("point", [point for point in ORDER if point not in CLOUDFRONT_NOT_RUN])
+def test_cloudfront_holds_each_point_it_decides_as_the_app_or_as_documented(
+    server: Host, point: str
+) -> None:
+    server.holds(point, OBSERVE[point](server))
 
 
 def test_the_http_page_states_the_contract_s_values() -> None:
@@ -968,7 +883,7 @@ def test_serve_says_where_keeps_the_last_good_site_and_stops_on_ctrl_c(
     served, and a fix is rebuilt; Ctrl-C stops it with 0, and no traceback."""
     source = tmp_path / "ratings.yaml"
     with serving(tmp_path, RATINGS, *(["--quiet"] if quiet else [])) as served:
-        port, log, process = int(served.address.rsplit(":")[2]), served.log, served.process
+        port, log, process = served.port, served.log, served.process
         good = request(port, "GET", R7).body
         # No base URL anywhere: the served address is the base URL.
         url = f"http://127.0.0.1:{port}/away/api/articles/7/"
@@ -1035,7 +950,7 @@ def test_create_app_needs_a_built_site(tmp_path: Path) -> None:
 def test_an_unservable_file_is_the_json_404_and_a_lost_site_a_json_500(tmp_path: Path) -> None:
     """No traceback on an error path: each answer follows the contract, with one log line."""
     with serving(tmp_path, RATINGS) as served:
-        port, site = int(served.address.rsplit(":")[2]), served.site
+        port, site = served.port, served.site
         os.mkfifo(site / "fifo")
         (site / "unreadable.txt").write_bytes(SECRET)
         (site / "unreadable.txt").chmod(0)
