@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 TOP_KEYS: Final = ("articles", "scale", "base_url")
 NULL_TEXTS: Final = frozenset(("", "~", "null", "Null", "NULL"))
 STANDARD_TAG: Final = "tag:yaml.org,2002:"
+NODE_KINDS: Final[dict[type[Event], str]] = {
+    MappingStartEvent: "a mapping",
+    SequenceStartEvent: "a list",
+}
 
 Parser = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
 
@@ -138,12 +142,8 @@ def offset_position(data: bytes, offset: int) -> tuple[int, int]:
 
 def _describe(event: Event) -> str:
     """How a value is named in a message: its text, or what kind of node it is."""
-    if isinstance(event, MappingStartEvent):
-        return "a mapping"
-    if isinstance(event, SequenceStartEvent):
-        return "a list"
     if not isinstance(event, ScalarEvent):
-        return "the end of the mapping"
+        return NODE_KINDS.get(type(event), "the end of the mapping")
     if event.style in ('"', "'"):
         return f"the quoted string {event.style}{event.value}{event.style}"
     if event.style in ("|", ">"):
@@ -224,17 +224,12 @@ class Walker:
             if key.value in seen:
                 first = seen[key.value]
                 self.fail(key, f"the key '{key.value}' appears twice (first at line {first})")
+            if key.value == "scale":
+                self.scale_came_late = "articles" in seen
             seen[key.value] = _position(key.start_mark)[0]
-            if key.value == "articles":
-                self.articles()
-            elif key.value == "scale":
-                self.scale()
-            else:
-                self.base_url()
+            getattr(self, key.value)()  # each key is read by the method of its name
         if "articles" not in seen:
             self.fail(mapping, "the key 'articles' is missing")
-        order = list(seen)  # keys in the order they came
-        self.scale_came_late = "scale" in seen and order.index("scale") > order.index("articles")
 
     def scale(self) -> None:
         start = self.node()
@@ -279,20 +274,17 @@ class Walker:
             except RuleError as problem:
                 self.fail(key, str(problem))
             lines[article_id] = _position(key.start_mark)[0]
-            self.article(article_id)
-
-    def article(self, article_id: int) -> None:
-        value = self.node()
-        if isinstance(value, SequenceStartEvent):
-            total, count = self.ratings(article_id)
-        elif isinstance(value, MappingStartEvent):
-            total, count = self.totals(article_id, value)
-        else:
-            expected = "expected a list of ratings or {sum: ..., count: ...}"
-            self.fail(value, f"article {article_id}: {expected}, found {_describe(value)}")
-        self.catalogue.ids.append(article_id)
-        self.catalogue.sums.append(total)
-        self.catalogue.counts.append(count)
+            value = self.node()
+            if isinstance(value, SequenceStartEvent):
+                total, count = self.ratings(article_id)
+            elif isinstance(value, MappingStartEvent):
+                total, count = self.totals(article_id, value)
+            else:
+                expected = "expected a list of ratings or {sum: ..., count: ...}"
+                self.fail(value, f"article {article_id}: {expected}, found {_describe(value)}")
+            self.catalogue.ids.append(article_id)
+            self.catalogue.sums.append(total)
+            self.catalogue.counts.append(count)
 
     def ratings(self, article_id: int) -> tuple[int, int]:
         scale = self.catalogue.scale

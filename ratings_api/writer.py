@@ -20,7 +20,7 @@ import contextlib
 import errno
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -118,7 +118,7 @@ def sync_site(
             writer = _Writer(root, tmp, dry_run)
             stale = _sync_documents(writer, catalogue, render, progress)
             _sync_extras(writer, extras or {})
-            _remove_stale(writer, stale, emptied=not catalogue.ids)
+            _remove_stale(writer, stale)
             _remove_old_state(writer)
             return writer.changes
     except FileExistsError:  # makedirs' word for a file where the folder should be
@@ -135,7 +135,7 @@ def _sync_documents(
 ) -> list[int]:
     """Each article's document, in the order of the input; the ids of stale ones, in order."""
     articles = os.path.join(writer.root, ARTICLES_PATH)
-    there = _folders(writer.root, ARTICLES_PATH, create=not writer.dry_run)
+    there = _folders(writer.root, ARTICLES_PATH, create=bool(catalogue.ids) and not writer.dry_run)
     others = _entries(articles) if there else set()  # less each article's: the stale, the user's
     ids, sums, counts = catalogue.ids, catalogue.sums, catalogue.counts
     for index, article_id in enumerate(ids):
@@ -161,8 +161,7 @@ def _sync_document(writer: _Writer, folder: str, body: bytes, there: bool) -> No
     if there and _holds(path, body):
         writer.changes.unchanged += 1
         return
-    if there and not writer.dry_run:
-        real_folder(folder, create=False)
+    if there and not writer.dry_run:  # listed by _entries, no link: its rating folder checked
         real_folder(f"{folder}/rating", create=True)
     elif not writer.dry_run:  # a new article: its folders are made, no question asked
         os.mkdir(folder)
@@ -200,8 +199,7 @@ def _sync_extras(writer: _Writer, extras: Mapping[str, bytes]) -> None:
     for name, body in sorted(extras.items()):
         path = os.path.join(writer.root, name)
         try:
-            folder = os.path.dirname(name)
-            present = not folder or _folders(writer.root, folder, create=not writer.dry_run)
+            present = _folders(writer.root, os.path.dirname(name), create=not writer.dry_run)
             if present and _holds(path, body):
                 writer.changes.unchanged += 1
                 continue
@@ -218,12 +216,9 @@ def _folders(root: str, path: str, *, create: bool) -> bool:
     )
 
 
-def _remove_stale(writer: _Writer, stale: list[int], *, emptied: bool) -> None:
-    """The documents of articles no longer listed, and their folders once empty.
-
-    ``emptied``: no article is left, and the API's folders go too, unless the user
-    keeps files there.
-    """
+def _remove_stale(writer: _Writer, stale: list[int]) -> None:
+    """The documents of articles no longer listed, and their folders once empty: the articles
+    folder too once no article is left, unless the user keeps files there."""
     articles = os.path.join(writer.root, ARTICLES_PATH)
     for article_id in stale:
         folder = os.path.join(articles, str(article_id))
@@ -240,11 +235,8 @@ def _remove_stale(writer: _Writer, stale: list[int], *, emptied: bool) -> None:
         except OSError as error:
             raise _write_error(path, error) from None
         if not writer.dry_run:
-            _remove_empty([os.path.join(folder, "rating"), folder])
+            _remove_empty([os.path.join(folder, "rating"), folder, articles])
         writer.changes.add(path, removed=True)
-    if emptied and not writer.dry_run:
-        parts = ARTICLES_PATH.split("/")
-        _remove_empty(os.path.join(writer.root, *parts[:n]) for n in range(len(parts), 0, -1))
 
 
 def _remove_old_state(writer: _Writer) -> None:
@@ -260,7 +252,7 @@ def _remove_old_state(writer: _Writer) -> None:
         writer.changes.add(path, removed=True)
 
 
-def _remove_empty(folders: Iterable[str]) -> None:
+def _remove_empty(folders: list[str]) -> None:
     """Remove each folder in turn, stopping at the first that is not empty."""
     for folder in folders:
         try:
