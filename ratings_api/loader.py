@@ -250,11 +250,7 @@ class Walker:
 
     def base_url(self) -> None:
         event = self.node()
-        if (
-            not isinstance(event, ScalarEvent)
-            or event.style in ("|", ">")
-            or (not event.style and event.value in NULL_TEXTS)
-        ):
+        if not (isinstance(event, ScalarEvent) and (event.style in ('"', "'") or _plain(event))):
             self.fail(event, f"base_url must be a URL, found {_describe(event)}")
         self.catalogue.base_url = event.value
         self.catalogue.base_url_at = _position(event.start_mark)

@@ -39,16 +39,16 @@ class RuleError(ValueError):
         self.at = at
 
 
-def found(text: str) -> str:
-    """How a message names a plain text that is not what it should be."""
-    return f"'{text}'" if text else "nothing"
+def found(text: str | None, shown: str) -> str:
+    """How a message names a value that is not what it should be: ``shown``, else its text."""
+    return shown or (f"'{text}'" if text else "nothing")
 
 
 def article_id(text: str | None, shown: str = "") -> int:
     """The article id ``text`` writes: a positive integer in plain decimal, at most MAX.
     ``shown`` names a value that is not plain text (None), or names it otherwise."""
     if text is None or not ID_TEXT.fullmatch(text):
-        seen = shown or found(text or "")
+        seen = found(text, shown)
         raise RuleError(f"an article id must be a positive integer in plain decimal, found {seen}")
     if len(text) > DIGITS or int(text) > MAX:
         raise RuleError(f"an article id must be at most {MAX} ({WHY}), found {text}")
@@ -59,8 +59,7 @@ def integer(text: str | None, name: str, article_id: int | None = None, shown: s
     """The integer ``text`` writes in plain decimal, within ±MAX: the article's ``name``.
     ``shown`` as for ``article_id``."""
     if text is None or not INT_TEXT.fullmatch(text):
-        seen = shown or found(text or "")
-        raise RuleError(f"{named(name, article_id)} must be an integer, found {seen}")
+        raise RuleError(f"{named(name, article_id)} must be an integer, found {found(text, shown)}")
     return within(int(text) if len(text) <= DIGITS + 1 else MAX + 1, name, article_id, text)
 
 
