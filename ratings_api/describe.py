@@ -11,7 +11,6 @@ package's one way to fill a Jinja template.
 
 from __future__ import annotations
 
-import functools
 import heapq
 import json
 import re
@@ -176,21 +175,19 @@ def regex_literal(text: str) -> str:
 # The front page
 
 
-@functools.cache
-def _environment() -> jinja2.Environment:
-    """The package's templates: an unknown name is an error, the last newline is kept,
-    and only HTML is escaped (JavaScript and ``_redirects`` get numbers and paths)."""
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        autoescape=jinja2.select_autoescape(["html.j2"]),
-    )
+# The package's templates: an unknown name is an error, the last newline is kept, and
+# only HTML is escaped (JavaScript and ``_redirects`` get numbers and paths).
+ENVIRONMENT: Final = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(TEMPLATES),
+    undefined=jinja2.StrictUndefined,
+    keep_trailing_newline=True,
+    autoescape=jinja2.select_autoescape(["html.j2"]),
+)
 
 
 def render(template: str, **values: Any) -> bytes:
     """The template ``template`` of ratings_api/templates/, filled in, as UTF-8."""
-    return _environment().get_template(template).render(**values).encode()
+    return ENVIRONMENT.get_template(template).render(**values).encode()
 
 
 def front_page(

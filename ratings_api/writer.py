@@ -37,12 +37,13 @@ from ratings_api.errors import InputError
 from ratings_api.loader import Catalogue
 from ratings_api.rating import Renderer
 
+# An article folder's name is an id as the input writes it, of any length (not the
+# contract's ARTICLE_ID), so that a document for an id now refused is still removed.
+from ratings_api.rules import ID_TEXT
+
 EXAMPLES: Final = 5  # how many paths --check names
 ARTICLES_PER_PROGRESS: Final = 4096  # articles between two progress reports
 ARTICLE_DOCUMENT: Final = "rating/index.json"  # below an article's folder
-# An article folder's name, as a build writes it: of any length, not contract.ARTICLE_ID's,
-# so that a document an earlier version wrote for an id now refused is still removed.
-ID_NAME: Final = re.compile(r"[1-9][0-9]*")
 # What the build of earlier versions kept inside the output folder: removed on sight.
 OLD_STATE_NAME: Final = re.compile(r"\.generate-(?:[0-9]+\.tmp|state|state\.tmp)")
 BINARY: Final = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
@@ -152,7 +153,7 @@ def _sync_documents(
         others.discard(name)
     if progress is not None:
         progress(len(ids))
-    return sorted(int(name) for name in others if ID_NAME.fullmatch(name))
+    return sorted(int(name) for name in others if ID_TEXT.fullmatch(name))
 
 
 def _sync_document(writer: _Writer, folder: str, body: bytes, there: bool) -> None:
@@ -174,7 +175,7 @@ def _entries(articles: str) -> set[str]:
     names = set()
     with os.scandir(articles) as entries:
         for entry in entries:
-            if entry.is_symlink() and ID_NAME.fullmatch(entry.name):
+            if entry.is_symlink() and ID_TEXT.fullmatch(entry.name):
                 raise symlink_error(entry.path)
             names.add(entry.name)
     return names
