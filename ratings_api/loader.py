@@ -187,10 +187,12 @@ class Walker:
                 self.fail(event, f"tags are not allowed ({tag})")
         return event
 
-    def integer(self, event: Event, name: str, article_id: int | None = None) -> int:
+    def checked(self, event: Event, rule: Callable[..., int], *args: object) -> int:
+        """``rule`` (of rules.py) of the text of ``event`` and ``args``; else the InputError of
+        the rule it breaks, at ``event``."""
         text = _plain(event)  # else it is named by what it is: only then is that worked out
         try:
-            return rules.integer(text, name, article_id, _describe(event) if text is None else "")
+            return rule(text, *args, shown=_describe(event) if text is None else "")
         except RuleError as problem:
             self.fail(event, str(problem))
 
@@ -240,7 +242,7 @@ class Walker:
         while not isinstance(event := self.node(), SequenceEndEvent):
             if len(bounds) == 2:
                 self.fail(event, f"{shape}, found more than two values")
-            bounds.append(self.integer(event, "a scale bound"))
+            bounds.append(self.checked(event, rules.integer, "a scale bound"))
         if len(bounds) != 2:
             self.fail(start, f"{shape}, found {len(bounds)} value{'s' * (len(bounds) != 1)}")
         low, high = bounds
@@ -262,13 +264,9 @@ class Walker:
             self.fail(start, f"{expected}, found {_describe(start)}")
         lines: dict[int, int] = {}
         while not isinstance(key := self.node(), MappingEndEvent):
-            text = _plain(key)
-            try:
-                article_id = rules.article_id(text, _describe(key) if text is None else "")
-                if article_id in lines:
-                    raise rules.listed_twice(article_id, lines[article_id])
-            except RuleError as problem:
-                self.fail(key, str(problem))
+            article_id = self.checked(key, rules.article_id)
+            if article_id in lines:
+                self.fail(key, rules.listed_twice(article_id, lines[article_id]))
             lines[article_id] = _position(key.start_mark)[0]
             value = self.node()
             if isinstance(value, SequenceStartEvent):
@@ -283,14 +281,9 @@ class Walker:
             self.catalogue.counts.append(count)
 
     def ratings(self, article_id: int) -> tuple[int, int]:
-        scale = self.catalogue.scale
         total = count = 0
         while not isinstance(event := self.node(), SequenceEndEvent):
-            rating = self.integer(event, "a rating", article_id)
-            try:
-                total = rules.added(article_id, total, rules.rating(article_id, rating, scale))
-            except RuleError as problem:
-                self.fail(event, str(problem))
+            total = self.checked(event, rules.rated, article_id, total, self.catalogue.scale)
             count += 1
         return total, count
 
@@ -303,7 +296,7 @@ class Walker:
             if key.value in found:
                 self.fail(key, f"{prefix}the field '{key.value}' appears twice")
             value = self.node()
-            found[key.value] = (self.integer(value, key.value, article_id), value)
+            found[key.value] = (self.checked(value, rules.integer, key.value, article_id), value)
         for name in rules.TOTALS_FIELDS:
             if name not in found:
                 self.fail(start, f"{prefix}'{name}' is missing (totals need sum and count)")

@@ -81,8 +81,8 @@ def named(name: str, article_id: int | None) -> str:
     return name if article_id is None else f"article {article_id}: {name}"
 
 
-def listed_twice(article_id: int, first_line: int) -> RuleError:
-    return RuleError(f"article {article_id} is listed twice (first at line {first_line})")
+def listed_twice(article_id: int, first_line: int) -> str:
+    return f"article {article_id} is listed twice (first at line {first_line})"
 
 
 def rating(article_id: int, value: int, scale: Scale) -> int:
@@ -93,9 +93,10 @@ def rating(article_id: int, value: int, scale: Scale) -> int:
     return value
 
 
-def added(article_id: int, total: int, value: int) -> int:
-    """``total`` with one more rating, ``value``, if the sum stays within ±MAX."""
-    total += value
+def rated(text: str | None, article_id: int, total: int, scale: Scale, shown: str = "") -> int:
+    """``total``, the sum of an article's ratings so far, with one more, written ``text``: an
+    integer (``shown`` as for ``article_id``) on ``scale``, the sum staying within ±MAX."""
+    total += rating(article_id, integer(text, "a rating", article_id, shown), scale)
     if not -MAX <= total <= MAX:
         raise RuleError(f"article {article_id}: its ratings add up past ±{MAX} ({WHY})")
     return total
