@@ -17,7 +17,6 @@ import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import count as counting
 from pathlib import Path
 from typing import Any, Final
 
@@ -67,11 +66,10 @@ def describe_files(catalogue: Catalogue, base_url: str) -> dict[str, bytes]:
     # Real articles of the catalogue to show: the best rated, one not rated yet.
     candidates = (("rated", next(iter(best), None)), ("unrated", first_unrated(catalogue)))
     shown = {name: article for name, article in candidates if article is not None}
+    example = next(iter(shown.values()), None)  # on the front page
     return {
         OPENAPI_PATH: openapi_document(catalogue, base_url, shown),
-        contract.FRONT_PAGE: front_page(
-            catalogue, base_url, best, next(iter(shown.values()), None)
-        ),
+        contract.FRONT_PAGE: front_page(catalogue, base_url, best, example),
         **{name: (TEMPLATES / name).read_bytes() for name in ASSETS},
     }
 
@@ -105,8 +103,8 @@ def missing_id(ids: Sequence[int]) -> int:
     largest = max(ids, default=0)
     if largest < contract.MAX_ID:
         return largest + 1
-    present = set(ids)  # only when an article has the very largest id
-    return next(i for i in counting(1) if i not in present)
+    # Only when an article has the very largest id: one of 1 to len + 1 is free.
+    return min(set(range(1, len(ids) + 2)) - set(ids))
 
 
 # The OpenAPI document

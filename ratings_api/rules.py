@@ -130,8 +130,7 @@ def keeps_the_rules(
     keep every rule above: each id once and at most MAX, every rating of ``ratings`` within
     ±MAX and on ``scale``, each article's totals."""
     try:
-        if ids:
-            article_id(str(max(ids)))
+        article_id(str(max(ids, default=1)))
         for value in ratings:
             rating(0, within(value, "a rating"), scale)
         # Articles of one sum and count share the verdict: a real catalogue of a

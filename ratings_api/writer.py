@@ -144,10 +144,9 @@ def _sync_documents(
             progress(index)
         name = str(article_id)
         folder = f"{articles}/{name}"  # not os.path.join, slow for a loop run once an article
+        body = render(article_id, sums[index], counts[index])
         try:
-            _sync_document(
-                writer, folder, render(article_id, sums[index], counts[index]), name in others
-            )
+            _sync_document(writer, folder, body, name in others)
         except OSError as error:
             raise _write_error(f"{folder}/{ARTICLE_DOCUMENT}", error) from None
         others.discard(name)
@@ -227,10 +226,8 @@ def _remove_stale(writer: _Writer, stale: list[int]) -> None:
         try:
             if not _folders(articles, f"{article_id}/rating", create=False):
                 continue  # a folder of the user's that happens to look like an id
-            if writer.dry_run:
-                os.lstat(path)
-            else:
-                os.unlink(path)  # the name itself: a link goes, never what it points to
+            # A check looks; a build removes the name itself: a link goes, never what it points to.
+            (os.lstat if writer.dry_run else os.unlink)(path)
         except (FileNotFoundError, NotADirectoryError):
             continue  # a file of the user's, or a folder without a document
         except OSError as error:
