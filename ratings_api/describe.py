@@ -148,12 +148,8 @@ def _filled(node: Any, values: dict[str, Any]) -> Any:
         return [_filled(item, values) for item in node]
     if not isinstance(node, dict):
         return node
-    kept = {
-        key: _shown(value, values) if key == "examples" else value for key, value in node.items()
-    }
-    return {
-        key: _filled(value, values) for key, value in kept.items() if key != "examples" or value
-    }
+    kept = {k: _shown(v, values) if k == "examples" else v for k, v in node.items()}
+    return {k: _filled(v, values) for k, v in kept.items() if k != "examples" or v}
 
 
 def _shown(examples: Any, values: dict[str, Any]) -> Any:
@@ -193,7 +189,6 @@ def front_page(
 ) -> bytes:
     """The front page, ``index.html``: what the API is, how to call it, a lookup, the best rated."""
     sample_id = example.id if example is not None else 1
-    sample_url = f"{base_url}/{contract.ARTICLES_PATH}/{sample_id}/rating/"
     document = (
         None if example is None else Renderer(base_url)(example.id, example.total, example.count)
     )
@@ -205,7 +200,7 @@ def front_page(
         article_id=contract.ARTICLE_ID,
         openapi_path=OPENAPI_PATH,
         assets=ASSETS,
-        curl=f"curl {shlex.quote(sample_url)}",
+        curl=f"curl {shlex.quote(article_url(base_url, sample_id) + 'rating/')}",
         sample_id=sample_id,
         example_document=None if document is None else document.decode().rstrip("\n"),
         articles=len(catalogue.ids),

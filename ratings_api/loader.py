@@ -217,8 +217,6 @@ class Walker:
             if key.value in seen:
                 first = seen[key.value]
                 self.fail(key, f"the key '{key.value}' appears twice (first at line {first})")
-            if key.value == "scale":
-                self.scale_came_late = "articles" in seen
             seen[key.value] = _position(key.start_mark)[0]
             getattr(self, key.value)()  # each key is read by the method of its name
         if "articles" not in seen:
@@ -237,6 +235,7 @@ class Walker:
         if len(bounds) != 2:
             self.fail(start, f"{shape}, found {len(bounds)} value{'s' * (len(bounds) != 1)}")
         low, high = bounds
+        self.scale_came_late = bool(self.catalogue.ids)  # ratings read before their bounds
         if low >= high:
             self.fail(start, f"scale must go from low to high, found [{low}, {high}]")
         self.catalogue.scale = (low, high)
