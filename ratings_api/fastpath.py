@@ -43,7 +43,6 @@ ENTRY: Final = (
     rf"|\{{sum: ({SHORT_INT}), count: ({SHORT_INT})\}})(?: +{COMMENT})?\n"
 ).encode()
 ZERO: Final = ord("0")
-SEPARATOR: Final = ord(",") + ord(" ")
 CHUNK: Final = 1 << 20  # bytes of entries matched at once: the matches' memory stays small
 
 
@@ -54,7 +53,7 @@ class Articles:
     ids: list[int] = field(default_factory=list)
     sums: list[int] = field(default_factory=list)
     counts: list[int] = field(default_factory=list)
-    digits: set[int] = field(default_factory=set)  # the bytes of one-digit ratings, and ", "
+    digits: set[int] = field(default_factory=set)  # the bytes of one-digit ratings
     ratings: set[int] = field(default_factory=set)  # every rating's value, once, in the end
     rest: bytes = b""  # the file with the block replaced, for the strict reader
 
@@ -77,7 +76,7 @@ def load(data: bytes) -> Articles | None:
     # Every line of the block an entry, a blank line or a comment: no other layout.
     if _read(data, start, end, first[1], articles) != lines:
         return None
-    articles.ratings.update(digit - ZERO for digit in articles.digits - set(b", "))
+    articles.ratings.update(digit - ZERO for digit in articles.digits)
     placeholder = first[1] + PLACEHOLDER_TEXT + b": []\n"
     articles.rest = data[:start] + placeholder + b"\n" * (lines - 1) + data[end:]
     return articles
@@ -100,12 +99,12 @@ def _read(data: bytes, start: int, end: int, indent: bytes, articles: Articles) 
                 add_sum(int(total))
                 add_count(int(count))
             elif len(ratings) == 3 * ratings.count(b",") + 1:
-                # One-digit ratings only ("5, 4, 5"): their sum is the bytes' sum,
-                # less the separators' and the digit zero's.
-                number = ratings.count(b",") + 1
-                add_sum(sum(ratings) - SEPARATOR * (number - 1) - ZERO * number)
-                add_count(number)
-                articles.digits.update(ratings)
+                # One-digit ratings only ("5, 4, 5"): every third byte a digit, whose
+                # value is its byte's less the digit zero's.
+                digits = ratings[::3]
+                add_sum(sum(digits) - ZERO * len(digits))
+                add_count(len(digits))
+                articles.digits.update(digits)
             else:
                 values = [int(rating) for rating in ratings.split(b", ")] if ratings else []
                 add_sum(sum(values))
