@@ -192,19 +192,16 @@ class Walker:
         # The parser's grammar: StreamStart, then StreamEnd or a DocumentStart; after
         # the document's one node, its DocumentEnd.
         self.next_event()
-        start = self.next_event()
-        if isinstance(start, yaml.StreamEndEvent):
+        if isinstance(start := self.next_event(), yaml.StreamEndEvent):
             self.fail(start, "the file is empty; expected a mapping with the key 'articles'")
         self.top_mapping()
         self.next_event()
-        after = self.next_event()
-        if not isinstance(after, yaml.StreamEndEvent):
+        if not isinstance(after := self.next_event(), yaml.StreamEndEvent):
             self.fail(after, "only one YAML document is allowed")
         return self.catalogue
 
     def top_mapping(self) -> None:
-        mapping = self.node()
-        if not isinstance(mapping, yaml.MappingStartEvent):
+        if not isinstance(mapping := self.node(), yaml.MappingStartEvent):
             expected = "expected a mapping with the key 'articles' at the top level"
             self.fail(mapping, f"{expected}, found {_describe(mapping)}")
         seen: dict[str, int] = {}
@@ -223,9 +220,8 @@ class Walker:
             self.fail(mapping, "the key 'articles' is missing")
 
     def scale(self) -> None:
-        start = self.node()
         shape = "scale must be a list of two integers [low, high]"
-        if not isinstance(start, yaml.SequenceStartEvent):
+        if not isinstance(start := self.node(), yaml.SequenceStartEvent):
             self.fail(start, f"{shape}, found {_describe(start)}")
         bounds: list[int] = []
         while not isinstance(event := self.node(), yaml.SequenceEndEvent):
@@ -235,10 +231,10 @@ class Walker:
         if len(bounds) != 2:
             self.fail(start, f"{shape}, found {len(bounds)} value{'s' * (len(bounds) != 1)}")
         low, high = bounds
-        self.scale_came_late = bool(self.catalogue.ids)  # ratings read before their bounds
         if low >= high:
             self.fail(start, f"scale must go from low to high, found [{low}, {high}]")
         self.catalogue.scale = (low, high)
+        self.scale_came_late = bool(self.catalogue.ids)  # ratings read before their bounds
 
     def base_url(self) -> None:
         event = self.node()
@@ -248,8 +244,7 @@ class Walker:
         self.catalogue.base_url_at = _position(event.start_mark)
 
     def articles(self) -> None:
-        start = self.node()
-        if not isinstance(start, yaml.MappingStartEvent):
+        if not isinstance(start := self.node(), yaml.MappingStartEvent):
             expected = "'articles' must be a mapping of article id to ratings"
             self.fail(start, f"{expected}, found {_describe(start)}")
         lines: dict[int, int] = {}
@@ -258,8 +253,7 @@ class Walker:
             if article_id in lines:
                 self.fail(key, rules.listed_twice(article_id, lines[article_id]))
             lines[article_id] = _position(key.start_mark)[0]
-            value = self.node()
-            if isinstance(value, yaml.SequenceStartEvent):
+            if isinstance(value := self.node(), yaml.SequenceStartEvent):
                 total, count = self.ratings(article_id)
             elif isinstance(value, yaml.MappingStartEvent):
                 total, count = self.totals(article_id, value)
