@@ -117,7 +117,7 @@ def openapi_document(catalogue: Catalogue, base_url: str, shown: dict[str, Artic
     (``_filled``): the contract's, the catalogue's, and the examples: the articles
     ``shown``, by name, and "unlisted", an id no article has.
     """
-    render = Renderer(base_url)
+    renderer = Renderer(base_url)
     prefix = article_url(base_url, 0)[: -len("0/")]
     values: dict[str, Any] = {
         **dict(contract.COMMON_HEADERS),
@@ -131,7 +131,7 @@ def openapi_document(catalogue: Catalogue, base_url: str, shown: dict[str, Artic
         "max": contract.MAX_ID,
         "unlisted": missing_id(catalogue.ids),
         **{name: article.id for name, article in shown.items()},
-        **{f"{n}_document": json.loads(render(a.id, a.total, a.count)) for n, a in shown.items()},
+        **{f"{n}_document": json.loads(renderer(a.id, a.total, a.count)) for n, a in shown.items()},
     }
     document = _filled(json.loads((TEMPLATES / "openapi.json").read_bytes()), values)
     return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()  # for people too

@@ -36,9 +36,6 @@ from ratings_api.contract import ARTICLES_PATH
 from ratings_api.errors import InputError
 from ratings_api.loader import Catalogue
 from ratings_api.rating import Renderer
-
-# An article folder's name is an id as the input writes it, of any length (not the
-# contract's ARTICLE_ID), so that a document for an id now refused is still removed.
 from ratings_api.rules import ID_TEXT
 
 EXAMPLES: Final = 5  # how many paths --check names
@@ -152,6 +149,8 @@ def _sync_documents(
         others.discard(name)
     if progress is not None:
         progress(len(ids))
+    # An article folder's name is an id as the input writes it, of any length (not the
+    # contract's ARTICLE_ID), so that a document for an id now refused is still removed.
     return sorted(int(name) for name in others if ID_TEXT.fullmatch(name))
 
 
