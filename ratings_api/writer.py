@@ -59,11 +59,7 @@ class Changes:
     # The first paths changed: documents, other generated files, stale documents, old state.
     examples: list[str] = field(default_factory=list)
 
-    def add(self, path: str, *, removed: bool = False) -> None:
-        if removed:
-            self.removed += 1
-        else:
-            self.written += 1
+    def example(self, path: str) -> None:
         if len(self.examples) < EXAMPLES:
             self.examples.append(path)
 
@@ -86,7 +82,8 @@ class _Writer:
             finally:
                 os.close(fd)
             os.replace(self.tmp, path)
-        self.changes.add(path)
+        self.changes.written += 1
+        self.changes.example(path)
 
 
 def sync_site(
@@ -233,7 +230,8 @@ def _remove_stale(writer: _Writer, stale: list[int]) -> None:
             raise _write_error(path, error) from None
         if not writer.dry_run:
             _remove_empty([os.path.join(folder, "rating"), folder, articles])
-        writer.changes.add(path, removed=True)
+        writer.changes.removed += 1
+        writer.changes.example(path)
 
 
 def _remove_old_state(writer: _Writer) -> None:
@@ -246,7 +244,8 @@ def _remove_old_state(writer: _Writer) -> None:
         path = os.path.join(writer.root, name)
         if not writer.dry_run:
             remove_file(path)
-        writer.changes.add(path, removed=True)
+        writer.changes.removed += 1
+        writer.changes.example(path)
 
 
 def _remove_empty(folders: list[str]) -> None:
