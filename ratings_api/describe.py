@@ -59,6 +59,10 @@ class Article:
     def value(self) -> str:
         return rating_value(self.total, self.count)
 
+    def document(self, base_url: str) -> bytes:
+        """Its document, as the build writes it."""
+        return Renderer(base_url)(self.id, self.total, self.count)
+
 
 def describe_files(catalogue: Catalogue, base_url: str) -> dict[str, bytes]:
     """Generated files beside the documents, by their path below the output folder."""
@@ -117,7 +121,6 @@ def openapi_document(catalogue: Catalogue, base_url: str, shown: dict[str, Artic
     (``_filled``): the contract's, the catalogue's, and the examples: the articles
     ``shown``, by name, and "unlisted", an id no article has.
     """
-    renderer = Renderer(base_url)
     prefix = article_url(base_url, 0)[: -len("0/")]
     values: dict[str, Any] = {
         **dict(contract.COMMON_HEADERS),
@@ -131,7 +134,7 @@ def openapi_document(catalogue: Catalogue, base_url: str, shown: dict[str, Artic
         "max": contract.MAX_ID,
         "unlisted": missing_id(catalogue.ids),
         **{name: article.id for name, article in shown.items()},
-        **{f"{n}_document": json.loads(renderer(a.id, a.total, a.count)) for n, a in shown.items()},
+        **{f"{n}_document": json.loads(a.document(base_url)) for n, a in shown.items()},
     }
     document = _filled(json.loads((TEMPLATES / "openapi.json").read_bytes()), values)
     return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()  # for people too
@@ -189,9 +192,7 @@ def front_page(
 ) -> bytes:
     """The front page, ``index.html``: what the API is, how to call it, a lookup, the best rated."""
     sample_id = example.id if example is not None else 1
-    document = (
-        None if example is None else Renderer(base_url)(example.id, example.total, example.count)
-    )
+    document = None if example is None else example.document(base_url)
     return render(
         "index.html.j2",
         meta_csp=META_CSP,
