@@ -35,26 +35,24 @@ FIELD_BREAK: Final = re.compile(r'"[^"]*"|(,)')
 
 def read(path: str, data: bytes, scale: Scale) -> Catalogue:
     """Validate ``data``, the CSV bytes of ``path``, into a Catalogue on ``scale``."""
-    data = data.removeprefix(codecs.BOM_UTF8)  # a spreadsheet's mark, no part of a column name
-    text = decoded(path, data)
+    # A spreadsheet's byte order mark is no part of a column name.
+    text = decoded(path, data.removeprefix(codecs.BOM_UTF8))
     rows = _Rows(path, text)
     header = next(rows.records, None)
     if header is None:
         raise InputError(f"the file is empty; expected the header {FORMS}", path, 1, 1)
-    form = _form(rows, header)
-    columns = [header.index(name) for name in form]  # where each of the form's is
-    totals = form == TOTALS
-    quick = _quick(text, header, totals, columns)
+    columns = [header.index(name) for name in _form(rows, header)]  # where each of the form's is
+    quick = _quick(text, header, columns)
     if quick is not None and rules.keeps_the_rules(*quick, scale):
         return Catalogue(*quick[:3], scale=scale)
-    _first_problem(rows, columns, totals, scale)
+    _first_problem(rows, len(header), columns, scale)
 
 
 QUICK_FIELDS: Final = {"article_id": rules.SHORT_ID, "rating": f"{rules.SHORT_INT}?"}
 
 
 def _quick(
-    text: str, header: list[str], totals: bool, columns: list[int]
+    text: str, header: list[str], columns: list[int]
 ) -> tuple[list[int], list[int], list[int], set[int]] | None:
     """The columns, and the ratings, of a file whose every row is plain, with no rule
     checked; or None for any other file."""
@@ -66,13 +64,13 @@ def _quick(
     sums: list[int] = []
     counts: list[int] = []
     ratings: set[int] = set()
-    at, at_value, *at_count = columns
+    at, at_value, *at_count = columns  # a count's column for a row an article
     try:
         next(rows)  # the header
         for row in rows:
             if len(row) != width or not plain(",".join(row)):
                 return None
-            if totals:
+            if at_count:
                 ids.append(int(row[at]))
                 sums.append(int(row[at_value]))
                 counts.append(int(row[at_count[0]]))
@@ -85,7 +83,7 @@ def _quick(
                     entry[1] += 1
     except csv.Error:
         return None
-    if not totals:
+    if not at_count:
         ids = list(by_id)
         sums = [entry[0] for entry in by_id.values()]
         counts = [entry[1] for entry in by_id.values()]
@@ -100,7 +98,6 @@ class _Rows:
         self.text = text
         self.reader = csv.reader(io.StringIO(text, newline=""), strict=True)
         self.first = 1  # the line where the last record starts
-        self.width = 0  # the header's, once read
         self.records = self._records()
 
     def _records(self) -> Iterator[list[str]]:
@@ -135,25 +132,25 @@ def _form(rows: _Rows, names: list[str]) -> tuple[str, ...]:
     for name in form:
         if name not in names:
             rows.fail(0, f"the column '{name}' is missing (expected {FORMS})")
-    rows.width = len(names)
     return form
 
 
-def _first_problem(rows: _Rows, columns: list[int], totals: bool, scale: Scale) -> NoReturn:
-    """Raise the message of the first row that breaks a rule, placed at its field."""
+def _first_problem(rows: _Rows, width: int, columns: list[int], scale: Scale) -> NoReturn:
+    """Raise the message of the first row that breaks a rule, placed at its field; ``width``
+    is the header's."""
     seen: dict[int, list[int]] = {}  # each article's first line, and its sum so far
     for row in rows.records:
-        if len(row) != rows.width:
-            message = f"expected {rows.width} values, as in the header, found {len(row)}"
-            rows.fail(rows.width if len(row) > rows.width else 0, message)
+        if len(row) != width:
+            message = f"expected {width} values, as in the header, found {len(row)}"
+            rows.fail(width if len(row) > width else 0, message)
         field = 0
         try:
             texts = [row[column] for column in columns]
             article_id = rules.article_id(texts[0])
             entry = seen.setdefault(article_id, [rows.first, 0])
-            if totals:
+            if len(columns) == len(TOTALS):
                 if entry[0] != rows.first:
-                    raise rules.listed_twice(article_id, entry[0])
+                    rows.fail(columns[0], rules.listed_twice(article_id, entry[0]))
                 field = 1
                 total = rules.integer(texts[1], "rating_sum", article_id)
                 field = 2
@@ -162,9 +159,7 @@ def _first_problem(rows: _Rows, columns: list[int], totals: bool, scale: Scale) 
                 rules.totals(article_id, total, count, scale, TOTALS[1:])
             elif texts[1]:  # else listed, not rated yet
                 field = 1
-                rating = rules.integer(texts[1], "a rating", article_id)
-                rules.rating(article_id, rating, scale)
-                entry[1] = rules.added(article_id, entry[1], rating)
+                entry[1] = rules.rated(texts[1], article_id, entry[1], scale)
         except RuleError as problem:
             rows.fail(columns[field + problem.at], str(problem))
     raise AssertionError("the quick reading refused rows that keep every rule")

@@ -11,22 +11,21 @@ package's one way to fill a Jinja template.
 
 from __future__ import annotations
 
-import functools
 import heapq
 import json
 import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import count as counting
 from pathlib import Path
 from typing import Any, Final
 
 import jinja2
 
-from ratings_api.contract import ARTICLE_ID, ARTICLES_PATH, FRONT_PAGE, FRONT_PAGE_CSP, MAX_ID
+from ratings_api import contract
 from ratings_api.loader import Catalogue
 from ratings_api.rating import Renderer, article_url, rating_value
+from ratings_api.rules import ID_TEXT
 
 # Package data: installed with the package, found beside this file.
 TEMPLATES: Final = Path(__file__).resolve().parent / "templates"
@@ -39,10 +38,10 @@ MAX_STARS: Final = 10  # a wider scale is shown as a number only
 # The page repeats the policy in a <meta> element, so that it holds on a host
 # that sends no header. Browsers ignore frame-ancestors there (and warn).
 META_CSP: Final = "; ".join(
-    part for part in FRONT_PAGE_CSP.split("; ") if not part.startswith("frame-ancestors")
+    part for part in contract.FRONT_PAGE_CSP.split("; ") if not part.startswith("frame-ancestors")
 )
 
-RATING_PATH: Final = f"/{ARTICLES_PATH}/{{id}}/rating/"
+PLACEHOLDER: Final = re.compile(r"\{([^{}]+)\}")  # a value of the build, in the OpenAPI template
 # The characters a regular expression gives a meaning to, in Python as in
 # ECMAScript: escaped, each with a backslash, they are literal in both.
 REGEX_SYNTAX: Final = re.compile(r"([\\^$.|?*+()\[\]{}])")
@@ -60,6 +59,10 @@ class Article:
     def value(self) -> str:
         return rating_value(self.total, self.count)
 
+    def document(self, base_url: str) -> bytes:
+        """Its document, as the build writes it."""
+        return Renderer(base_url)(self.id, self.total, self.count)
+
 
 def describe_files(catalogue: Catalogue, base_url: str) -> dict[str, bytes]:
     """Generated files beside the documents, by their path below the output folder."""
@@ -67,11 +70,10 @@ def describe_files(catalogue: Catalogue, base_url: str) -> dict[str, bytes]:
     # Real articles of the catalogue to show: the best rated, one not rated yet.
     candidates = (("rated", next(iter(best), None)), ("unrated", first_unrated(catalogue)))
     shown = {name: article for name, article in candidates if article is not None}
-    document = openapi_document(catalogue, base_url, shown, missing_id(catalogue.ids))
-    openapi = json.dumps(document, indent=2, ensure_ascii=False)  # indented: people read it too
+    example = next(iter(shown.values()), None)  # on the front page
     return {
-        OPENAPI_PATH: (openapi + "\n").encode(),
-        FRONT_PAGE: front_page(catalogue, base_url, best, next(iter(shown.values()), None)),
+        OPENAPI_PATH: openapi_document(catalogue, base_url, shown),
+        contract.FRONT_PAGE: front_page(catalogue, base_url, best, example),
         **{name: (TEMPLATES / name).read_bytes() for name in ASSETS},
     }
 
@@ -103,71 +105,63 @@ def first_unrated(catalogue: Catalogue) -> Article | None:
 def missing_id(ids: Sequence[int]) -> int:
     """An id that no article has, for the examples of a 404: one past the largest, usually."""
     largest = max(ids, default=0)
-    if largest < MAX_ID:
+    if largest < contract.MAX_ID:
         return largest + 1
-    present = set(ids)  # only when an article has the very largest id
-    return next(i for i in counting(1) if i not in present)
+    # Only when an article has the very largest id: one of 1 to len + 1 is free.
+    return min(set(range(1, len(ids) + 2)) - set(ids))
 
 
 # The OpenAPI document
 
 
-def openapi_document(
-    catalogue: Catalogue, base_url: str, shown: dict[str, Article], unlisted: int
-) -> dict[str, Any]:
+def openapi_document(catalogue: Catalogue, base_url: str, shown: dict[str, Article]) -> bytes:
     """The OpenAPI 3.1 description of the API as this build publishes it.
 
-    templates/openapi.json is the document but for what depends on the build, which
-    is filled in here: the "{...}" values, and the examples: the articles ``shown``, by
-    name, and ``unlisted``, an id no article has.
+    templates/openapi.json is the document, with this build's values for its "{name}"s
+    (``_filled``): the contract's, the catalogue's, and the examples: the articles
+    ``shown``, by name, and "unlisted", an id no article has.
     """
-    document: dict[str, Any] = json.loads((TEMPLATES / "openapi.json").read_bytes())
-    scale = ", rated on the scale {}..{}".format(*catalogue.scale) if catalogue.scale else ""
-    info = document["info"]
-    info["description"] = info["description"].format(
-        articles=f"{len(catalogue.ids):,}", scale=scale
-    )
-    document["servers"][0]["url"] = base_url
-    rating = document["components"]["schemas"]["Rating"]
-    url, value = rating["properties"]["article_url"], rating["properties"]["rating_value"]
     prefix = article_url(base_url, 0)[: -len("0/")]
-    url["format"] = "uri" if prefix.isascii() else "iri"
-    url["pattern"] = f"^{regex_literal(prefix)}[1-9][0-9]*/$"
-    value["description"] = value["description"].format(scale=scale)
-    # Every integer of a document lies within ±MAX_ID (rules.py).
-    numbers = [rating["properties"][name] for name in ("id", "rating_sum", "rating_count")]
-    for schema in (*numbers, document["components"]["parameters"]["ArticleId"]["schema"]):
-        schema.update({key: BOUNDS[value] for key, value in schema.items() if value in BOUNDS})
-    _add_examples(document, base_url, shown, unlisted)
-    return document
-
-
-def _add_examples(
-    document: dict[str, Any], base_url: str, shown: dict[str, Article], unlisted: int
-) -> None:
-    if shown:  # a 200's examples are the very documents of real articles
-        render = Renderer(base_url)
-        bodies = {name: json.loads(render(a.id, a.total, a.count)) for name, a in shown.items()}
-        ok = document["paths"][RATING_PATH]["get"]["responses"]["200"]["content"]
-        ok["application/json"]["examples"] = {
-            name: {"summary": f"Article {a.id}, {SUMMARIES[name]}", "value": bodies[name]}
-            for name, a in shown.items()
-        }
-        document["components"]["schemas"]["Rating"]["examples"] = list(bodies.values())
-    ids = {**{name: a.id for name, a in shown.items()}, "unlisted": unlisted}
-    document["components"]["parameters"]["ArticleId"]["examples"] = {
-        name: {"summary": ID_SUMMARIES[name], "value": article_id}
-        for name, article_id in ids.items()
+    values: dict[str, Any] = {
+        **dict(contract.COMMON_HEADERS),
+        "not_found": json.loads(contract.NOT_FOUND),
+        "articles": f"{len(catalogue.ids):,}",
+        "scale": ", rated on the scale {}..{}".format(*catalogue.scale) if catalogue.scale else "",
+        "base_url": base_url,
+        "url_format": "uri" if prefix.isascii() else "iri",
+        "url_pattern": f"^{regex_literal(prefix)}{ID_TEXT.pattern}/$",
+        "min": -contract.MAX_ID,  # every integer of a document lies within ±MAX_ID (rules.py)
+        "max": contract.MAX_ID,
+        "unlisted": missing_id(catalogue.ids),
+        **{name: article.id for name, article in shown.items()},
+        **{f"{n}_document": json.loads(a.document(base_url)) for n, a in shown.items()},
     }
+    document = _filled(json.loads((TEMPLATES / "openapi.json").read_bytes()), values)
+    return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()  # for people too
 
 
-BOUNDS: Final = {"{min}": -MAX_ID, "{max}": MAX_ID}
-SUMMARIES: Final = {"rated": "the best rated", "unrated": "listed but not rated yet"}
-ID_SUMMARIES: Final = {
-    "rated": "The best-rated article: 200",
-    "unrated": "An article not rated yet: 200",
-    "unlisted": "An id no article has: 404",
-}
+def _filled(node: Any, values: dict[str, Any]) -> Any:
+    """``node`` of the template with ``values`` in: a text that is one "{name}" becomes that
+    value (a number, a document), any other is filled in by ``str.format``; of each
+    "examples", only those of articles this build has (``_shown``)."""
+    if isinstance(node, str):
+        whole = PLACEHOLDER.fullmatch(node)
+        return values[whole[1]] if whole and whole[1] in values else node.format_map(values)
+    if isinstance(node, list):
+        return [_filled(item, values) for item in node]
+    if not isinstance(node, dict):
+        return node
+    kept = {k: _shown(v, values) if k == "examples" else v for k, v in node.items()}
+    return {k: _filled(v, values) for k, v in kept.items() if k != "examples" or v}
+
+
+def _shown(examples: Any, values: dict[str, Any]) -> Any:
+    """The ``examples`` whose article this build has: an example is named, by its key or as
+    the one "{name}" it is, after an article that a catalogue may lack (the best rated,
+    one not rated yet). An "examples" left empty is left out."""
+    if isinstance(examples, dict):
+        return {name: example for name, example in examples.items() if name in values}
+    return [example for example in examples if example[1:-1] in values]
 
 
 def regex_literal(text: str) -> str:
@@ -178,21 +172,19 @@ def regex_literal(text: str) -> str:
 # The front page
 
 
-@functools.cache
-def _environment() -> jinja2.Environment:
-    """The package's templates: an unknown name is an error, the last newline is kept,
-    and only HTML is escaped (JavaScript and ``_redirects`` get numbers and paths)."""
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        autoescape=jinja2.select_autoescape(["html.j2"]),
-    )
+# The package's templates: an unknown name is an error, the last newline is kept, and
+# only HTML is escaped (JavaScript and ``_redirects`` get numbers and paths).
+ENVIRONMENT: Final = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(TEMPLATES),
+    undefined=jinja2.StrictUndefined,
+    keep_trailing_newline=True,
+    autoescape=jinja2.select_autoescape(["html.j2"]),
+)
 
 
 def render(template: str, **values: Any) -> bytes:
     """The template ``template`` of ratings_api/templates/, filled in, as UTF-8."""
-    return _environment().get_template(template).render(**values).encode()
+    return ENVIRONMENT.get_template(template).render(**values).encode()
 
 
 def front_page(
@@ -200,19 +192,16 @@ def front_page(
 ) -> bytes:
     """The front page, ``index.html``: what the API is, how to call it, a lookup, the best rated."""
     sample_id = example.id if example is not None else 1
-    sample_url = f"{base_url}/{ARTICLES_PATH}/{sample_id}/rating/"
-    document = (
-        None if example is None else Renderer(base_url)(example.id, example.total, example.count)
-    )
+    document = None if example is None else example.document(base_url)
     return render(
         "index.html.j2",
         meta_csp=META_CSP,
         base_url=base_url,
-        articles_path=ARTICLES_PATH,
-        article_id=ARTICLE_ID,
+        articles_path=contract.ARTICLES_PATH,
+        article_id=contract.ARTICLE_ID,
         openapi_path=OPENAPI_PATH,
         assets=ASSETS,
-        curl=f"curl {shlex.quote(sample_url)}",
+        curl=f"curl {shlex.quote(article_url(base_url, sample_id) + 'rating/')}",
         sample_id=sample_id,
         example_document=None if document is None else document.decode().rstrip("\n"),
         articles=len(catalogue.ids),

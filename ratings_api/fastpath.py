@@ -31,20 +31,18 @@ from ratings_api.rules import MAX, SHORT_ID, SHORT_INT
 PLACEHOLDER: Final = MAX  # the id of the line that stands for the block
 PLACEHOLDER_TEXT: Final = str(PLACEHOLDER).encode()
 ARTICLES_KEY: Final = re.compile(rb"^articles:(?: +#[^\n]*)?\n", re.MULTILINE)
-BLANK: Final = rb" *(?:#[^\n]*)?\n"  # libyaml refuses a tab there
+# A comment in the block is printable ASCII, as its entries are: no character in the block
+# that YAML may read as a line break (CR, NEL, LS, PS) or refuse, and nothing to decode.
+COMMENT: Final = r"#[\t -~]*"
+BLANK: Final = rf" *(?:{COMMENT})?\n".encode()  # libyaml refuses a tab there
 FIRST_INDENT: Final = re.compile(rb"(?: *(?:#[^\n]*)?\n)*( +)[1-9]")
 BLOCK_END: Final = re.compile(rb"^[^ #\n]", re.MULTILINE)  # a line at column 0, not a comment
 # An entry, after its indent: its id, then its ratings, or its sum and count.
 ENTRY: Final = (
     rf"({SHORT_ID}): (?:\[((?:{SHORT_INT}(?:, {SHORT_INT})*)?)\]"
-    rf"|\{{sum: ({SHORT_INT}), count: ({SHORT_INT})\}})(?: +#[^\n]*)?\n"
+    rf"|\{{sum: ({SHORT_INT}), count: ({SHORT_INT})\}})(?: +{COMMENT})?\n"
 ).encode()
-# Characters libyaml refuses, or reads as line breaks where a line-based reader
-# would not (CR, NEL, LS, PS), or a byte order mark: with any of them, the walker decides.
-UNUSUAL_ASCII: Final = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]")
-UNUSUAL_TEXT: Final = re.compile("[\x80-\x9f\u2028\u2029\ufeff\ufffe\uffff]")
 ZERO: Final = ord("0")
-SEPARATOR: Final = ord(",") + ord(" ")
 CHUNK: Final = 1 << 20  # bytes of entries matched at once: the matches' memory stays small
 
 
@@ -55,7 +53,7 @@ class Articles:
     ids: list[int] = field(default_factory=list)
     sums: list[int] = field(default_factory=list)
     counts: list[int] = field(default_factory=list)
-    digits: set[int] = field(default_factory=set)  # the bytes of one-digit ratings, and ", "
+    digits: set[int] = field(default_factory=set)  # the bytes of one-digit ratings
     ratings: set[int] = field(default_factory=set)  # every rating's value, once, in the end
     rest: bytes = b""  # the file with the block replaced, for the strict reader
 
@@ -65,7 +63,7 @@ def load(data: bytes) -> Articles | None:
     if not data.endswith(b"\n"):
         data += b"\n"  # a final line break changes nothing in YAML
     key = ARTICLES_KEY.search(data)
-    if key is None or PLACEHOLDER_TEXT in data or not _plain(data):
+    if key is None or PLACEHOLDER_TEXT in data:
         return None
     start = key.end()
     first = FIRST_INDENT.match(data, start)
@@ -78,21 +76,10 @@ def load(data: bytes) -> Articles | None:
     # Every line of the block an entry, a blank line or a comment: no other layout.
     if _read(data, start, end, first[1], articles) != lines:
         return None
-    articles.ratings.update(digit - ZERO for digit in articles.digits - set(b", "))
+    articles.ratings.update(digit - ZERO for digit in articles.digits)
     placeholder = first[1] + PLACEHOLDER_TEXT + b": []\n"
     articles.rest = data[:start] + placeholder + b"\n" * (lines - 1) + data[end:]
     return articles
-
-
-def _plain(data: bytes) -> bool:
-    if UNUSUAL_ASCII.search(data):
-        return False
-    if data.isascii():
-        return True
-    try:
-        return not UNUSUAL_TEXT.search(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        return False
 
 
 def _read(data: bytes, start: int, end: int, indent: bytes, articles: Articles) -> int:
@@ -112,12 +99,12 @@ def _read(data: bytes, start: int, end: int, indent: bytes, articles: Articles) 
                 add_sum(int(total))
                 add_count(int(count))
             elif len(ratings) == 3 * ratings.count(b",") + 1:
-                # One-digit ratings only ("5, 4, 5"): their sum is the bytes' sum,
-                # less the separators' and the digit zero's.
-                number = ratings.count(b",") + 1
-                add_sum(sum(ratings) - SEPARATOR * (number - 1) - ZERO * number)
-                add_count(number)
-                articles.digits.update(ratings)
+                # One-digit ratings only ("5, 4, 5"): every third byte a digit, whose
+                # value is its byte's less the digit zero's.
+                digits = ratings[::3]
+                add_sum(sum(digits) - ZERO * len(digits))
+                add_count(len(digits))
+                articles.digits.update(digits)
             else:
                 values = [int(rating) for rating in ratings.split(b", ")] if ratings else []
                 add_sum(sum(values))

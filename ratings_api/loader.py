@@ -18,16 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, NoReturn, cast
 
 import yaml
-from yaml.events import (
-    AliasEvent,
-    Event,
-    MappingEndEvent,
-    MappingStartEvent,
-    ScalarEvent,
-    SequenceEndEvent,
-    SequenceStartEvent,
-    StreamEndEvent,
-)
 
 from ratings_api import fastpath, rules
 from ratings_api.errors import InputError
@@ -39,6 +29,11 @@ if TYPE_CHECKING:
 TOP_KEYS: Final = ("articles", "scale", "base_url")
 NULL_TEXTS: Final = frozenset(("", "~", "null", "Null", "NULL"))
 STANDARD_TAG: Final = "tag:yaml.org,2002:"
+QUOTES: Final = ('"', "'")  # the styles of a quoted scalar
+NODE_KINDS: Final[dict[type[yaml.Event], str]] = {
+    yaml.MappingStartEvent: "a mapping",
+    yaml.SequenceStartEvent: "a list",
+}
 
 Parser = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
 
@@ -136,15 +131,11 @@ def offset_position(data: bytes, offset: int) -> tuple[int, int]:
     return data.count(b"\n", 0, offset) + 1, column
 
 
-def _describe(event: Event) -> str:
+def _describe(event: yaml.Event) -> str:
     """How a value is named in a message: its text, or what kind of node it is."""
-    if isinstance(event, MappingStartEvent):
-        return "a mapping"
-    if isinstance(event, SequenceStartEvent):
-        return "a list"
-    if not isinstance(event, ScalarEvent):
-        return "the end of the mapping"
-    if event.style in ('"', "'"):
+    if not isinstance(event, yaml.ScalarEvent):
+        return NODE_KINDS.get(type(event), "the end of the mapping")
+    if event.style in QUOTES:
         return f"the quoted string {event.style}{event.value}{event.style}"
     if event.style in ("|", ">"):
         return "a block of text"
@@ -153,9 +144,9 @@ def _describe(event: Event) -> str:
     return f"'{event.value}'"
 
 
-def _plain(event: Event) -> str | None:
+def _plain(event: yaml.Event) -> str | None:
     """The text of a plain scalar that is not null, or None."""
-    if isinstance(event, ScalarEvent) and not event.style and event.value not in NULL_TEXTS:
+    if isinstance(event, yaml.ScalarEvent) and not event.style and event.value not in NULL_TEXTS:
         return event.value
     return None
 
@@ -167,30 +158,32 @@ class Walker:
         self.path = path
         # get_event returns None only once the stream has ended, and the walk stops
         # at StreamEndEvent; a cast, not a check, as this is called for every event.
-        self.next_event = cast("Callable[[], Event]", Parser(data).get_event)
+        self.next_event = cast("Callable[[], yaml.Event]", Parser(data).get_event)
         self.catalogue = Catalogue(scale=scale)
         self.scale_came_late = False
 
-    def fail(self, event: Event, message: str) -> NoReturn:
+    def fail(self, event: yaml.Event, message: str) -> NoReturn:
         raise InputError(message, self.path, *_position(event.start_mark))
 
-    def node(self) -> Event:
+    def node(self) -> yaml.Event:
         """The next event, which starts a node: anchors, aliases and tags are refused."""
         event = self.next_event()
-        if isinstance(event, AliasEvent):
-            self.fail(event, f"aliases are not allowed (*{event.anchor})")
-        if isinstance(event, (ScalarEvent, SequenceStartEvent, MappingStartEvent)):
+        if isinstance(event, (yaml.ScalarEvent, yaml.CollectionStartEvent)):  # anchor and tag
             if event.anchor is not None:
                 self.fail(event, f"anchors are not allowed (&{event.anchor})")
             if event.tag is not None:
                 tag = event.tag.replace(STANDARD_TAG, "!!", 1)
                 self.fail(event, f"tags are not allowed ({tag})")
+        elif isinstance(event, yaml.AliasEvent):
+            self.fail(event, f"aliases are not allowed (*{event.anchor})")
         return event
 
-    def integer(self, event: Event, name: str, article_id: int | None = None) -> int:
+    def checked(self, event: yaml.Event, rule: Callable[..., int], *args: object) -> int:
+        """``rule`` (of rules.py) of the text of ``event`` and ``args``; else the InputError of
+        the rule it breaks, at ``event``."""
         text = _plain(event)  # else it is named by what it is: only then is that worked out
         try:
-            return rules.integer(text, name, article_id, _describe(event) if text is None else "")
+            return rule(text, *args, shown=_describe(event) if text is None else "")
         except RuleError as problem:
             self.fail(event, str(problem))
 
@@ -199,123 +192,101 @@ class Walker:
         # The parser's grammar: StreamStart, then StreamEnd or a DocumentStart; after
         # the document's one node, its DocumentEnd.
         self.next_event()
-        start = self.next_event()
-        if isinstance(start, StreamEndEvent):
+        if isinstance(start := self.next_event(), yaml.StreamEndEvent):
             self.fail(start, "the file is empty; expected a mapping with the key 'articles'")
         self.top_mapping()
         self.next_event()
-        after = self.next_event()
-        if not isinstance(after, StreamEndEvent):
+        if not isinstance(after := self.next_event(), yaml.StreamEndEvent):
             self.fail(after, "only one YAML document is allowed")
         return self.catalogue
 
     def top_mapping(self) -> None:
-        mapping = self.node()
-        if not isinstance(mapping, MappingStartEvent):
+        if not isinstance(mapping := self.node(), yaml.MappingStartEvent):
             expected = "expected a mapping with the key 'articles' at the top level"
             self.fail(mapping, f"{expected}, found {_describe(mapping)}")
         seen: dict[str, int] = {}
         known = "expected one of: " + ", ".join(TOP_KEYS)
-        while not isinstance(key := self.node(), MappingEndEvent):
+        while not isinstance(key := self.node(), yaml.MappingEndEvent):
             # Quoting a key changes nothing here (keys are strings either way),
             # unlike quoting a number, which makes it a string.
-            if not (isinstance(key, ScalarEvent) and key.value in TOP_KEYS):
+            if not (isinstance(key, yaml.ScalarEvent) and key.value in TOP_KEYS):
                 self.fail(key, f"unknown key {_describe(key)} ({known})")
             if key.value in seen:
                 first = seen[key.value]
                 self.fail(key, f"the key '{key.value}' appears twice (first at line {first})")
             seen[key.value] = _position(key.start_mark)[0]
-            if key.value == "articles":
-                self.articles()
-            elif key.value == "scale":
-                self.scale()
-            else:
-                self.base_url()
+            getattr(self, key.value)()  # each key is read by the method of its name
         if "articles" not in seen:
             self.fail(mapping, "the key 'articles' is missing")
-        order = list(seen)  # keys in the order they came
-        self.scale_came_late = "scale" in seen and order.index("scale") > order.index("articles")
 
     def scale(self) -> None:
-        start = self.node()
         shape = "scale must be a list of two integers [low, high]"
-        if not isinstance(start, SequenceStartEvent):
+        if not isinstance(start := self.node(), yaml.SequenceStartEvent):
             self.fail(start, f"{shape}, found {_describe(start)}")
         bounds: list[int] = []
-        while not isinstance(event := self.node(), SequenceEndEvent):
+        while not isinstance(event := self.node(), yaml.SequenceEndEvent):
             if len(bounds) == 2:
                 self.fail(event, f"{shape}, found more than two values")
-            bounds.append(self.integer(event, "a scale bound"))
+            bounds.append(self.checked(event, rules.integer, "a scale bound"))
         if len(bounds) != 2:
             self.fail(start, f"{shape}, found {len(bounds)} value{'s' * (len(bounds) != 1)}")
         low, high = bounds
         if low >= high:
             self.fail(start, f"scale must go from low to high, found [{low}, {high}]")
         self.catalogue.scale = (low, high)
+        self.scale_came_late = bool(self.catalogue.ids)  # ratings read before their bounds
 
     def base_url(self) -> None:
         event = self.node()
-        if (
-            not isinstance(event, ScalarEvent)
-            or event.style in ("|", ">")
-            or (not event.style and event.value in NULL_TEXTS)
-        ):
+        if not (isinstance(event, yaml.ScalarEvent) and (event.style in QUOTES or _plain(event))):
             self.fail(event, f"base_url must be a URL, found {_describe(event)}")
         self.catalogue.base_url = event.value
         self.catalogue.base_url_at = _position(event.start_mark)
 
     def articles(self) -> None:
-        start = self.node()
-        if not isinstance(start, MappingStartEvent):
+        if not isinstance(start := self.node(), yaml.MappingStartEvent):
             expected = "'articles' must be a mapping of article id to ratings"
             self.fail(start, f"{expected}, found {_describe(start)}")
         lines: dict[int, int] = {}
-        while not isinstance(key := self.node(), MappingEndEvent):
-            text = _plain(key)
-            try:
-                article_id = rules.article_id(text, _describe(key) if text is None else "")
-                if article_id in lines:
-                    raise rules.listed_twice(article_id, lines[article_id])
-            except RuleError as problem:
-                self.fail(key, str(problem))
+        while not isinstance(key := self.node(), yaml.MappingEndEvent):
+            article_id = self.checked(key, rules.article_id)
+            if article_id in lines:
+                self.fail(key, rules.listed_twice(article_id, lines[article_id]))
             lines[article_id] = _position(key.start_mark)[0]
-            self.article(article_id)
+            if isinstance(value := self.node(), yaml.SequenceStartEvent):
+                total, count = self.ratings(article_id, self.catalogue.scale)
+            elif isinstance(value, yaml.MappingStartEvent):
+                total, count = self.totals(article_id, value)
+            else:
+                expected = "expected a list of ratings or {sum: ..., count: ...}"
+                self.fail(value, f"article {article_id}: {expected}, found {_describe(value)}")
+            self.catalogue.ids.append(article_id)
+            self.catalogue.sums.append(total)
+            self.catalogue.counts.append(count)
 
-    def article(self, article_id: int) -> None:
-        value = self.node()
-        if isinstance(value, SequenceStartEvent):
-            total, count = self.ratings(article_id)
-        elif isinstance(value, MappingStartEvent):
-            total, count = self.totals(article_id, value)
-        else:
-            expected = "expected a list of ratings or {sum: ..., count: ...}"
-            self.fail(value, f"article {article_id}: {expected}, found {_describe(value)}")
-        self.catalogue.ids.append(article_id)
-        self.catalogue.sums.append(total)
-        self.catalogue.counts.append(count)
-
-    def ratings(self, article_id: int) -> tuple[int, int]:
-        scale = self.catalogue.scale
+    def ratings(self, article_id: int, scale: rules.Scale) -> tuple[int, int]:
         total = count = 0
-        while not isinstance(event := self.node(), SequenceEndEvent):
-            rating = self.integer(event, "a rating", article_id)
+        while not isinstance(event := self.node(), yaml.SequenceEndEvent):
+            # Not through checked(): a call with a rule's arguments unpacked costs a fifth of
+            # the walk, once a rating.
+            shown = "" if (text := _plain(event)) else _describe(event)
             try:
-                total = rules.added(article_id, total, rules.rating(article_id, rating, scale))
+                total = rules.rated(text, article_id, total, scale, shown)
             except RuleError as problem:
                 self.fail(event, str(problem))
             count += 1
         return total, count
 
-    def totals(self, article_id: int, start: Event) -> tuple[int, int]:
+    def totals(self, article_id: int, start: yaml.Event) -> tuple[int, int]:
         prefix = f"article {article_id}: "
-        found: dict[str, tuple[int, Event]] = {}
-        while not isinstance(key := self.node(), MappingEndEvent):
-            if not (isinstance(key, ScalarEvent) and key.value in rules.TOTALS_FIELDS):
+        found: dict[str, tuple[int, yaml.Event]] = {}
+        while not isinstance(key := self.node(), yaml.MappingEndEvent):
+            if not (isinstance(key, yaml.ScalarEvent) and key.value in rules.TOTALS_FIELDS):
                 self.fail(key, f"{prefix}unknown field {_describe(key)} (expected sum and count)")
             if key.value in found:
                 self.fail(key, f"{prefix}the field '{key.value}' appears twice")
             value = self.node()
-            found[key.value] = (self.integer(value, key.value, article_id), value)
+            found[key.value] = (self.checked(value, rules.integer, key.value, article_id), value)
         for name in rules.TOTALS_FIELDS:
             if name not in found:
                 self.fail(start, f"{prefix}'{name}' is missing (totals need sum and count)")

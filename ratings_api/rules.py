@@ -39,16 +39,16 @@ class RuleError(ValueError):
         self.at = at
 
 
-def found(text: str) -> str:
-    """How a message names a plain text that is not what it should be."""
-    return f"'{text}'" if text else "nothing"
+def found(text: str | None, shown: str) -> str:
+    """How a message names a value that is not what it should be: ``shown``, else its text."""
+    return shown or (f"'{text}'" if text else "nothing")
 
 
 def article_id(text: str | None, shown: str = "") -> int:
     """The article id ``text`` writes: a positive integer in plain decimal, at most MAX.
     ``shown`` names a value that is not plain text (None), or names it otherwise."""
     if text is None or not ID_TEXT.fullmatch(text):
-        seen = shown or found(text or "")
+        seen = found(text, shown)
         raise RuleError(f"an article id must be a positive integer in plain decimal, found {seen}")
     if len(text) > DIGITS or int(text) > MAX:
         raise RuleError(f"an article id must be at most {MAX} ({WHY}), found {text}")
@@ -59,8 +59,7 @@ def integer(text: str | None, name: str, article_id: int | None = None, shown: s
     """The integer ``text`` writes in plain decimal, within ±MAX: the article's ``name``.
     ``shown`` as for ``article_id``."""
     if text is None or not INT_TEXT.fullmatch(text):
-        seen = shown or found(text or "")
-        raise RuleError(f"{named(name, article_id)} must be an integer, found {seen}")
+        raise RuleError(f"{named(name, article_id)} must be an integer, found {found(text, shown)}")
     return within(int(text) if len(text) <= DIGITS + 1 else MAX + 1, name, article_id, text)
 
 
@@ -82,8 +81,8 @@ def named(name: str, article_id: int | None) -> str:
     return name if article_id is None else f"article {article_id}: {name}"
 
 
-def listed_twice(article_id: int, first_line: int) -> RuleError:
-    return RuleError(f"article {article_id} is listed twice (first at line {first_line})")
+def listed_twice(article_id: int, first_line: int) -> str:
+    return f"article {article_id} is listed twice (first at line {first_line})"
 
 
 def rating(article_id: int, value: int, scale: Scale) -> int:
@@ -94,9 +93,10 @@ def rating(article_id: int, value: int, scale: Scale) -> int:
     return value
 
 
-def added(article_id: int, total: int, value: int) -> int:
-    """``total`` with one more rating, ``value``, if the sum stays within ±MAX."""
-    total += value
+def rated(text: str | None, article_id: int, total: int, scale: Scale, shown: str = "") -> int:
+    """``total``, the sum of an article's ratings so far, with one more, written ``text``: an
+    integer (``shown`` as for ``article_id``) on ``scale``, the sum staying within ±MAX."""
+    total += rating(article_id, integer(text, "a rating", article_id, shown), scale)
     if not -MAX <= total <= MAX:
         raise RuleError(f"article {article_id}: its ratings add up past ±{MAX} ({WHY})")
     return total
@@ -130,8 +130,7 @@ def keeps_the_rules(
     keep every rule above: each id once and at most MAX, every rating of ``ratings`` within
     ±MAX and on ``scale``, each article's totals."""
     try:
-        if ids:
-            article_id(str(max(ids)))
+        article_id(str(max(ids, default=1)))
         for value in ratings:
             rating(0, within(value, "a rating"), scale)
         # Articles of one sum and count share the verdict: a real catalogue of a

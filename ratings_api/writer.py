@@ -20,7 +20,7 @@ import contextlib
 import errno
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -36,13 +36,11 @@ from ratings_api.contract import ARTICLES_PATH
 from ratings_api.errors import InputError
 from ratings_api.loader import Catalogue
 from ratings_api.rating import Renderer
+from ratings_api.rules import ID_TEXT
 
 EXAMPLES: Final = 5  # how many paths --check names
 ARTICLES_PER_PROGRESS: Final = 4096  # articles between two progress reports
 ARTICLE_DOCUMENT: Final = "rating/index.json"  # below an article's folder
-# An article folder's name, as a build writes it: of any length, not contract.ARTICLE_ID's,
-# so that a document an earlier version wrote for an id now refused is still removed.
-ID_NAME: Final = re.compile(r"[1-9][0-9]*")
 # What the build of earlier versions kept inside the output folder: removed on sight.
 OLD_STATE_NAME: Final = re.compile(r"\.generate-(?:[0-9]+\.tmp|state|state\.tmp)")
 BINARY: Final = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
@@ -61,11 +59,7 @@ class Changes:
     # The first paths changed: documents, other generated files, stale documents, old state.
     examples: list[str] = field(default_factory=list)
 
-    def add(self, path: str, *, removed: bool = False) -> None:
-        if removed:
-            self.removed += 1
-        else:
-            self.written += 1
+    def example(self, path: str) -> None:
         if len(self.examples) < EXAMPLES:
             self.examples.append(path)
 
@@ -88,7 +82,8 @@ class _Writer:
             finally:
                 os.close(fd)
             os.replace(self.tmp, path)
-        self.changes.add(path)
+        self.changes.written += 1
+        self.changes.example(path)
 
 
 def sync_site(
@@ -118,7 +113,7 @@ def sync_site(
             writer = _Writer(root, tmp, dry_run)
             stale = _sync_documents(writer, catalogue, render, progress)
             _sync_extras(writer, extras or {})
-            _remove_stale(writer, stale, emptied=not catalogue.ids)
+            _remove_stale(writer, stale)
             _remove_old_state(writer)
             return writer.changes
     except FileExistsError:  # makedirs' word for a file where the folder should be
@@ -135,7 +130,7 @@ def _sync_documents(
 ) -> list[int]:
     """Each article's document, in the order of the input; the ids of stale ones, in order."""
     articles = os.path.join(writer.root, ARTICLES_PATH)
-    there = _folders(writer.root, ARTICLES_PATH, create=not writer.dry_run)
+    there = _folders(writer.root, ARTICLES_PATH, create=bool(catalogue.ids) and not writer.dry_run)
     others = _entries(articles) if there else set()  # less each article's: the stale, the user's
     ids, sums, counts = catalogue.ids, catalogue.sums, catalogue.counts
     for index, article_id in enumerate(ids):
@@ -143,16 +138,17 @@ def _sync_documents(
             progress(index)
         name = str(article_id)
         folder = f"{articles}/{name}"  # not os.path.join, slow for a loop run once an article
+        body = render(article_id, sums[index], counts[index])
         try:
-            _sync_document(
-                writer, folder, render(article_id, sums[index], counts[index]), name in others
-            )
+            _sync_document(writer, folder, body, name in others)
         except OSError as error:
             raise _write_error(f"{folder}/{ARTICLE_DOCUMENT}", error) from None
         others.discard(name)
     if progress is not None:
         progress(len(ids))
-    return sorted(int(name) for name in others if ID_NAME.fullmatch(name))
+    # An article folder's name is an id as the input writes it, of any length (not the
+    # contract's ARTICLE_ID), so that a document for an id now refused is still removed.
+    return sorted(int(name) for name in others if ID_TEXT.fullmatch(name))
 
 
 def _sync_document(writer: _Writer, folder: str, body: bytes, there: bool) -> None:
@@ -161,8 +157,7 @@ def _sync_document(writer: _Writer, folder: str, body: bytes, there: bool) -> No
     if there and _holds(path, body):
         writer.changes.unchanged += 1
         return
-    if there and not writer.dry_run:
-        real_folder(folder, create=False)
+    if there and not writer.dry_run:  # listed by _entries, no link: its rating folder checked
         real_folder(f"{folder}/rating", create=True)
     elif not writer.dry_run:  # a new article: its folders are made, no question asked
         os.mkdir(folder)
@@ -175,7 +170,7 @@ def _entries(articles: str) -> set[str]:
     names = set()
     with os.scandir(articles) as entries:
         for entry in entries:
-            if entry.is_symlink() and ID_NAME.fullmatch(entry.name):
+            if entry.is_symlink() and ID_TEXT.fullmatch(entry.name):
                 raise symlink_error(entry.path)
             names.add(entry.name)
     return names
@@ -200,8 +195,7 @@ def _sync_extras(writer: _Writer, extras: Mapping[str, bytes]) -> None:
     for name, body in sorted(extras.items()):
         path = os.path.join(writer.root, name)
         try:
-            folder = os.path.dirname(name)
-            present = not folder or _folders(writer.root, folder, create=not writer.dry_run)
+            present = _folders(writer.root, os.path.dirname(name), create=not writer.dry_run)
             if present and _holds(path, body):
                 writer.changes.unchanged += 1
                 continue
@@ -218,12 +212,9 @@ def _folders(root: str, path: str, *, create: bool) -> bool:
     )
 
 
-def _remove_stale(writer: _Writer, stale: list[int], *, emptied: bool) -> None:
-    """The documents of articles no longer listed, and their folders once empty.
-
-    ``emptied``: no article is left, and the API's folders go too, unless the user
-    keeps files there.
-    """
+def _remove_stale(writer: _Writer, stale: list[int]) -> None:
+    """The documents of articles no longer listed, and their folders once empty: the articles
+    folder too once no article is left, unless the user keeps files there."""
     articles = os.path.join(writer.root, ARTICLES_PATH)
     for article_id in stale:
         folder = os.path.join(articles, str(article_id))
@@ -231,20 +222,16 @@ def _remove_stale(writer: _Writer, stale: list[int], *, emptied: bool) -> None:
         try:
             if not _folders(articles, f"{article_id}/rating", create=False):
                 continue  # a folder of the user's that happens to look like an id
-            if writer.dry_run:
-                os.lstat(path)
-            else:
-                os.unlink(path)  # the name itself: a link goes, never what it points to
+            # A check looks; a build removes the name itself: a link goes, never what it points to.
+            (os.lstat if writer.dry_run else os.unlink)(path)
         except (FileNotFoundError, NotADirectoryError):
             continue  # a file of the user's, or a folder without a document
         except OSError as error:
             raise _write_error(path, error) from None
         if not writer.dry_run:
-            _remove_empty([os.path.join(folder, "rating"), folder])
-        writer.changes.add(path, removed=True)
-    if emptied and not writer.dry_run:
-        parts = ARTICLES_PATH.split("/")
-        _remove_empty(os.path.join(writer.root, *parts[:n]) for n in range(len(parts), 0, -1))
+            _remove_empty([os.path.join(folder, "rating"), folder, articles])
+        writer.changes.removed += 1
+        writer.changes.example(path)
 
 
 def _remove_old_state(writer: _Writer) -> None:
@@ -257,10 +244,11 @@ def _remove_old_state(writer: _Writer) -> None:
         path = os.path.join(writer.root, name)
         if not writer.dry_run:
             remove_file(path)
-        writer.changes.add(path, removed=True)
+        writer.changes.removed += 1
+        writer.changes.example(path)
 
 
-def _remove_empty(folders: Iterable[str]) -> None:
+def _remove_empty(folders: list[str]) -> None:
     """Remove each folder in turn, stopping at the first that is not empty."""
     for folder in folders:
         try:
