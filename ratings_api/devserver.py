@@ -22,13 +22,13 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 from ratings_api.build import Reading, build
 from ratings_api.contract import ARTICLES_PATH
 from ratings_api.errors import InputError
+from ratings_api.rules import ID_TEXT
 from ratings_api.server import create_app
 
 if TYPE_CHECKING:
     from wsgiref.types import WSGIEnvironment
 
 POLL_SECONDS: Final = 0.5
-ID_NAME: Final = re.compile(r"[1-9][0-9]*")
 # An absolute-form request target (RFC 9112, 3.2.2), which a server must accept: its
 # scheme and authority, before the path that gunicorn and every server answer by.
 ABSOLUTE_FORM: Final = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*")
@@ -137,7 +137,7 @@ def _serving_line(output: str, address: str) -> str:
     """Where the site is served, and its smallest article id's document to try."""
     try:
         with os.scandir(os.path.join(output, ARTICLES_PATH)) as entries:
-            first = min((int(e.name) for e in entries if ID_NAME.fullmatch(e.name)), default=0)
+            first = min((int(e.name) for e in entries if ID_TEXT.fullmatch(e.name)), default=0)
     except FileNotFoundError:
         first = 0
     sample = f"try {address}/{ARTICLES_PATH}/{first}/rating/" if first else "no articles yet"
