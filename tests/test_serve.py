@@ -48,7 +48,7 @@ def test_a_root_linked_to_another_release_is_served_with_no_restart(tmp_path: Pa
     releases = [tmp_path / "1", tmp_path / "2"]
     for release, rating in zip(releases, (5, 1), strict=True):
         release.mkdir()
-        built(release, f"articles:\n  7: [{rating}]\n  8: [{rating}]\n")
+        built(release, f"articles:\n  7: [{rating}]\n  8: [{rating}]\n", *A_BASE_URL)
     (tmp_path / "site").symlink_to(releases[0] / "site")
     app = create_app(str(tmp_path / "site"))
     assert call_app(app, "GET", b"/away/api/articles/7/rating/")[0] == 200
