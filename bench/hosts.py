@@ -53,8 +53,7 @@ REPO: Final = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # a script in bench/: the package is one folder up
 
 from tests.contract import Host, process_tree, request  # noqa: E402
-from tests.hosts import HOSTS, install_host_tools, nginx_edge, store_reads  # noqa: E402
-from tests.objectstore import Store  # noqa: E402
+from tests.hosts import HOSTS, install_host_tools  # noqa: E402
 
 SEED: Final = 20261122
 BASELINE: Final = "nginx"
@@ -63,7 +62,6 @@ SERVER_CPU: Final = 0
 CLIENT_CPU: Final = 1
 CHECKED: Final = 200
 PATTERNS: Final = ("random", "hot")
-EDGE: Final = "nginx → S3"
 WRK_SCRIPT: Final = """\
 -- Each request asks for one of the paths in the file given after --, at random.
 local paths = {}
@@ -160,17 +158,15 @@ def measure(
 ) -> dict[tuple[str, str], Figure]:
     work = Path(tempfile.mkdtemp(prefix="bench-hosts-", dir=tmp))
     hosts: dict[str, Host] = {}
-    store: Store | None = None
     try:
         ratings = ratings_text(count)
         for name in names:
             folder = work / name.replace(" ", "_").replace("→", "to")
             folder.mkdir()
-            if name == EDGE:  # started here, to count the reads at its store
-                hosts[name], store = nginx_edge(folder, ratings)
-            else:
-                hosts[name] = HOSTS[name](folder, ratings)
-            pin_host(hosts[name], store if name == EDGE else None)
+            # The host builds its project around this catalogue (tests.contract.make_project).
+            (folder / "ratings.yaml").write_text(ratings, encoding="utf-8")
+            hosts[name] = HOSTS[name](folder)
+            pin_host(hosts[name])
             check_answers(hosts[name], count)
         script = work / "random.lua"
         script.write_text(WRK_SCRIPT)
@@ -187,13 +183,13 @@ def measure(
             for pattern in patterns:
                 for name, host in hosts.items():
                     key = (name, pattern)
-                    pin_host(host, store if name == EDGE else None)  # threads started since
-                    before = store_reads(store) if name == EDGE and store else 0
+                    pin_host(host)  # threads started since
+                    before = host.reads()
                     rate, requests = wrk_slice(host, paths[pattern], script, seconds, SEED + turn)
                     rates.setdefault(key, []).append(rate)
                     sent[key] = sent.get(key, 0) + requests
-                    if name == EDGE and store:
-                        reads[key] = reads.get(key, 0) + store_reads(store) - before
+                    if host.store is not None:
+                        reads[key] = reads.get(key, 0) + host.reads() - before
         return {
             key: Figure(statistics.median(values), reads[key] / sent[key] if key in reads else None)
             for key, values in rates.items()
@@ -204,10 +200,11 @@ def measure(
         shutil.rmtree(work, ignore_errors=True)
 
 
-def pin_host(host: Host, store: Store | None) -> None:
+def pin_host(host: Host) -> None:
+    assert host.process is not None, host.name  # every host of HOSTS runs as a process
     pin(host.process.pid, SERVER_CPU)
-    if store is not None and store.process is not None:
-        pin(store.process.pid, SERVER_CPU)  # the edge's work includes its store's
+    if host.store is not None:
+        pin(host.store.pid, SERVER_CPU)  # the edge's work includes its store's
 
 
 def ensure_wrk() -> None:

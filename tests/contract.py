@@ -145,8 +145,10 @@ class Host:
     stale_seconds: float = 0.0
     # What else the host started (a store behind an edge), stopped after it.
     stop_also: Callable[[], None] = lambda: None
-    # For an edge: how many reads the store behind it has answered, by its own count.
+    # For an edge: how many reads the store behind it has answered, by its own count,
+    # and the store's process (bench/hosts.py pins it to the edge's CPU).
     reads: Callable[[], int] = lambda: 0
+    store: subprocess.Popen[bytes] | None = None
     # The methods it may be asked (a CloudFront distribution takes no other); None: any.
     methods: tuple[str, ...] | None = None
 
@@ -206,8 +208,14 @@ def hermetic_environ() -> dict[str, str]:
 
 
 def make_project(folder: Path, ratings: str = RATINGS) -> Path:
-    """A ratings file, a site folder with the user's files and symlinks, a secret beside them."""
-    (folder / "ratings.yaml").write_text(ratings, encoding="utf-8")
+    """A ratings file, a site folder with the user's files and symlinks, a secret beside them.
+
+    A ratings file the folder already holds is kept: a catalogue of its own (bench/hosts.py's,
+    served by every host) in place of ``ratings``.
+    """
+    source = folder / "ratings.yaml"
+    if not source.exists():
+        source.write_text(ratings, encoding="utf-8")
     for name, body in USER_FILES.items():
         path = folder / "site" / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -215,7 +223,7 @@ def make_project(folder: Path, ratings: str = RATINGS) -> Path:
     (folder / "secret.txt").write_bytes(SECRET)
     for name, target in SYMLINKS.items():
         os.symlink(target, folder / "site" / name)
-    return folder / "ratings.yaml"
+    return source
 
 
 def start(

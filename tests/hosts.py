@@ -362,7 +362,7 @@ def nginx_edge(folder: Path) -> Host:
         time.sleep(NGINX_EDGE_STALE_SECONDS + 0.1)  # until the cached copies expire
 
     edge.publish, edge.stop_also = publish_again, store.stop
-    edge.reads = functools.partial(store_reads, store)
+    edge.reads, edge.store = functools.partial(store_reads, store), store.process
     edge.stale_seconds = NGINX_EDGE_STALE_SECONDS
     return edge
 
