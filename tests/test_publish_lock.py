@@ -231,11 +231,9 @@ def test_a_stalled_store_is_said_while_it_is_awaited(
 ) -> None:
     monkeypatch.setattr(running, "STALL", 1)  # each 10 s, as the user sees it
     monkeypatch.setattr(running, "TICK", 0.1)
-    held = project.proxy.on("GET", STATE_KEY, "hold")
-    timer = threading.Timer(1.4, held.release.set)
-    timer.start()
+    # From the request's arrival, not the test's start: the build before it may be slow.
+    project.proxy.on("GET", STATE_KEY, lambda: time.sleep(1.4))
     done = project.main("--publish", project.target)
-    timer.join()
     assert done.code == 0, done.err
     waiting = f"{project.target}: waiting for {project.proxy.endpoint}: no request answered for"
     assert done.err == f"{waiting} 1 s\n"
@@ -255,7 +253,7 @@ def test_a_store_going_away_or_full_midway_is_one_line_and_exit_2(
     """From an upload on, every connection closes unanswered (the store died); or from the
     state's marks on, before any upload, every PUT is answered 500 (SeaweedFS with no room
     left). Its release fails too: the lock stays, as a killed publish's, and the next
-    publish converges (test_publish.py's test_a_publish_stopped_midway_converges)."""
+    publish converges (test_a_holder_stopped_past_its_lease_writes_nothing_once_resumed)."""
     project.ratings.write_text(many(40))
     project.proxy.on("PUT", key, lambda: setattr(project.proxy, failure, True))
     done = project.publish("--publish-workers", "2")
