@@ -7,7 +7,6 @@ import signal
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path, PurePosixPath
 from typing import Final
 
@@ -139,9 +138,9 @@ def test_check_and_publish_store_each_file_then_only_what_changed(
     for key in project.site(prefix).keys() - theirs.keys():
         path = key.removeprefix(prefix)
         kind = ERROR_TYPE if path == "404.html" else CONTENT_TYPES[PurePosixPath(path).suffix]
-        with urllib.request.urlopen(project.store.url(project.bucket, key)) as answer:
-            headers = (answer.headers["Content-Type"], answer.headers["Cache-Control"])
-            assert (headers, answer.read()) == ((kind, CACHE_CONTROL), project.site(prefix)[key])
+        got = project.store.client().get_object(Bucket=project.bucket, Key=key)
+        headers = (got["ContentType"], got["CacheControl"])
+        assert (headers, got["Body"].read()) == ((kind, CACHE_CONTROL), project.site(prefix)[key])
     project.ratings.write_text(RATINGS.replace("  2: [2, 3, 2]\n", "").replace("  31: []\n", ""))
     project.proxy.requests.clear()
     done = project.run(["--check", "--publish", project.target])
