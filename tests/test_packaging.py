@@ -1,13 +1,13 @@
 """The package as a user installs it (the action's Install step, tests/action.py: a wheel
 built from the checkout, in a fresh venv with the [publish] extra), run from a folder of
-its own, builds the very site the checkout builds, serves it and publishes it; its
-dependencies are ranges that hold the checkout's pins.
+its own, builds the very site the checkout builds and serves it; its dependencies are
+ranges that hold the checkout's pins. That install's publish is the action's Publish step,
+run by tests/test_ci_recipe.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -23,7 +23,6 @@ from packaging.utils import canonicalize_name
 
 from tests.action import REQUIREMENTS, clean_environ
 from tests.contract import start, stop, wait_answering, wait_for
-from tests.objectstore import Store
 from tests.trees import built, read_tree, tree_diff
 
 pytestmark = pytest.mark.real_world
@@ -86,19 +85,14 @@ def test_the_action_installs_the_requirements_exact_versions(installed_tool: Pat
 SERVE: Final = ["--bind", "127.0.0.1:0", "--no-control-socket", "ratings_api.server:create_app()"]
 
 
-@pytest.mark.stores(
-    "SeaweedFS", why="the installed copy: test_publish.py holds the stores to the same publish"
-)
-def test_the_installed_command_builds_serves_and_publishes_the_checkout_s_site(
-    installed_tool: Path, object_store: Store, tmp_path: Path
+def test_the_installed_command_builds_and_serves_the_checkout_s_site(
+    installed_tool: Path, tmp_path: Path
 ) -> None:
     """Run from a folder of its own, as `ratings-api` and `python -m ratings_api`: the same site
-    as the checkout's, its own version, the app under gunicorn, and with the [publish] extra,
-    a publish."""
-    folder, publishing = tmp_path / "project", tmp_path / "publish"
-    for where in (folder, publishing):
-        where.mkdir()
-        (where / "ratings.yaml").write_text(RATINGS, encoding="utf-8")
+    as the checkout's, its own version, and the app under gunicorn."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "ratings.yaml").write_text(RATINGS, encoding="utf-8")
     (tmp_path / "checkout").mkdir()
     expected = read_tree(built(tmp_path / "checkout", RATINGS))
     python = installed_tool / BIN / "python"
@@ -132,15 +126,3 @@ def test_the_installed_command_builds_serves_and_publishes_the_checkout_s_site(
             assert (answer.status, answer.read()) == (200, expected[DOCUMENT])
     finally:
         stop(process, signal.SIGINT)
-
-    object_store.create_bucket("packaging")
-    environ = {**object_store.environ(), "AWS_CONFIG_FILE": os.devnull}
-    environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
-    said = run(
-        [installed_tool / BIN / "ratings-api", "--publish", "s3://packaging/v1"], folder, environ
-    )
-    assert (said.returncode, said.stderr) == (0, "")
-    assert said.stdout.startswith("published s3://packaging/v1: 9 uploaded, 0 removed, ")
-    assert [path.name for path in publishing.iterdir()] == ["ratings.yaml"]  # no folder written
-    with urllib.request.urlopen(object_store.url("packaging", f"v1/{DOCUMENT}")) as answer:
-        assert answer.read() == expected[DOCUMENT]

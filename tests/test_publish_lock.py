@@ -83,16 +83,12 @@ def test_publishes_started_together_take_turns(project: Project) -> None:
 def test_a_publish_that_lost_its_lock_stops(
     project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """It renews its lock while an upload waits; the upload waits past the lease and
-    another publish takes the lock over: at the next renewal, it stops before writing
-    its state, and leaves the other's lock alone."""
+    """An upload waits past the lease and another publish takes the lock over: at its
+    next renewal (renewals go on while an upload waits: the lost renewal below), it stops
+    before writing its state, and leaves the other's lock alone."""
     monkeypatch.setattr(lock, "RENEW", 0.5)
-    seen: list[bytes] = []
 
     def another_takes_it() -> None:
-        seen.append(project.objects()[LOCK_KEY])
-        time.sleep(0.6)
-        seen.append(project.objects()[LOCK_KEY])
         plant(project, lock.LEASE)
         time.sleep(1.0)  # the next renewal meets it
 
@@ -100,7 +96,6 @@ def test_a_publish_that_lost_its_lock_stops(
     done = project.publish()
     stopped = f"{project.target}: another publish took over this one's lock; stopped: publish "
     assert done == (2, "", stopped + "again to finish\n")
-    assert json.loads(seen[1])["renewals"] > json.loads(seen[0])["renewals"]
     assert json.loads(project.objects()[LOCK_KEY])["who"] == OTHER["who"]
     assert False in project.state().values()  # its marks, not its final state
 
@@ -178,19 +173,15 @@ def test_a_waiter_whose_clock_is_ahead_takes_no_live_lock(project: Project) -> N
 
 
 @PUBLISHERS_OWN
-@pytest.mark.parametrize(
-    ("key", "dropped"),
-    [(LOCK_KEY, 0), (LOCK_KEY, 3), (STATE_KEY, 0)],
-    ids=["lock-create", "lock-renewal", "state-marks"],
-)
+@pytest.mark.parametrize("dropped", [0, 3], ids=["lock-create", "lock-renewal"])
 def test_a_lost_reply_to_its_own_write_is_known_as_its_own(
-    project: Project, monkeypatch: pytest.MonkeyPatch, key: str, dropped: int
+    project: Project, monkeypatch: pytest.MonkeyPatch, dropped: int
 ) -> None:
-    """The store applies the write (the lock's create or a renewal, or the state's marks)
-    and the answer is lost: the client's retry is refused, and the object read back holds
-    its own token: no race."""
+    """The store applies the lock's create (If-None-Match) or a renewal (If-Match) and the
+    answer is lost: the client's retry is refused, and the lock read back holds its own
+    token: no race. (The state's writes, handled alike, are test_lease.py's, in memory.)"""
     shorten(monkeypatch)
-    lost = project.proxy.on("PUT", key, "drop", dropped)  # a renewal: after 3 lock writes
+    lost = project.proxy.on("PUT", LOCK_KEY, "drop", dropped)  # a renewal: after 3 lock writes
     held = project.proxy.on("PUT", "index.html", "hold")  # until a renewal is sent
 
     def release() -> None:
@@ -231,11 +222,9 @@ def test_a_stalled_store_is_said_while_it_is_awaited(
 ) -> None:
     monkeypatch.setattr(running, "STALL", 1)  # each 10 s, as the user sees it
     monkeypatch.setattr(running, "TICK", 0.1)
-    held = project.proxy.on("GET", STATE_KEY, "hold")
-    timer = threading.Timer(1.4, held.release.set)
-    timer.start()
+    # From the request's arrival, not the test's start: the build before it may be slow.
+    project.proxy.on("GET", STATE_KEY, lambda: time.sleep(1.4))
     done = project.main("--publish", project.target)
-    timer.join()
     assert done.code == 0, done.err
     waiting = f"{project.target}: waiting for {project.proxy.endpoint}: no request answered for"
     assert done.err == f"{waiting} 1 s\n"
@@ -255,7 +244,7 @@ def test_a_store_going_away_or_full_midway_is_one_line_and_exit_2(
     """From an upload on, every connection closes unanswered (the store died); or from the
     state's marks on, before any upload, every PUT is answered 500 (SeaweedFS with no room
     left). Its release fails too: the lock stays, as a killed publish's, and the next
-    publish converges (test_publish.py's test_a_publish_stopped_midway_converges)."""
+    publish converges (test_a_holder_stopped_past_its_lease_writes_nothing_once_resumed)."""
     project.ratings.write_text(many(40))
     project.proxy.on("PUT", key, lambda: setattr(project.proxy, failure, True))
     done = project.publish("--publish-workers", "2")
