@@ -28,8 +28,6 @@ pytestmark = pytest.mark.real_world
 Operation = schemathesis.APIOperation[Any, Any, Any, Any]
 MAX_EXAMPLES: Final = 100
 RUN_SECONDS: Final = 300  # it takes about 2 s; a loaded CI machine may take many times that
-REQUEST: Final = re.compile(r'"GET /away/api/articles/([^/ ]*)/rating/ HTTP/1\.1" (\d{3}) ')
-CANONICAL_ID: Final = re.compile(r"[1-9][0-9]*")
 
 
 # The run's configuration: deterministic, bounded, and our ids in the mix.
@@ -45,12 +43,11 @@ parameters."path.id" = {{ dictionary = "article-ids", probability = 0.5 }}
 
 @dataclass(frozen=True)
 class Run:
-    """One Schemathesis run against the served site: its output, the statuses the server
-    answered each id segment with meanwhile, and the ids the catalogue check passed."""
+    """One Schemathesis run against the served site: its output, and the ids the catalogue
+    check passed."""
 
     served: Served
     done: subprocess.CompletedProcess[str]
-    asked: dict[str, set[int]]
     checked: list[int]
 
 
@@ -83,10 +80,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             text=True,
             timeout=RUN_SECONDS,
         )
-        asked: dict[str, set[int]] = {}
-        for text, status in REQUEST.findall(served.log.read_text(errors="replace")):
-            asked.setdefault(text, set()).add(int(status))
-        yield Run(served, done, asked, [int(line) for line in checked.read_text().split()])
+        yield Run(served, done, [int(line) for line in checked.read_text().split()])
 
 
 def test_schemathesis_finds_nothing_and_ran_the_catalogue_check(run: Run) -> None:
@@ -101,27 +95,11 @@ def test_schemathesis_finds_nothing_and_ran_the_catalogue_check(run: Run) -> Non
     assert cases, output
     assert cases[1] == cases[2]
     assert int(cases[1]) >= MAX_EXAMPLES, f"only {cases[1]} cases: the run tested little"
-    # Proof that Schemathesis loaded the hooks file and ran its check, on
-    # listed articles only: an unlisted id answering 200 fails the check.
-    assert run.checked, "the check never ran"
-    assert set(run.checked) <= set(LISTED)
-
-
-def test_the_run_asked_for_listed_unlisted_and_malformed_ids(run: Run) -> None:
-    asked = run.asked
-    ids = {int(text): statuses for text, statuses in asked.items() if CANONICAL_ID.fullmatch(text)}
-    for article_id, statuses in ids.items():
-        assert statuses == ({200} if article_id in LISTED else {404}), article_id
-    # The document's examples: the best rated, one not rated yet, one unused id.
-    assert {MAX_ID, 31, 2} <= set(ids)
-    # The dictionary's, beyond those, and one past the largest id there can be.
-    assert set(ids) & (set(LISTED) - {MAX_ID, 31}), sorted(ids)
-    assert set(ids) & (set(UNLISTED) - {2}), sorted(ids)
-    assert MAX_ID + 1 in ids
-    # What is no id at all (zero, a fraction, text, null) is a 404, never a 5xx.
-    malformed = {text: asked[text] for text in asked if not CANONICAL_ID.fullmatch(text)}
-    assert {"0", "0.5", "AAA", "true", "null"} <= set(malformed), sorted(malformed)
-    assert all(statuses == {404} for statuses in malformed.values()), malformed
+    # Proof that Schemathesis loaded the hooks file and ran its check, on listed articles
+    # only (an unlisted id answering 200 fails it), the document's examples among them: the
+    # best rated, the largest id there can be, and one not rated yet. What the other ids
+    # answer, every host is held to by tests/test_http_contract.py.
+    assert {MAX_ID, 31} <= set(run.checked) <= set(LISTED)
 
 
 @pytest.fixture(scope="module")

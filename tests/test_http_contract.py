@@ -34,6 +34,7 @@ from ratings_api.contract import (
     CONTENT_TYPES,
     ERROR_TYPE,
     FRONT_PAGE_CSP,
+    MAX_ID,
     NOT_FOUND,
     SERVER_ERROR,
     not_allowed,
@@ -274,8 +275,8 @@ GENERIC: Final = "an unknown or malformed id, any other missing path"
 MISSING: Final = (rating_path(2), "/nothing.txt", "/.ratings-api/state.gz")
 NOT_FOUND_PATHS: Final = {
     GENERIC: (
-        *(rating_path(i) for i in (2, 99999999999999999999, "abc", "07", "-1", "0", "+7")),
-        *(rating_path(i) for i in ("7.0", "%207", "0x7")),
+        *(rating_path(i) for i in (2, MAX_ID + 1, 99999999999999999999, "abc", "07", "-1", "0")),
+        *(rating_path(i) for i in ("+7", "7.0", "%207", "0x7")),
         *("/away/api/articles/7/rating//", "/away/api/articles/7/rating/extra"),
         *("/away/api/articles/7/ratings/", "/away/api/articles/7/", "/away/api/articles/7"),
         *("/away/api/articles/", "/away/api/articles", "/away/api/", "/away/api"),
