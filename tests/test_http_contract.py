@@ -348,14 +348,11 @@ NOT_ALLOWED_METHODS: Final = ("POST", "PUT", "PATCH", "DELETE", "PROPFIND")
 
 
 def not_allowed_said(reply: Reply, method: str) -> str:
-    json_error = not_allowed(method)
-    if (
-        (reply.status, reply.header("Allow"), reply.body) == (405, ALLOW, json_error)
-        and reply.header("Content-Type") == ERROR_TYPE
-        and reply.header("Content-Length") == str(len(json_error))
-    ):
-        return NOT_ALLOWED
-    return other_said(reply)
+    body, names = not_allowed(method), ("Allow", "Content-Type", "Content-Length")
+    sent = (reply.status, *map(reply.header, names), reply.body)
+    return (
+        NOT_ALLOWED if sent == (405, ALLOW, ERROR_TYPE, str(len(body)), body) else other_said(reply)
+    )
 
 
 def other_said(reply: Reply) -> str:
@@ -390,9 +387,8 @@ def _not_allowed(host: Host, paths: tuple[str, ...], methods: tuple[str, ...]) -
 
 def options_said(reply: Reply) -> str:
     sent = [(name, reply.header(name)) for name, _ in CONTRACT_PREFLIGHT]
-    if (reply.status, reply.body, sent) == (204, b"", list(CONTRACT_PREFLIGHT)):
-        return PREFLIGHT
-    return other_said(reply)
+    ok = (reply.status, reply.body, sent) == (204, b"", list(CONTRACT_PREFLIGHT))
+    return PREFLIGHT if ok else other_said(reply)
 
 
 @observes("OPTIONS, with or without CORS, on a rating", path=R7)
@@ -744,7 +740,9 @@ EDGE: Final = pytest.mark.parametrize(
 @EDGE
 def test_a_hot_article_reaches_the_store_once_per_cache_lifetime(server: Host) -> None:
     """With or without a query; the check behind a redirect fills the very entry its document
-    is read from; a 404 is cached too."""
+    is read from; a 404 is cached too. The check behind `7/rating`'s redirect fills no entry
+    that `GET /7/exists` could read, and a 404 cached for `GET /12/exists` does not take
+    `12/rating`'s redirect offline."""
     before = server.reads()
     first = request(server.port, "GET", HOT)
     assert (first.status, first.header("X-Cache-Status")) == (200, "MISS")
@@ -772,12 +770,7 @@ def test_a_hot_article_reaches_the_store_once_per_cache_lifetime(server: Host) -
     replies = [request(server.port, "GET", "/away/api/articles/2/rating/") for _ in range(3)]
     assert [(reply.status, reply.body) for reply in replies] == [(404, NOT_FOUND)] * 3
     assert server.reads() == before + 4
-
-
-@EDGE
-def test_no_path_reads_or_poisons_the_cache_entry_of_the_existence_check(server: Host) -> None:
-    """The check behind `7/rating`'s redirect fills no entry that `GET /7/exists` could
-    read, and a 404 cached for `GET /12/exists` does not take `12/rating`'s redirect offline."""
+    # No path reads or poisons the cache entry of the existence check.
     assert request(server.port, "GET", "/away/api/articles/7/rating").status == 301
     for path in ("/12/exists", "/away/api/articles/12/rating/index.json", "/1000000/exists"):
         assert request(server.port, "GET", path).status == 404
