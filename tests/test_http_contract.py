@@ -64,6 +64,7 @@ from tests.hosts import (
     HOSTS,
     NGINX_EDGE_CACHE_SECONDS,
     NGINX_EDGE_STALE_SECONDS,
+    install_host_tools,
     start_app,
     start_cloudfront,
     start_edge_nginx,
@@ -707,6 +708,8 @@ def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Host]:
     """Each host (tests/hosts.py), running, one at a time, started once for this module."""
+    if request.param != "the app":
+        install_host_tools()  # once a session
     host = STARTS[request.param](tmp_path_factory.mktemp(request.param.replace(" ", "_")))
     try:
         yield host
@@ -802,6 +805,7 @@ class Forbidding(http.server.BaseHTTPRequestHandler):
 def test_a_store_that_answers_403_in_xml_gives_the_json_404(tmp_path: Path) -> None:
     with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forbidding) as store:
         threading.Thread(target=store.serve_forever, daemon=True).start()
+        install_host_tools()
         edge = start_edge_nginx(tmp_path, store.server_address[1])
         try:
             for path in (HOT, HOT.rstrip("/"), "/", "/robots.txt", "/about/"):
