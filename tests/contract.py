@@ -163,16 +163,6 @@ class Host:
         difference = self.differences.get(point)
         return POINTS[point] if difference is None else difference.value
 
-    def holds(self, observed: Mapping[str, object]) -> None:
-        """Assert that the host answered each point ``observed`` as it is documented to (a
-        point not run here is not held)."""
-        wrong = [
-            f"{point}: {said!r}, documented {self.expect(point)!r}"
-            for point, said in observed.items()
-            if self.expect(point) not in (said, NOT_RUN)
-        ]
-        assert not wrong, f"{self.name}: " + "; ".join(wrong)
-
     def request(
         self,
         method: str,
