@@ -165,11 +165,6 @@ class Host:
         difference = self.differences.get(point)
         return POINTS[point] if difference is None else difference.value
 
-    def holds(self, point: str, observed: object) -> None:
-        """Assert that the host answered ``point`` as it is documented to."""
-        expected = self.expect(point)
-        assert observed == expected, f"{self.name}, {point}: {observed!r}, documented {expected!r}"
-
     def request(
         self,
         method: str,

@@ -1,9 +1,9 @@
 """The hosts of the HTTP contract suite, and where each differs from the app (DIFFERENCES).
 
 Each ``start_*`` builds the test project and starts a host on 127.0.0.1, configured as shipped:
-``--serve``, gunicorn, nginx, ``netlify dev``, ``wrangler pages dev`` (scripts/install-host-tools),
-and the edges in front of a published bucket: nginx → SeaweedFS, the R2 Worker (``wrangler dev``).
-"""
+``--serve``, gunicorn, nginx, ``netlify dev``, ``wrangler pages dev`` (scripts/install-host-tools,
+which ``install_host_tools()`` runs once a session, before any of these), and the edges in
+front of a published bucket: nginx → SeaweedFS, the R2 Worker (``wrangler dev``)."""
 
 from __future__ import annotations
 
@@ -182,7 +182,6 @@ def run_nginx(name: str, folder: Path, shipped: Path, edits: dict[str, str]) -> 
 
 def start_nginx(folder: Path) -> Host:
     """Debian's nginx with deploy/nginx.conf and its documented edits, its files in ``folder``."""
-    install_host_tools()
     site = build_project(folder)
     root = "    root /var/www/ratings/site;  # EDIT: the absolute path of the built site/\n"
     return run_nginx("nginx", folder, NGINX_CONF, {root: f"    root {site};\n"})
@@ -197,7 +196,6 @@ NETLIFY_ENVIRON: Final = {"NETLIFY_TELEMETRY_DISABLED": "1", "BROWSER": "none", 
 
 def start_netlify_dev(folder: Path) -> Host:
     """``netlify dev --offline`` from netlify-cli, serving site/ with the shipped netlify.toml."""
-    install_host_tools()
     site = folder / "site"
     if not (site / "404.html").exists():  # started again after a crash: already built
         build_project(folder)
@@ -226,7 +224,6 @@ def wrangler_environ(folder: Path) -> dict[str, str]:
 
 def start_wrangler(folder: Path) -> Host:
     """``wrangler pages dev`` (Cloudflare Pages' local server) serving site/, offline."""
-    install_host_tools()
     make_project(folder)
     environ = {**hermetic_environ(), "CF_PAGES_URL": BASE_URL, "PYTHON": sys.executable}
     run_ok(["bash", str(CLOUDFLARE_BUILD)], cwd=folder, env=environ)  # as Pages runs it
@@ -268,20 +265,6 @@ def publish_with_cli(folder: Path, store: Store) -> None:
 # Worker → R2
 
 
-def worker_config(folder: Path) -> Path:
-    """deploy/cloudflare-r2-worker with its two documented edits: the bucket and the prefix."""
-    text = edited(
-        WORKER / "wrangler.toml",
-        {
-            'bucket_name = "ratings"  # EDIT': f'bucket_name = "{BUCKET}"  # EDIT',
-            'PREFIX = ""  # EDIT': f'PREFIX = "{PREFIX}"  # EDIT',
-        },
-    )
-    (folder / "worker.js").write_bytes((WORKER / "worker.js").read_bytes())
-    (folder / "wrangler.toml").write_text(text, encoding="utf-8")
-    return folder / "wrangler.toml"
-
-
 def fill_r2(folder: Path, site: Path) -> None:
     """Put the site into the local R2 that ``wrangler dev`` reads, as --publish and a user would.
 
@@ -306,9 +289,15 @@ def fill_r2(folder: Path, site: Path) -> None:
 
 def start_worker(folder: Path) -> Host:
     """``wrangler dev`` running deploy/cloudflare-r2-worker over a local R2, offline."""
-    install_host_tools()
     site = build_project(folder)
-    config = worker_config(folder)
+    # deploy/cloudflare-r2-worker with its two documented edits: the bucket and the prefix.
+    edits = {
+        'bucket_name = "ratings"  # EDIT': f'bucket_name = "{BUCKET}"  # EDIT',
+        'PREFIX = ""  # EDIT': f'PREFIX = "{PREFIX}"  # EDIT',
+    }
+    (folder / "worker.js").write_bytes((WORKER / "worker.js").read_bytes())
+    config = folder / "wrangler.toml"
+    config.write_text(edited(WORKER / "wrangler.toml", edits), encoding="utf-8")
     fill_r2(folder, site)
     port = free_port()
     command = [str(NODE_BIN / "wrangler"), "dev", "--config", str(config), "--local"]
@@ -346,7 +335,6 @@ def start_edge_nginx(folder: Path, store_port: int) -> Host:
 def nginx_edge(folder: Path) -> Host:
     """Debian's nginx with deploy/nginx-object-storage.conf in front of SeaweedFS, and the
     store (stopped with it)."""
-    install_host_tools()
     build_project(folder)
     store = start_store(folder / "store")
     try:
@@ -442,7 +430,6 @@ class CloudFrontFunction:
 
 def start_cloudfront(folder: Path) -> Host:
     """The function in front of the built site as its bucket."""
-    install_host_tools()
     site = build_project(folder)
     function = CloudFrontFunction(folder / "node.log")
 

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 from urllib.parse import urljoin, urlsplit
 
 import pytest
@@ -34,6 +34,7 @@ from ratings_api.contract import (
     CONTENT_TYPES,
     ERROR_TYPE,
     FRONT_PAGE_CSP,
+    MAX_ID,
     NOT_FOUND,
     SERVER_ERROR,
     not_allowed,
@@ -63,6 +64,7 @@ from tests.hosts import (
     HOSTS,
     NGINX_EDGE_CACHE_SECONDS,
     NGINX_EDGE_STALE_SECONDS,
+    install_host_tools,
     start_app,
     start_cloudfront,
     start_edge_nginx,
@@ -150,27 +152,52 @@ def etag_form(value: str | None) -> str:
     return '`W/"<size>-<hash>"`, weak' if value.startswith('W/"') else f"`{value}`"
 
 
-# The observations: each takes a running host and says what it answered on one point.
+# The observations: each takes a running host and says what it answered on one point, or on
+# several from the same requests (a value each, in their order); named by the first.
 
-OBSERVE: dict[str, Callable[[Host], object]] = {}
+OBSERVE: dict[str, Callable[[Host], dict[str, object]]] = {}
+OBSERVED: dict[str, tuple[str, ...]] = {}  # the points of each
 
 
-def observes(point: str, /, **arguments: object) -> Callable[[Callable[..., object]], object]:
-    def register(function: Callable[..., object]) -> Callable[..., object]:
-        assert point in POINTS, point
-        assert point not in OBSERVE, point
-        OBSERVE[point] = lambda host: function(host, **arguments)
+def observes(*points: str, **arguments: object) -> Callable[[Callable[..., object]], object]:
+    def register(function: Callable[..., Any]) -> Callable[..., object]:
+        assert set(points) <= set(POINTS) - set().union(*OBSERVED.values()), points
+
+        def observe(host: Host) -> dict[str, object]:
+            said = function(host, **arguments)
+            return dict(zip(points, said, strict=True)) if points[1:] else {points[0]: said}
+
+        OBSERVE[points[0]], OBSERVED[points[0]] = observe, points
         return function
 
     return register
 
 
-@observes("GET a rating")
-def _get_a_rating(host: Host) -> object:
+@observes(
+    "GET a rating",
+    "`Content-Type` of a JSON file",
+    "`Content-Length` of a file",
+    "`ETag`",
+    "`Last-Modified`",
+    "HEAD: the headers of GET, no body",
+)
+def _a_rating(host: Host) -> tuple[object, ...]:
     expected = f'{{"article_url": "{host.base_url}/away/api/articles/7/", "id": 7, '
     expected += '"rating_sum": 29, "rating_count": 6, "rating_value": "4.8"}\n'
     assert host.document(7) == expected.encode()
-    return one(found(host.request("GET", rating_path(i)), host.document(i)) for i in ARTICLES)
+    got, head = host.request("GET", R7), host.request("HEAD", R7, after_head=HEAD_SECONDS)
+    assert (head.status, head.body) == (200, b"")
+    names = ("Content-Type", "Content-Length", "ETag", "Last-Modified")
+    differ = [f"`{name}`" for name in names if head.header(name) != got.header(name)]
+    json_files = (got, host.request("GET", "/away/api/openapi.json"))
+    return (
+        one(found(host.request("GET", rating_path(i)), host.document(i)) for i in ARTICLES),
+        one(quoted(reply, "Content-Type") for reply in json_files),
+        length(got, len(host.document(7))),
+        etag_form(got.header("ETag")),
+        http_date(got.header("Last-Modified")),
+        "not the same " + ", ".join(differ) if differ else "the same",
+    )
 
 
 def http_date(value: str | None) -> str:
@@ -181,56 +208,37 @@ def http_date(value: str | None) -> str:
     return "an HTTP date"
 
 
-def found_at(file: str) -> Callable[[Host, Reply, str], object]:
-    """200 and the site's ``file``, or the status (a redirect followed once)."""
-
-    def said(host: Host, reply: Reply, path: str) -> object:
-        body = (host.site / file).read_bytes()
-        return found(reply, body) if reply.status == 200 else outcome(host, reply, path)
-
-    return said
-
-
-@observes("HEAD: the headers of GET, no body")
-def _head(host: Host) -> object:
-    got, reply = host.request("GET", R7), host.request("HEAD", R7, after_head=HEAD_SECONDS)
-    assert (reply.status, reply.body) == (200, b"")
-    names = ("Content-Type", "Content-Length", "ETag", "Last-Modified")
-    differ = [f"`{name}`" for name in names if reply.header(name) != got.header(name)]
-    return "not the same " + ", ".join(differ) if differ else "the same"
-
-
-@observes("`Cache-Control` of a file (200, 206, 304)")
-def _file_cache_control(host: Host) -> object:
-    etag = host.request("GET", R7).header("ETag") or ""
-    asked = ({}, {"Range": "bytes=0-9"}, {"If-None-Match": etag})
-    return one(quoted(host.request("GET", R7, headers), "Cache-Control") for headers in asked)
-
-
-@observes("`Cache-Control` of a redirect, 405 or OPTIONS")
-def _other_cache_control(host: Host) -> object:
-    replies = [host.request(method, path) for method, path in (("POST", R7), ("OPTIONS", R7))]
-    redirect = host.request("GET", NO_SLASH)
-    replies += [redirect] if redirect.status == 301 else []  # none from netlify dev
-    return one(quoted(reply, "Cache-Control") for reply in replies)
-
-
-@observes("CORS and `nosniff` on every answer")
-def _cors(host: Host) -> object:
-    etag = host.request("GET", R7).header("ETag") or ""
-    asked = [("GET", R7, {"Origin": "https://news.example.org"}), ("HEAD", R7, {})]
-    asked += [("GET", path, {}) for path in (rating_path(2), NO_SLASH, "/", "/robots.txt")]
-    asked += [("POST", R7, {}), ("OPTIONS", R7, {}), ("GET", R7, {"If-None-Match": etag})]
-    asked += [("GET", R7, {"Range": value}) for value in ("bytes=0-9", "bytes=500-")]
+@observes(
+    "CORS and `nosniff` on every answer",
+    "`Cache-Control` of a file (200, 206, 304)",
+    "`Cache-Control` of a redirect, 405 or OPTIONS",
+)
+def _common_headers(host: Host) -> tuple[object, ...]:
+    origin, etag = (
+        {"Origin": "https://news.example.org"},
+        host.request("GET", R7).header("ETag") or "",
+    )
+    # A file's 200, 206 and 304; a 405, OPTIONS and a redirect; others.
+    asked = [("GET", R7, h) for h in (origin, {"Range": "bytes=0-9"}, {"If-None-Match": etag})]
+    asked += [("POST", R7, {}), ("OPTIONS", R7, {}), ("GET", NO_SLASH, {}), ("HEAD", R7, {})]
+    asked += [("GET", path, {}) for path in (rating_path(2), "/", "/robots.txt")]
+    asked += [("GET", R7, {"Range": "bytes=500-"})]
+    replies = [host.request(method, path, headers) for method, path, headers in asked]
     wanted = [(name, value) for name, value in COMMON_HEADERS if name != "Cache-Control"]
-    replies = {f"{m} {path} {h}": host.request(m, path, h) for m, path, h in asked}
-    lacking = [k for k, r in replies.items() if any(r.header(n) != v for n, v in wanted)]
-    return f"not on {lacking}" if lacking else "both"
+    lacking = [
+        a for a, r in zip(asked, replies, strict=True) if any(r.header(n) != v for n, v in wanted)
+    ]
+    others = replies[3:6] if replies[5].status == 301 else replies[3:5]  # none from netlify dev
+    return (
+        f"not on {lacking}" if lacking else "both",
+        one(quoted(reply, "Cache-Control") for reply in replies[:3]),
+        one(quoted(reply, "Cache-Control") for reply in others),
+    )
 
 
-@observes("no slash (`7/rating`): GET, HEAD, with a query")
-def _no_slash(host: Host) -> object:
-    said = []
+@observes("no slash (`7/rating`): GET, HEAD, with a query", "the no-slash redirect's body")
+def _no_slash(host: Host) -> tuple[object, object]:
+    said, first = [], host.request("GET", NO_SLASH)
     for method, target in (("GET", NO_SLASH), ("HEAD", NO_SLASH), ("GET", NO_SLASH + "?v=2")):
         reply = host.request(method, target)
         location = reply.header("Location") or ""
@@ -242,15 +250,10 @@ def _no_slash(host: Host) -> object:
             assert followed == R7, location  # where a client goes
         body = host.document(7) if method == "GET" else b""
         said.append(FOUND if (reply.status, reply.body) == (200, body) else f"301 to `{location}`")
-    return one(said)
+    return one(said), "no redirect" if first.status != 301 else empty(first)
 
 
-@observes("the no-slash redirect's body", path=NO_SLASH, headers={}, status=301)
-@observes("the 416's body", path=R7, headers={"Range": "bytes=500-"}, status=416)
-def _empty_body(host: Host, path: str, headers: dict[str, str], status: int) -> object:
-    reply = host.request("GET", path, headers)
-    if reply.status != status:
-        return "no redirect" if status == 301 else f"no {status}"
+def empty(reply: Reply) -> str:
     return "empty" if not reply.body else body_said(reply)
 
 
@@ -274,8 +277,8 @@ GENERIC: Final = "an unknown or malformed id, any other missing path"
 MISSING: Final = (rating_path(2), "/nothing.txt", "/.ratings-api/state.gz")
 NOT_FOUND_PATHS: Final = {
     GENERIC: (
-        *(rating_path(i) for i in (2, 99999999999999999999, "abc", "07", "-1", "0", "+7")),
-        *(rating_path(i) for i in ("7.0", "%207", "0x7")),
+        *(rating_path(i) for i in (2, MAX_ID + 1, 99999999999999999999, "abc", "07", "-1", "0")),
+        *(rating_path(i) for i in ("+7", "7.0", "%207", "0x7")),
         *("/away/api/articles/7/rating//", "/away/api/articles/7/rating/extra"),
         *("/away/api/articles/7/ratings/", "/away/api/articles/7/", "/away/api/articles/7"),
         *("/away/api/articles/", "/away/api/articles", "/away/api/", "/away/api"),
@@ -294,48 +297,50 @@ NOT_FOUND_PATHS: Final = {
 }
 
 
-@observes("a 404's body")
-def _not_found_body(host: Host) -> object:
-    assert host.request("HEAD", rating_path(2), after_head=HEAD_SECONDS).body == b""
-    said = [host.request("GET", path) for path in MISSING]
-    return one(JSON_ERROR if reply.body == NOT_FOUND else body_said(reply) for reply in said)
+@observes(
+    "a 404's body",
+    "`Content-Type` of a 404",
+    "`Cache-Control` of a 404",
+    "`Content-Length` of a 404",
+)
+def _not_found(host: Host) -> tuple[object, ...]:
+    got = [host.request("GET", path) for path in MISSING]
+    heads = [host.request("HEAD", path, after_head=HEAD_SECONDS) for path in MISSING]
+    assert [reply.body for reply in heads] == [b""] * len(MISSING)
+    return (
+        one(JSON_ERROR if reply.body == NOT_FOUND else body_said(reply) for reply in got),
+        one(quoted(reply, "Content-Type") for reply in got),
+        one(quoted(reply, "Cache-Control") for reply in got),
+        one(length(reply, len(NOT_FOUND)) for reply in got + heads),
+    )
 
 
-def header(
-    name: str, form: Callable[[str | None], object] = "`{}`".format
-) -> Callable[..., object]:
-    return lambda host, reply, path: form(reply.header(name))
+@observes(*NOT_FOUND_PATHS)
+def _not_found_paths(host: Host) -> list[object]:
+    return [
+        one(outcome(host, host.request(m, path), path) for path in paths for m in ("GET", "HEAD"))
+        for paths in NOT_FOUND_PATHS.values()
+    ]
 
 
 ENCODED: Final = "/away/api/articles/7%2Frating"
 DOCUMENT: Final = "away/api/articles/7/rating/index.json"
-GET: Final = ("GET",)
-BOTH: Final = ("GET", "HEAD")
-# Points observed by the replies to paths: the paths, the methods, and what each reply said,
-# a function of (host, reply, path).
-REPLIES: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...], Callable[..., object]]]] = {
-    "`Content-Length` of a file": ((R7,), GET, lambda h, r, p: length(r, len(h.document(7)))),
-    "`ETag`": ((R7,), GET, header("ETag", etag_form)),
-    "`Last-Modified`": ((R7,), GET, header("Last-Modified", http_date)),
-    "an encoded slash (`7%2Frating%2F`)": ((ENCODED + "%2F",), GET, found_at(DOCUMENT)),
-    "an encoded slash and no slash (`7%2Frating`)": ((ENCODED,), GET, found_at(DOCUMENT)),
-    "the front page `/index.html`": (("/index.html",), GET, found_at("index.html")),
-    **{point: (paths, BOTH, outcome) for point, paths in NOT_FOUND_PATHS.items()},
-    "`Content-Type` of a JSON file": ((R7, "/away/api/openapi.json"), GET, header("Content-Type")),
-    "`Content-Type` of a 404": (MISSING, GET, header("Content-Type")),
-    "`Cache-Control` of a 404": (MISSING, GET, header("Cache-Control")),
-    "`Content-Length` of a 404": (MISSING, BOTH, lambda h, r, p: length(r, len(NOT_FOUND))),
+# Paths answered with a file: the file.
+FOUND_PATHS: Final = {
+    "an encoded slash (`7%2Frating%2F`)": (ENCODED + "%2F", DOCUMENT),
+    "an encoded slash and no slash (`7%2Frating`)": (ENCODED, DOCUMENT),
+    "the front page `/index.html`": ("/index.html", "index.html"),
 }
 
 
-def _replies(
-    host: Host, paths: tuple[str, ...], methods: tuple[str, ...], said: Callable[..., object]
-) -> object:
-    return one(said(host, host.request(m, path), path) for path in paths for m in methods)
-
-
-for _point, (_paths, _methods, _said) in REPLIES.items():
-    observes(_point, paths=_paths, methods=_methods, said=_said)(_replies)
+@observes(*FOUND_PATHS)
+def _found_paths(host: Host) -> list[object]:
+    said = []
+    for path, file in FOUND_PATHS.values():
+        reply = host.request("GET", path)
+        body = (host.site / file).read_bytes()
+        said.append(found(reply, body) if reply.status == 200 else outcome(host, reply, path))
+    return said
 
 
 # Methods
@@ -344,14 +349,11 @@ NOT_ALLOWED_METHODS: Final = ("POST", "PUT", "PATCH", "DELETE", "PROPFIND")
 
 
 def not_allowed_said(reply: Reply, method: str) -> str:
-    json_error = not_allowed(method)
-    if (
-        (reply.status, reply.header("Allow"), reply.body) == (405, ALLOW, json_error)
-        and reply.header("Content-Type") == ERROR_TYPE
-        and reply.header("Content-Length") == str(len(json_error))
-    ):
-        return NOT_ALLOWED
-    return other_said(reply)
+    body, names = not_allowed(method), ("Allow", "Content-Type", "Content-Length")
+    sent = (reply.status, *map(reply.header, names), reply.body)
+    return (
+        NOT_ALLOWED if sent == (405, ALLOW, ERROR_TYPE, str(len(body)), body) else other_said(reply)
+    )
 
 
 def other_said(reply: Reply) -> str:
@@ -386,9 +388,8 @@ def _not_allowed(host: Host, paths: tuple[str, ...], methods: tuple[str, ...]) -
 
 def options_said(reply: Reply) -> str:
     sent = [(name, reply.header(name)) for name, _ in CONTRACT_PREFLIGHT]
-    if (reply.status, reply.body, sent) == (204, b"", list(CONTRACT_PREFLIGHT)):
-        return PREFLIGHT
-    return other_said(reply)
+    ok = (reply.status, reply.body, sent) == (204, b"", list(CONTRACT_PREFLIGHT))
+    return PREFLIGHT if ok else other_said(reply)
 
 
 @observes("OPTIONS, with or without CORS, on a rating", path=R7)
@@ -423,8 +424,11 @@ def _if_none_match(host: Host) -> object:
     return one(said)
 
 
-@observes("`If-None-Match: *`, a list, or the weak form of the `ETag`")
-def _if_none_match_forms(host: Host) -> object:
+@observes(
+    "`If-None-Match: *`, a list, or the weak form of the `ETag`",
+    "`If-None-Match` with the `ETag` and an older or invalid `If-Modified-Since`",
+)
+def _if_none_match_forms(host: Host) -> tuple[object, object]:
     assert host.request("GET", R7, {"If-None-Match": '"0-0"'}).body == host.document(7)
     etag = host.request("GET", R7).header("ETag") or '"none"'
     said: dict[str, set[str]] = {}
@@ -441,9 +445,12 @@ def _if_none_match_forms(host: Host) -> object:
             assert reply.body == (b"" if reply.status == 304 else host.document(7))
             said.setdefault(form, set()).add(str(reply.status))
     statuses = set().union(*said.values())
-    if statuses in ({"304"}, {"200"}):
-        return int(statuses.pop())
-    return "; ".join(f"{form}: {' or '.join(sorted(found))}" for form, found in said.items())
+    forms = "; ".join(f"{form}: {' or '.join(sorted(found))}" for form, found in said.items())
+    first = [{"If-None-Match": etag, "If-Modified-Since": s} for s in (LONG_AGO, "garbage")]
+    return (
+        int(min(statuses)) if statuses in ({"304"}, {"200"}) else forms,
+        one(host.request("GET", R7, headers).status for headers in first),
+    )
 
 
 @observes("`If-Modified-Since` the `Last-Modified` or later")
@@ -459,13 +466,6 @@ def _if_modified_since(host: Host) -> object:
         assert reply.body == (b"" if reply.status == 304 else host.document(7))
         said.append(reply.status)
     return one(said)
-
-
-@observes("`If-None-Match` with the `ETag` and an older or invalid `If-Modified-Since`")
-def _if_none_match_first(host: Host) -> object:
-    etag = host.request("GET", R7).header("ETag") or '"none"'
-    asked = [{"If-None-Match": etag, "If-Modified-Since": s} for s in (LONG_AGO, "garbage")]
-    return one(host.request("GET", R7, headers).status for headers in asked)
 
 
 def range_said(host: Host, reply: Reply) -> str:
@@ -505,33 +505,26 @@ RANGES: Final = {
 }
 
 
-def _ranges(host: Host, values: tuple[str, ...]) -> object:
-    said = []
-    for value in values:
-        reply = host.request("GET", R7, {"Range": value})
+@observes(*RANGES, "the 416's body", "`If-Range` with another `ETag` or an older date")
+def _ranges(host: Host) -> list[object]:
+    replies = {}
+    for value in itertools.chain(*RANGES.values()):
+        replies[value] = reply = host.request("GET", R7, {"Range": value})
         head = host.request("HEAD", R7, {"Range": value})
         assert (head.status, head.header("Content-Range"), head.body) == (
             *(reply.status, reply.header("Content-Range"), b""),
         )
-        said.append(range_said(host, reply))
-    return one(said)
-
-
-for _point, _values in RANGES.items():
-    observes(_point, values=_values)(_ranges)
-
-
-@observes("`If-Range` with another `ETag` or an older date")
-def _if_range(host: Host) -> object:
+    said = [one(range_said(host, replies[v]) for v in values) for values in RANGES.values()]
+    unsatisfiable = replies["bytes=500-"]
+    said.append(empty(unsatisfiable) if unsatisfiable.status == 416 else "no 416")
     got = host.request("GET", R7)
-    plain = range_said(host, host.request("GET", R7, {"Range": "bytes=0-9"}))
-    validators = [got.header("ETag"), got.header("Last-Modified")]
-    for current in filter(None, validators):  # the file's own: the Range is read
+    for current in filter(None, [got.header("ETag"), got.header("Last-Modified")]):
+        # The file's own: the Range is read.
         reply = host.request("GET", R7, {"Range": "bytes=0-9", "If-Range": current})
-        assert range_said(host, reply) == plain, current
+        assert range_said(host, reply) == said[0], current
     others = ('"deadbeef-1"', LONG_AGO, f"W/{got.header('ETag')}")
-    replies = [host.request("GET", R7, {"Range": "bytes=0-9", "If-Range": v}) for v in others]
-    return one(range_said(host, reply) for reply in replies)
+    asked = [{"Range": "bytes=0-9", "If-Range": value} for value in others]
+    return [*said, one(range_said(host, host.request("GET", R7, h)) for h in asked)]
 
 
 # Other files
@@ -702,7 +695,7 @@ def _rebuilt_in_the_same_second(server: Host) -> object:
     return "the new document, with a new `ETag`" + later
 
 
-assert set(OBSERVE) == set(POINTS), set(POINTS) ^ set(OBSERVE)
+assert sorted(itertools.chain(*OBSERVED.values())) == sorted(POINTS), "each point, once"
 
 
 # The hosts: the app in this process (the quick tier), each real one and CloudFront's function.
@@ -715,6 +708,8 @@ def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Host]:
     """Each host (tests/hosts.py), running, one at a time, started once for this module."""
+    if request.param != "the app":
+        install_host_tools()  # once a session
     host = STARTS[request.param](tmp_path_factory.mktemp(request.param.replace(" ", "_")))
     try:
         yield host
@@ -722,10 +717,10 @@ def server(
         host.stop()
 
 
-# Last, the points after which a host is not the same: a rebuild, and the requests on which
-# netlify dev exits (started again for the next one, not after the last).
+# Last, the observations after which a host is not the same: a rebuild, and the requests on
+# which netlify dev exits (started again for the next one, not after the last).
 LAST: Final = (REBUILD, "a malformed `%` escape (`/%3G`, `/%`)", TRAVERSAL_EXITS)
-ORDER: Final = [point for point in OBSERVE if point not in LAST] + list(LAST)
+ORDER: Final = [name for name in OBSERVE if name not in LAST] + list(LAST)
 
 
 @pytest.mark.parametrize("server", REAL_HOSTS, indirect=True)
@@ -748,7 +743,9 @@ EDGE: Final = pytest.mark.parametrize(
 @EDGE
 def test_a_hot_article_reaches_the_store_once_per_cache_lifetime(server: Host) -> None:
     """With or without a query; the check behind a redirect fills the very entry its document
-    is read from; a 404 is cached too."""
+    is read from; a 404 is cached too. The check behind `7/rating`'s redirect fills no entry
+    that `GET /7/exists` could read, and a 404 cached for `GET /12/exists` does not take
+    `12/rating`'s redirect offline."""
     before = server.reads()
     first = request(server.port, "GET", HOT)
     assert (first.status, first.header("X-Cache-Status")) == (200, "MISS")
@@ -776,12 +773,7 @@ def test_a_hot_article_reaches_the_store_once_per_cache_lifetime(server: Host) -
     replies = [request(server.port, "GET", "/away/api/articles/2/rating/") for _ in range(3)]
     assert [(reply.status, reply.body) for reply in replies] == [(404, NOT_FOUND)] * 3
     assert server.reads() == before + 4
-
-
-@EDGE
-def test_no_path_reads_or_poisons_the_cache_entry_of_the_existence_check(server: Host) -> None:
-    """The check behind `7/rating`'s redirect fills no entry that `GET /7/exists` could
-    read, and a 404 cached for `GET /12/exists` does not take `12/rating`'s redirect offline."""
+    # No path reads or poisons the cache entry of the existence check.
     assert request(server.port, "GET", "/away/api/articles/7/rating").status == 301
     for path in ("/12/exists", "/away/api/articles/12/rating/index.json", "/1000000/exists"):
         assert request(server.port, "GET", path).status == 404
@@ -813,6 +805,7 @@ class Forbidding(http.server.BaseHTTPRequestHandler):
 def test_a_store_that_answers_403_in_xml_gives_the_json_404(tmp_path: Path) -> None:
     with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forbidding) as store:
         threading.Thread(target=store.serve_forever, daemon=True).start()
+        install_host_tools()
         edge = start_edge_nginx(tmp_path, store.server_address[1])
         try:
             for path in (HOT, HOT.rstrip("/"), "/", "/robots.txt", "/about/"):
@@ -826,9 +819,12 @@ def test_a_store_that_answers_403_in_xml_gives_the_json_404(tmp_path: Path) -> N
             store.shutdown()
 
 
-@pytest.mark.parametrize("point", ORDER)
-def test_each_host_holds_each_point_as_the_app_or_as_documented(server: Host, point: str) -> None:
-    server.holds(point, OBSERVE[point](server))
+@pytest.mark.parametrize("observation", ORDER)
+def test_each_host_holds_each_point_as_the_app_or_as_documented(
+    server: Host, observation: str
+) -> None:
+    observed = OBSERVE[observation](server)
+    assert observed == {point: server.expect(point) for point in observed}
 
 
 def listening(pids: set[int]) -> set[tuple[str, int]]:
@@ -853,11 +849,16 @@ CLOUDFRONT_NOT_RUN: Final = {p for p, d in DIFFERENCES["CloudFront"].items() if 
 
 @pytest.mark.real_world
 @pytest.mark.parametrize("server", ["CloudFront"], indirect=True)
-@pytest.mark.parametrize("point", [point for point in ORDER if point not in CLOUDFRONT_NOT_RUN])
+@pytest.mark.parametrize(
+    "observation", [name for name in ORDER if set(OBSERVED[name]) - CLOUDFRONT_NOT_RUN]
+)
 def test_cloudfront_holds_each_point_it_decides_as_the_app_or_as_documented(
-    server: Host, point: str
+    server: Host, observation: str
 ) -> None:
-    server.holds(point, OBSERVE[point](server))
+    observed = {
+        p: v for p, v in OBSERVE[observation](server).items() if p not in CLOUDFRONT_NOT_RUN
+    }
+    assert observed == {point: server.expect(point) for point in observed}
 
 
 def test_the_http_page_states_the_contract_s_values() -> None:
