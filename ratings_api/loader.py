@@ -78,11 +78,9 @@ def load_fast(path: str, data: bytes) -> Catalogue | None:
         rest = load_strict(path, articles.rest)
     except InputError:  # the whole file's walk says where
         return None
-    if rest.ids != [fastpath.PLACEHOLDER]:
+    if rest.ids != [fastpath.PLACEHOLDER] or not rules.keeps_the_rules(articles, rest.scale):
         return None
-    found = replace(rest, ids=articles.ids, sums=articles.sums, counts=articles.counts)
-    kept = rules.keeps_the_rules(found.ids, found.sums, found.counts, articles.ratings, found.scale)
-    return found if kept else None
+    return replace(rest, ids=articles.ids, sums=articles.sums, counts=articles.counts)
 
 
 def load_strict(path: str, data: bytes) -> Catalogue:
