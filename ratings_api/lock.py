@@ -221,8 +221,7 @@ class Lock:
         try:
             return await task
         except asyncio.CancelledError:
-            failed = renewing.exception() if renewing.done() and not renewing.cancelled() else None
-            if failed is not None:
+            if renewing.done() and not renewing.cancelled() and (failed := renewing.exception()):
                 raise failed from None  # what stopped it: the lock lost, or the store
             raise
         finally:

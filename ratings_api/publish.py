@@ -172,8 +172,7 @@ class Publication:
             if not attributes(path).items() <= headers.items():
                 listed[path] = bucket_state.UNKNOWN
 
-        site = {path for path, _ in self.site.documents()}.union(self.site.others)
-        ours = site.intersection(listed)
+        ours = {path for path, _ in self.site.documents()}.union(self.site.others) & listed.keys()
         await self.each("checking headers", ours, len(ours), check)
         return bucket_state.plan(self.site, bucket_state.listed_state(self.site, listed, recorded))
 
