@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 Progress = Callable[[str, int, int], None]  # stage, done, total
 
-NOT_PUBLISHED: Final = frozenset({REDIRECTS})  # host rules, meaningless to S3
 DEFAULT_MAX_REMOVALS: Final = 256  # as hugo deploy's --maxDeletes
 DEFAULT_WORKERS: Final = 64  # uploads in flight: bench/README.md says why
 ATTEMPTS: Final = 10  # plans in a row whose state write met another publish's
@@ -65,7 +64,8 @@ class Outcome:
 def site_of(result: Result) -> Site:
     """The files the build of ``result`` writes that a bucket serves."""
     assert result.catalogue is not None and result.render is not None
-    others = {path: body for path, body in result.extras.items() if path not in NOT_PUBLISHED}
+    # _redirects: the static hosts' rules, meaningless to S3.
+    others = {path: body for path, body in result.extras.items() if path != REDIRECTS}
     return Site(result.catalogue, result.render, others)
 
 
