@@ -209,8 +209,7 @@ class Walker:
             # unlike quoting a number, which makes it a string.
             if not (isinstance(key, yaml.ScalarEvent) and key.value in TOP_KEYS):
                 self.fail(key, f"unknown key {_describe(key)} ({known})")
-            if key.value in seen:
-                first = seen[key.value]
+            if (first := seen.get(key.value)) is not None:
                 self.fail(key, f"the key '{key.value}' appears twice (first at line {first})")
             seen[key.value] = _position(key.start_mark)[0]
             getattr(self, key.value)()  # each key is read by the method of its name
