@@ -252,7 +252,7 @@ class Fenced:
     lock: Lock
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)  # the reads, and the count of requests
+        return getattr(self.store, name)  # the reads
 
     async def put(self, path: str, body: bytes, attributes: Mapping[str, str], **how: Any) -> str:
         self.lock.fence()

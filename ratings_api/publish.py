@@ -55,10 +55,10 @@ class Outcome:
     """What a publish did (or, checking, would do): its last plan, and all its plans made."""
 
     plan: Plan
-    requests: int
     plans: int = 1  # more than one: another publish wrote the state meanwhile
     uploaded: int = 0
     removed: int = 0
+    requests: int = 0  # of the whole publish, counted by its store
 
 
 def site_of(result: Result) -> Site:
@@ -157,7 +157,7 @@ class Publication:
 
     async def plan_only(self, read: Read | None = None) -> Outcome:
         todo = (await self.plan(read or await self.read_state(repair=self.repair)))[0]
-        return Outcome(todo, self.store.requests, 1, todo.upload_count, len(todo.removals))
+        return Outcome(todo, 1, todo.upload_count, len(todo.removals))
 
     async def plan(self, read: Read) -> tuple[Plan, BucketState]:
         """The plan from ``read``; with --repair, from a listing and each file's headers."""
@@ -207,7 +207,7 @@ class Publication:
             if newer is None:
                 uploaded = sum(done.upload_count for done in self.touched)
                 removed = sum(len(done.removals) for done in self.touched)
-                return Outcome(todo, self.store.requests, attempt, uploaded, removed)
+                return Outcome(todo, attempt, uploaded, removed)
             read = newer  # another publish wrote the state since it was read
         await self.withdraw(read)
         raise InputError(
