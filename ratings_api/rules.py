@@ -130,9 +130,8 @@ def keeps_the_rules(read: Articles, scale: Scale) -> bool:
     """Whether columns ``read`` without positions (fastpath.py's, csvinput.py's quick reading)
     keep every rule above: each id once and at most MAX, every rating they were added up from
     within ±MAX and on ``scale``, each article's totals."""
-    ids = read.ids
     try:
-        article_id(str(max(ids, default=1)))
+        article_id(str(max(read.ids, default=1)))
         for value in read.ratings:
             rating(0, within(value, "a rating"), scale)
         # Articles of one sum and count share the verdict: a real catalogue of a
@@ -141,4 +140,4 @@ def keeps_the_rules(read: Articles, scale: Scale) -> bool:
             totals(0, total, count, scale)
     except RuleError:
         return False
-    return len(set(ids)) == len(ids)
+    return len(set(read.ids)) == len(read.ids)
