@@ -20,6 +20,7 @@ from typing import Final, NoReturn
 
 from ratings_api import rules
 from ratings_api.errors import InputError
+from ratings_api.fastpath import Articles
 from ratings_api.loader import Catalogue, decoded
 from ratings_api.rules import RuleError, Scale
 
@@ -43,27 +44,22 @@ def read(path: str, data: bytes, scale: Scale) -> Catalogue:
         raise InputError(f"the file is empty; expected the header {FORMS}", path, 1, 1)
     columns = [header.index(name) for name in _form(rows, header)]  # where each of the form's is
     quick = _quick(text, header, columns)
-    if quick is not None and rules.keeps_the_rules(*quick, scale):
-        return Catalogue(*quick[:3], scale=scale)
+    if quick is not None and rules.keeps_the_rules(quick, scale):
+        return Catalogue(quick.ids, quick.sums, quick.counts, scale=scale)
     _first_problem(rows, len(header), columns, scale)
 
 
 QUICK_FIELDS: Final = {"article_id": rules.SHORT_ID, "rating": f"{rules.SHORT_INT}?"}
 
 
-def _quick(
-    text: str, header: list[str], columns: list[int]
-) -> tuple[list[int], list[int], list[int], set[int]] | None:
+def _quick(text: str, header: list[str], columns: list[int]) -> Articles | None:
     """The columns, and the ratings, of a file whose every row is plain, with no rule
-    checked; or None for any other file."""
+    checked, as fastpath.py reads them; or None for any other file."""
     pattern = ",".join(QUICK_FIELDS.get(name, rules.SHORT_INT) for name in header)
     plain, width = re.compile(pattern).fullmatch, len(header)
     rows = filter(None, csv.reader(io.StringIO(text, newline=""), strict=True))
     by_id: dict[int, list[int]] = {}  # a row a rating: each article's sum and count
-    ids: list[int] = []
-    sums: list[int] = []
-    counts: list[int] = []
-    ratings: set[int] = set()
+    found = Articles()
     at, at_value, *at_count = columns  # a count's column for a row an article
     try:
         next(rows)  # the header
@@ -71,23 +67,23 @@ def _quick(
             if len(row) != width or not plain(",".join(row)):
                 return None
             if at_count:
-                ids.append(int(row[at]))
-                sums.append(int(row[at_value]))
-                counts.append(int(row[at_count[0]]))
+                found.ids.append(int(row[at]))
+                found.sums.append(int(row[at_value]))
+                found.counts.append(int(row[at_count[0]]))
             else:
                 entry = by_id.setdefault(int(row[at]), [0, 0])
                 if row[at_value]:
                     rating = int(row[at_value])
-                    ratings.add(rating)
+                    found.ratings.add(rating)
                     entry[0] += rating
                     entry[1] += 1
     except csv.Error:
         return None
     if not at_count:
-        ids = list(by_id)
-        sums = [entry[0] for entry in by_id.values()]
-        counts = [entry[1] for entry in by_id.values()]
-    return ids, sums, counts, ratings
+        found.ids = list(by_id)
+        found.sums = [entry[0] for entry in by_id.values()]
+        found.counts = [entry[1] for entry in by_id.values()]
+    return found
 
 
 class _Rows:

@@ -43,7 +43,8 @@ META_CSP: Final = "; ".join(
 
 PLACEHOLDER: Final = re.compile(r"\{([^{}]+)\}")  # a value of the build, in the OpenAPI template
 # The characters a regular expression gives a meaning to, in Python as in
-# ECMAScript: escaped, each with a backslash, they are literal in both.
+# ECMAScript: escaped, each with a backslash, they are literal in both, so the base
+# URL is matched as it is by any flavour JSON Schema meets.
 REGEX_SYNTAX: Final = re.compile(r"([\\^$.|?*+()\[\]{}])")
 
 
@@ -129,7 +130,7 @@ def openapi_document(catalogue: Catalogue, base_url: str, shown: dict[str, Artic
         "scale": ", rated on the scale {}..{}".format(*catalogue.scale) if catalogue.scale else "",
         "base_url": base_url,
         "url_format": "uri" if prefix.isascii() else "iri",
-        "url_pattern": f"^{regex_literal(prefix)}{ID_TEXT.pattern}/$",
+        "url_pattern": "^" + REGEX_SYNTAX.sub(r"\\\1", prefix) + ID_TEXT.pattern + "/$",
         "min": -contract.MAX_ID,  # every integer of a document lies within ±MAX_ID (rules.py)
         "max": contract.MAX_ID,
         "unlisted": missing_id(catalogue.ids),
@@ -162,11 +163,6 @@ def _shown(examples: Any, values: dict[str, Any]) -> Any:
     if isinstance(examples, dict):
         return {name: example for name, example in examples.items() if name in values}
     return [example for example in examples if example[1:-1] in values]
-
-
-def regex_literal(text: str) -> str:
-    """``text`` as a regular expression that matches just it, in any flavour JSON Schema meets."""
-    return REGEX_SYNTAX.sub(r"\\\1", text)
 
 
 # The front page

@@ -78,11 +78,9 @@ def load_fast(path: str, data: bytes) -> Catalogue | None:
         rest = load_strict(path, articles.rest)
     except InputError:  # the whole file's walk says where
         return None
-    if rest.ids != [fastpath.PLACEHOLDER]:
+    if rest.ids != [fastpath.PLACEHOLDER] or not rules.keeps_the_rules(articles, rest.scale):
         return None
-    found = replace(rest, ids=articles.ids, sums=articles.sums, counts=articles.counts)
-    kept = rules.keeps_the_rules(found.ids, found.sums, found.counts, articles.ratings, found.scale)
-    return found if kept else None
+    return replace(rest, ids=articles.ids, sums=articles.sums, counts=articles.counts)
 
 
 def load_strict(path: str, data: bytes) -> Catalogue:
@@ -211,8 +209,7 @@ class Walker:
             # unlike quoting a number, which makes it a string.
             if not (isinstance(key, yaml.ScalarEvent) and key.value in TOP_KEYS):
                 self.fail(key, f"unknown key {_describe(key)} ({known})")
-            if key.value in seen:
-                first = seen[key.value]
+            if (first := seen.get(key.value)) is not None:
                 self.fail(key, f"the key '{key.value}' appears twice (first at line {first})")
             seen[key.value] = _position(key.start_mark)[0]
             getattr(self, key.value)()  # each key is read by the method of its name

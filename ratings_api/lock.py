@@ -221,8 +221,7 @@ class Lock:
         try:
             return await task
         except asyncio.CancelledError:
-            failed = renewing.exception() if renewing.done() and not renewing.cancelled() else None
-            if failed is not None:
+            if renewing.done() and not renewing.cancelled() and (failed := renewing.exception()):
                 raise failed from None  # what stopped it: the lock lost, or the store
             raise
         finally:
@@ -253,7 +252,7 @@ class Fenced:
     lock: Lock
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)  # the reads, and the count of requests
+        return getattr(self.store, name)  # the reads
 
     async def put(self, path: str, body: bytes, attributes: Mapping[str, str], **how: Any) -> str:
         self.lock.fence()

@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 Progress = Callable[[str, int, int], None]  # stage, done, total
 
-NOT_PUBLISHED: Final = frozenset({REDIRECTS})  # host rules, meaningless to S3
 DEFAULT_MAX_REMOVALS: Final = 256  # as hugo deploy's --maxDeletes
 DEFAULT_WORKERS: Final = 64  # uploads in flight: bench/README.md says why
 ATTEMPTS: Final = 10  # plans in a row whose state write met another publish's
@@ -56,16 +55,17 @@ class Outcome:
     """What a publish did (or, checking, would do): its last plan, and all its plans made."""
 
     plan: Plan
-    requests: int
     plans: int = 1  # more than one: another publish wrote the state meanwhile
     uploaded: int = 0
     removed: int = 0
+    requests: int = 0  # of the whole publish, counted by its store
 
 
 def site_of(result: Result) -> Site:
     """The files the build of ``result`` writes that a bucket serves."""
     assert result.catalogue is not None and result.render is not None
-    others = {path: body for path, body in result.extras.items() if path not in NOT_PUBLISHED}
+    # _redirects: the static hosts' rules, meaningless to S3.
+    others = {path: body for path, body in result.extras.items() if path != REDIRECTS}
     return Site(result.catalogue, result.render, others)
 
 
@@ -157,7 +157,7 @@ class Publication:
 
     async def plan_only(self, read: Read | None = None) -> Outcome:
         todo = (await self.plan(read or await self.read_state(repair=self.repair)))[0]
-        return Outcome(todo, self.store.requests, 1, todo.upload_count, len(todo.removals))
+        return Outcome(todo, 1, todo.upload_count, len(todo.removals))
 
     async def plan(self, read: Read) -> tuple[Plan, BucketState]:
         """The plan from ``read``; with --repair, from a listing and each file's headers."""
@@ -172,8 +172,7 @@ class Publication:
             if not attributes(path).items() <= headers.items():
                 listed[path] = bucket_state.UNKNOWN
 
-        site = {path for path, _ in self.site.documents()}.union(self.site.others)
-        ours = site.intersection(listed)
+        ours = {path for path, _ in self.site.documents()}.union(self.site.others) & listed.keys()
         await self.each("checking headers", ours, len(ours), check)
         return bucket_state.plan(self.site, bucket_state.listed_state(self.site, listed, recorded))
 
@@ -208,7 +207,7 @@ class Publication:
             if newer is None:
                 uploaded = sum(done.upload_count for done in self.touched)
                 removed = sum(len(done.removals) for done in self.touched)
-                return Outcome(todo, self.store.requests, attempt, uploaded, removed)
+                return Outcome(todo, attempt, uploaded, removed)
             read = newer  # another publish wrote the state since it was read
         await self.withdraw(read)
         raise InputError(

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ratings_api.contract import MAX_ID
+
+if TYPE_CHECKING:
+    from ratings_api.fastpath import Articles
 
 MAX: Final = MAX_ID  # 2**53 - 1, for every integer of a document, the id included
 DIGITS: Final = len(str(MAX))  # a longer text is past MAX, whatever its digits
@@ -123,20 +126,18 @@ def totals(
         )
 
 
-def keeps_the_rules(
-    ids: Sequence[int], sums: Sequence[int], counts: Sequence[int], ratings: set[int], scale: Scale
-) -> bool:
-    """Whether columns read without positions (fastpath.py's, csvinput.py's quick reading)
-    keep every rule above: each id once and at most MAX, every rating of ``ratings`` within
-    ±MAX and on ``scale``, each article's totals."""
+def keeps_the_rules(read: Articles, scale: Scale) -> bool:
+    """Whether columns ``read`` without positions (fastpath.py's, csvinput.py's quick reading)
+    keep every rule above: each id once and at most MAX, every rating they were added up from
+    within ±MAX and on ``scale``, each article's totals."""
     try:
-        article_id(str(max(ids, default=1)))
-        for value in ratings:
+        article_id(str(max(read.ids, default=1)))
+        for value in read.ratings:
             rating(0, within(value, "a rating"), scale)
         # Articles of one sum and count share the verdict: a real catalogue of a
         # million articles has a few thousand such pairs, each checked once.
-        for total, count in set(zip(sums, counts, strict=True)):
+        for total, count in set(zip(read.sums, read.counts, strict=True)):
             totals(0, total, count, scale)
     except RuleError:
         return False
-    return len(set(ids)) == len(ids)
+    return len(set(read.ids)) == len(read.ids)

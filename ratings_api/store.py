@@ -33,9 +33,7 @@ class Got:
 
 
 class Store(Protocol):
-    """The requests publishing makes, each counted in ``requests``."""
-
-    requests: int
+    """The requests publishing makes (the adapter counts them in ``requests``)."""
 
     async def get(self, path: str, *, unless: str | None = None) -> Got | None:
         """The object at ``path``, None if there is none; if it still has the version

@@ -114,7 +114,8 @@ def sync_site(
             stale = _sync_documents(writer, catalogue, render, progress)
             _sync_extras(writer, extras or {})
             _remove_stale(writer, stale)
-            _remove_old_state(writer)
+            if there:  # else a check, with no output folder yet
+                _remove_old_state(writer)
             return writer.changes
     except FileExistsError:  # makedirs' word for a file where the folder should be
         raise _write_error(root, NotADirectoryError(errno.ENOTDIR, "Not a directory")) from None
@@ -236,8 +237,6 @@ def _remove_stale(writer: _Writer, stale: list[int]) -> None:
 
 def _remove_old_state(writer: _Writer) -> None:
     """Earlier versions kept their record and temporary files in the output folder."""
-    if not os.path.isdir(writer.root):
-        return  # --check, and no output folder yet
     with os.scandir(writer.root) as entries:
         names = sorted(entry.name for entry in entries if OLD_STATE_NAME.fullmatch(entry.name))
     for name in names:
