@@ -42,7 +42,7 @@ KEEP_FILES: Final = 100_000  # then all are dropped: memory stays bounded at any
 CHUNK: Final = 65536
 READ: Final = os.O_RDONLY | getattr(os, "O_BINARY", 0)  # as tempfile reads: bytes on Windows too
 
-ARTICLES_URL: Final = f"/{contract.ARTICLES_PATH}"
+ARTICLES_FOLDER: Final = f"/{contract.ARTICLES_PATH}/"
 ARTICLE_URL: Final = re.compile(rf"/{contract.ARTICLES_PATH}/({contract.ARTICLE_ID})/rating(/?)")
 # Nothing hidden, no "." or "..", no backslash or NUL, no name too long for a disk.
 NAME: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
@@ -67,9 +67,9 @@ def route(url: str) -> tuple[str, bool] | None:
     article = ARTICLE_URL.fullmatch(url)
     if article:
         return f"{contract.ARTICLES_PATH}/{article[1]}/rating/index.json", not article[2]
-    lowered = url.lower()  # on a case-insensitive disk, /AWAY/ is the same folder
-    if lowered == ARTICLES_URL or lowered.startswith(ARTICLES_URL + "/"):
-        return None  # the generator's folder: nothing there but the ratings
+    # The generator's folder: nothing there but the ratings (/AWAY/ too: a disk may ignore case).
+    if f"{url.lower()}/".startswith(ARTICLES_FOLDER):
+        return None
     first, *names = url.split("/")
     if first or not names:
         return None
@@ -111,11 +111,9 @@ def byte_range(value: str, size: int) -> tuple[int, int] | str | None:
 class File(NamedTuple):
     """What the app answers for a file, from the status it was read with."""
 
-    identity: Identity
-    size: int
+    status: os.stat_result  # its identity, size and time, when it was read
     etag: str
     modified: str  # Last-Modified
-    seconds: int  # the same, as a number
     headers: tuple[tuple[str, str], ...]  # a 200's, all of them, Content-Type first
     policy: tuple[tuple[str, str], ...]  # the front page's CSP, on a 304 too
     body: bytes  # the file's bytes if kept; else read from the file at each request
@@ -126,8 +124,7 @@ def _identity(status: os.stat_result) -> Identity:
 
 
 def _describe(relative: str, status: os.stat_result, body: bytes = b"") -> File:
-    etag, seconds, size = _etag(status), int(status.st_mtime), status.st_size
-    modified = _http_date(seconds)
+    etag, modified = _etag(status), _http_date(int(status.st_mtime))
     # The front page loads its own files only: the browser refuses any other.
     csp = ("Content-Security-Policy", contract.FRONT_PAGE_CSP)
     policy = (csp,) if relative == contract.FRONT_PAGE else ()
@@ -135,11 +132,11 @@ def _describe(relative: str, status: os.stat_result, body: bytes = b"") -> File:
         ("Content-Type", _content_type(relative.rpartition("/")[2])),
         ("ETag", etag),
         ("Last-Modified", modified),
-        ("Content-Length", str(size)),
+        ("Content-Length", str(status.st_size)),
         *policy,
         *contract.COMMON_HEADERS,
     )
-    return File(_identity(status), size, etag, modified, seconds, headers, policy, body)
+    return File(status, etag, modified, headers, policy, body)
 
 
 @lru_cache(maxsize=256)
@@ -211,17 +208,12 @@ class App:
         ``disable_symlinks`` does. The root itself may be a link, as deploys often
         make it: followed.
         """
-        path = f"{self.root}/{relative}"
-        kept = self.kept.get(relative)
-        if kept is not None:
-            try:
-                if _identity(os.lstat(path)) == kept.identity:  # a link is never kept
-                    return kept, None
-            except OSError:
-                pass  # looked up again below, which tells a 404 from a 500
+        path, kept = f"{self.root}/{relative}", self.kept.get(relative)
         while True:
             try:
-                status = os.lstat(path)  # a link is not a regular file here
+                status = os.lstat(path)  # a link is not a regular file here, and is never kept
+                if kept is not None and _identity(status) == _identity(kept.status):
+                    return kept, None
                 if not stat.S_ISREG(status.st_mode):
                     return None
                 # os's calls, not open()'s five more: the API's first requests cost them
@@ -310,19 +302,19 @@ def _serve(
         _close(opened)
         return _answer(start_response, "304 Not Modified", ("ETag", file.etag), *file.policy)
     asked, validator = environ.get("HTTP_RANGE"), environ.get("HTTP_IF_RANGE")
-    wanted = None
+    size, wanted = file.status.st_size, None
     # A Range is read (RFC 9110, 13.1.5) with no If-Range, or with its exact validator.
     if asked is not None and (validator is None or validator.strip() in (file.etag, file.modified)):
-        wanted = byte_range(asked, file.size)
+        wanted = byte_range(asked, size)
     if isinstance(wanted, str):
         _close(opened)
-        unsatisfiable = ("Content-Range", f"bytes */{file.size}")
+        unsatisfiable = ("Content-Range", f"bytes */{size}")
         return _answer(start_response, "416 Requested Range Not Satisfiable", unsatisfiable)
-    first, last = wanted or (0, file.size - 1)
+    first, last = wanted or (0, size - 1)
     if wanted is None:
         start_response("200 OK", list(file.headers))
     else:
-        spans = ("Content-Range", f"bytes {first}-{last}/{file.size}")
+        spans = ("Content-Range", f"bytes {first}-{last}/{size}")
         length = ("Content-Length", str(last - first + 1))
         _answer(
             start_response, "206 Partial Content", *file.headers[:3], *file.policy, spans, length
@@ -342,10 +334,8 @@ def _not_modified(environ: WSGIEnvironment, file: File) -> bool:
         tags = {tag.strip().removeprefix("W/") for tag in header.split(",")}
         return "*" in tags or file.etag in tags
     since: str | None = environ.get("HTTP_IF_MODIFIED_SINCE")
-    if not since:
-        return False
-    parsed = parsedate(since)
-    return parsed is not None and timegm(parsed) >= file.seconds
+    parsed = parsedate(since)  # None where there is no date: none sent, or unreadable
+    return parsed is not None and timegm(parsed) >= int(file.status.st_mtime)
 
 
 def _slice(file: IO[bytes], first: int, last: int) -> Iterator[bytes]:
