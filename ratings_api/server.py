@@ -191,14 +191,21 @@ class App:
         if file is None:  # an asset: looked up here too, so that no link leads to it
             answer: Iterable[bytes] = self.assets(environ, partial(_with_common, start_response))
             return answer
+        span = None  # the bytes to send, first to last; None: none
         if add_slash:
             # Relative: behind a proxy the app does not know the public scheme,
             # host or path. "rating/" against ".../7/rating".
             query = environ.get("QUERY_STRING", "")
-            _close(opened)
             moved = ("Location", f"rating/?{query}" if query else "rating/")
-            return _answer(start_response, "301 Moved Permanently", moved, ("Content-Length", "0"))
-        return _serve(environ, start_response, file, opened)
+            _answer(start_response, "301 Moved Permanently", moved, ("Content-Length", "0"))
+        else:
+            span = _start(environ, start_response, file)
+        if span is None or method == "HEAD":
+            if opened is not None:
+                opened.close()
+            return []
+        first, last = span
+        return [file.body[first : last + 1]] if opened is None else _slice(opened, first, last)
 
     def _open(self, relative: str) -> tuple[File | None, IO[bytes] | None] | None:
         """The file at ``relative``, reached through no symlink, and its handle if too large
@@ -294,37 +301,31 @@ def _not_found(environ: WSGIEnvironment, start_response: StartResponse) -> list[
     return [] if environ["REQUEST_METHOD"] == "HEAD" else [contract.NOT_FOUND]
 
 
-def _serve(
-    environ: WSGIEnvironment, start_response: StartResponse, file: File, opened: IO[bytes] | None
-) -> Iterable[bytes]:
-    """The answer for ``file``: 200, 206, 304 or 416, as the request's conditions ask."""
+def _start(
+    environ: WSGIEnvironment, start_response: StartResponse, file: File
+) -> tuple[int, int] | None:
+    """Start the answer for ``file``: 200, 206, 304 or 416, as the request's conditions ask;
+    the bytes of the file it sends, first to last, or None for none."""
     if _not_modified(environ, file):
-        _close(opened)
-        return _answer(start_response, "304 Not Modified", ("ETag", file.etag), *file.policy)
+        _answer(start_response, "304 Not Modified", ("ETag", file.etag), *file.policy)
+        return None
     asked, validator = environ.get("HTTP_RANGE"), environ.get("HTTP_IF_RANGE")
     size, wanted = file.status.st_size, None
     # A Range is read (RFC 9110, 13.1.5) with no If-Range, or with its exact validator.
     if asked is not None and (validator is None or validator.strip() in (file.etag, file.modified)):
         wanted = byte_range(asked, size)
     if isinstance(wanted, str):
-        _close(opened)
         unsatisfiable = ("Content-Range", f"bytes */{size}")
-        return _answer(start_response, "416 Requested Range Not Satisfiable", unsatisfiable)
-    first, last = wanted or (0, size - 1)
+        _answer(start_response, "416 Requested Range Not Satisfiable", unsatisfiable)
+        return None
     if wanted is None:
         start_response("200 OK", list(file.headers))
-    else:
-        spans = ("Content-Range", f"bytes {first}-{last}/{size}")
-        length = ("Content-Length", str(last - first + 1))
-        _answer(
-            start_response, "206 Partial Content", *file.headers[:3], *file.policy, spans, length
-        )
-    if environ["REQUEST_METHOD"] == "HEAD":
-        _close(opened)
-        return []
-    if opened is None:
-        return [file.body] if wanted is None else [file.body[first : last + 1]]
-    return _slice(opened, first, last)
+        return 0, size - 1  # a kept file's bytes whole: sliced whole, bytes are the same object
+    first, last = wanted
+    spans = ("Content-Range", f"bytes {first}-{last}/{size}")
+    length = ("Content-Length", str(last - first + 1))
+    _answer(start_response, "206 Partial Content", *file.headers[:3], *file.policy, spans, length)
+    return wanted
 
 
 def _not_modified(environ: WSGIEnvironment, file: File) -> bool:
@@ -345,11 +346,6 @@ def _slice(file: IO[bytes], first: int, last: int) -> Iterator[bytes]:
         while left > 0 and (chunk := file.read(min(left, CHUNK))):
             left -= len(chunk)
             yield chunk
-
-
-def _close(opened: IO[bytes] | None) -> None:
-    if opened is not None:
-        opened.close()
 
 
 def _as_sent(environ: WSGIEnvironment) -> bool:
