@@ -15,6 +15,7 @@ before its first answer (its issue #263), and autorefresh is not for production.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import mimetypes
 import os
@@ -253,11 +254,9 @@ class App:
         folder with lstat takes five for a document. Elsewhere, or once the root's
         link points to another folder, each folder is checked.
         """
-        try:
+        with contextlib.suppress(OSError):  # no /proc here
             if os.readlink(f"/proc/self/fd/{descriptor}") == f"{self.real}/{relative}":
                 return True
-        except OSError:
-            pass  # no /proc here
         where = self.root
         try:
             for folder in relative.split("/")[:-1]:
@@ -335,7 +334,7 @@ def _not_modified(environ: WSGIEnvironment, file: File) -> bool:
         tags = {tag.strip().removeprefix("W/") for tag in header.split(",")}
         return "*" in tags or file.etag in tags
     since: str | None = environ.get("HTTP_IF_MODIFIED_SINCE")
-    parsed = parsedate(since)  # None where there is no date: none sent, or unreadable
+    parsed = parsedate(since) if since else None  # None: no date, or none to read
     return parsed is not None and timegm(parsed) >= int(file.status.st_mtime)
 
 
