@@ -32,6 +32,7 @@ POLL_SECONDS: Final = 0.5
 # An absolute-form request target (RFC 9112, 3.2.2), which a server must accept: its
 # scheme and authority, before the path that gunicorn and every server answer by.
 ABSOLUTE_FORM: Final = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*")
+Signature = tuple[int, int, int, int]  # the input file's, to tell an edit
 
 
 class _Server(ThreadingMixIn, WSGIServer):
@@ -80,17 +81,13 @@ def serve(
     the address served at and errors are printed. An input or an address that
     cannot be used is an InputError, as for a build.
     """
-
-    def say(line: str) -> None:
-        if not quiet:  # --quiet: no summary
-            print(line, flush=True)
-
     try:
         with _listen(host, port, type("Handler", (_Handler,), {"quiet": quiet})) as server:
             address = f"http://{host}:{server.server_port}"  # the bound port, for --port 0
 
-            def rebuild() -> str:
-                """Build the site, the served address as the last resort base URL; its summary."""
+            def rebuild(cause: str = "") -> None:
+                """Build the site, the served address as the last resort base URL; say its
+                summary after ``cause`` (none with --quiet)."""
                 started = time.perf_counter()
                 result = build(
                     input_path,
@@ -100,14 +97,15 @@ def serve(
                     fallback_base_url=address,
                     reading=reading,
                 )
-                return result.summary(output, time.perf_counter() - started)
+                if not quiet:
+                    print(cause + result.summary(output, time.perf_counter() - started), flush=True)
 
             seen = _signature(input_path)  # before the build, so no edit falls in between
-            say(rebuild())
+            rebuild()
             server.set_app(create_app(output, autorefresh=True))
             print(_serving_line(output, address), flush=True)
             stop = threading.Event()
-            watcher = threading.Thread(target=_watch, args=(input_path, seen, rebuild, stop, say))
+            watcher = threading.Thread(target=_watch, args=(input_path, seen, rebuild, stop))
             watcher.start()
             try:
                 server.serve_forever()
@@ -144,7 +142,7 @@ def _serving_line(output: str, address: str) -> str:
     return f"Serving {os.path.join(output, '')} at {address}/ — {sample}"
 
 
-def _signature(path: str) -> tuple[int, int, int, int] | None:
+def _signature(path: str) -> Signature | None:
     try:
         status = os.stat(path)
     except OSError:
@@ -153,11 +151,7 @@ def _signature(path: str) -> tuple[int, int, int, int] | None:
 
 
 def _watch(
-    input_path: str,
-    seen: tuple[int, int, int, int] | None,
-    rebuild: Callable[[], str],
-    stop: threading.Event,
-    say: Callable[[str], None],
+    input_path: str, seen: Signature | None, rebuild: Callable[[str], None], stop: threading.Event
 ) -> None:
     """Rebuild whenever the input file changes, until ``stop`` is set."""
     while not stop.wait(POLL_SECONDS):
@@ -166,7 +160,7 @@ def _watch(
             continue
         seen = current
         try:
-            say(f"{input_path} changed: {rebuild()}")
+            rebuild(f"{input_path} changed: ")
         except InputError as error:
             _still_serving(str(error))
         except OSError as error:  # the machine's doing (a full disk...), not a bug: one line
