@@ -15,7 +15,6 @@ before its first answer (its issue #263), and autorefresh is not for production.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import mimetypes
 import os
@@ -254,9 +253,11 @@ class App:
         folder with lstat takes five for a document. Elsewhere, or once the root's
         link points to another folder, each folder is checked.
         """
-        with contextlib.suppress(OSError):  # no /proc here
+        try:
             if os.readlink(f"/proc/self/fd/{descriptor}") == f"{self.real}/{relative}":
                 return True
+        except OSError:
+            pass  # no /proc here
         where = self.root
         try:
             for folder in relative.split("/")[:-1]:
