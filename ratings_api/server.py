@@ -56,8 +56,6 @@ UNSERVABLE: Final = frozenset(
     (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG, errno.ENXIO, errno.EACCES, errno.EPERM)
 )
 
-Identity = tuple[int, int, int, int]
-
 
 def route(url: str) -> tuple[str, bool] | None:
     """The file that the URL path ``url`` may name, relative to the root, and whether the
@@ -119,7 +117,7 @@ class File(NamedTuple):
     body: bytes  # the file's bytes if kept; else read from the file at each request
 
 
-def _identity(status: os.stat_result) -> Identity:
+def _identity(status: os.stat_result) -> tuple[int, int, int, int]:
     return status.st_ino, status.st_dev, status.st_size, status.st_mtime_ns
 
 
