@@ -19,10 +19,9 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import unquote
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
-from ratings_api.build import Reading, build
+from ratings_api.build import Reading, Result, build
 from ratings_api.contract import ARTICLES_PATH
 from ratings_api.errors import InputError
-from ratings_api.rules import ID_TEXT
 from ratings_api.server import create_app
 
 if TYPE_CHECKING:
@@ -85,7 +84,7 @@ def serve(
         with _listen(host, port, type("Handler", (_Handler,), {"quiet": quiet})) as server:
             address = f"http://{host}:{server.server_port}"  # the bound port, for --port 0
 
-            def rebuild(cause: str = "") -> None:
+            def rebuild(cause: str = "") -> Result:
                 """Build the site, the served address as the last resort base URL; say its
                 summary after ``cause`` (none with --quiet)."""
                 started = time.perf_counter()
@@ -99,11 +98,12 @@ def serve(
                 )
                 if not quiet:
                     print(cause + result.summary(output, time.perf_counter() - started), flush=True)
+                return result
 
             seen = _signature(input_path)  # before the build, so no edit falls in between
-            rebuild()
+            built = rebuild()
             server.set_app(create_app(output, autorefresh=True))
-            print(_serving_line(output, address), flush=True)
+            print(_serving_line(output, address, built), flush=True)
             stop = threading.Event()
             watcher = threading.Thread(target=_watch, args=(input_path, seen, rebuild, stop))
             watcher.start()
@@ -131,14 +131,11 @@ def _listen(host: str, port: int, handler: type[WSGIRequestHandler]) -> _Server:
         raise InputError(f"cannot serve at {host}:{port}: {error.strerror}") from None
 
 
-def _serving_line(output: str, address: str) -> str:
-    """Where the site is served, and its smallest article id's document to try."""
-    try:
-        with os.scandir(os.path.join(output, ARTICLES_PATH)) as entries:
-            first = min((int(e.name) for e in entries if ID_TEXT.fullmatch(e.name)), default=0)
-    except FileNotFoundError:
-        first = 0
-    sample = f"try {address}/{ARTICLES_PATH}/{first}/rating/" if first else "no articles yet"
+def _serving_line(output: str, address: str, built: Result) -> str:
+    """Where the site is served, and the document of the smallest article id it built to try:
+    from the catalogue, not a listing of a folder that may hold a million."""
+    ids = built.catalogue.ids if built.catalogue else []
+    sample = f"try {address}/{ARTICLES_PATH}/{min(ids)}/rating/" if ids else "no articles yet"
     return f"Serving {os.path.join(output, '')} at {address}/ — {sample}"
 
 
