@@ -21,7 +21,7 @@ import os
 import re
 import stat
 from calendar import timegm
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from email.utils import formatdate, parsedate
 from functools import lru_cache, partial
 from typing import IO, TYPE_CHECKING, Any, Final, NamedTuple
@@ -68,14 +68,13 @@ def route(url: str) -> tuple[str, bool] | None:
     # The generator's folder: nothing there but the ratings (/AWAY/ too: a disk may ignore case).
     if f"{url.lower()}/".startswith(ARTICLES_FOLDER):
         return None
-    first, *names = url.split("/")
-    if first or not names:
+    if not url.startswith("/"):
         return None
-    if names[-1] == "":
-        names[-1] = "index.html"  # a folder's page, as static hosts serve it
-    if not all(NAME.fullmatch(name) for name in names):
+    # A folder's page, as static hosts serve it.
+    relative = f"{url[1:]}index.html" if url.endswith("/") else url[1:]
+    if not all(NAME.fullmatch(name) for name in relative.split("/")):
         return None
-    return "/".join(names), False
+    return relative, False
 
 
 def byte_range(value: str, size: int) -> tuple[int, int] | str | None:
@@ -161,7 +160,7 @@ class App:
         self.real = os.path.realpath(root)  # what /proc names the site's files under
         self.kept: dict[str, File] = {}  # by path below the root
         headers = {"max_age": None, "allow_all_origins": False, "add_headers_function": _add_etag}
-        self.assets = WhiteNoise(_not_found, autorefresh=autorefresh, **headers)
+        self.assets: WSGIApplication = WhiteNoise(_not_found, autorefresh=autorefresh, **headers)
         if os.path.isdir(f"{root}/{ASSETS}"):
             self.assets.add_files(f"{root}/{ASSETS}", prefix=ASSETS)
 
@@ -187,8 +186,7 @@ class App:
             return _error(start_response, "404 Not Found", contract.NOT_FOUND, method)
         file, opened = found
         if file is None:  # an asset: looked up here too, so that no link leads to it
-            answer: Iterable[bytes] = self.assets(environ, partial(_with_common, start_response))
-            return answer
+            return self.assets(environ, partial(_with_common, start_response))
         span = None  # the bytes to send, first to last; None: none
         if add_slash:
             # Relative: behind a proxy the app does not know the public scheme,
@@ -288,7 +286,7 @@ def _add_etag(headers: Headers, path: str, url: str) -> None:
 
 def _with_common(
     start_response: StartResponse, status: str, headers: list[tuple[str, str]], *exc_info: Any
-) -> object:
+) -> Callable[[bytes], object]:
     """WhiteNoise's answer, with the contract's headers that every answer carries."""
     return start_response(status, [*headers, *contract.COMMON_HEADERS], *exc_info)
 
