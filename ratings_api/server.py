@@ -48,6 +48,7 @@ ARTICLE_URL: Final = re.compile(rf"/{contract.ARTICLES_PATH}/({contract.ARTICLE_
 NAME: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
 RANGE_SPEC: Final = re.compile(r"([0-9]*)-([0-9]*)")
 UNSATISFIABLE: Final = "unsatisfiable"
+Span = tuple[int, int]  # bytes of a file, first to last, as a Range names them
 # Python's own table, not the system's (/etc/mime.types differs between machines).
 TYPES: Final = mimetypes.MimeTypes()
 # A 404: nothing there, a name too long, a socket, or a file the server may not
@@ -77,7 +78,7 @@ def route(url: str) -> tuple[str, bool] | None:
     return relative, False
 
 
-def byte_range(value: str, size: int) -> tuple[int, int] | str | None:
+def byte_range(value: str, size: int) -> Span | str | None:
     """What ``Range`` asks of ``size`` bytes (RFC 9110, 14), as nginx with ``max_ranges 1``.
 
     ``(first, last)``; UNSATISFIABLE for a 416 (an invalid set, or no range
@@ -87,7 +88,7 @@ def byte_range(value: str, size: int) -> tuple[int, int] | str | None:
     unit, equals, specs = value.partition("=")
     if unit.lower() != "bytes" or not equals or not specs.strip(" \t"):
         return None  # `bytes=` names no range at all: nothing to refuse
-    satisfiable = []
+    satisfiable: list[Span] = []
     for spec in specs.split(","):
         found = RANGE_SPEC.fullmatch(spec.strip(" \t"))
         if found is None or found[0] == "-":
@@ -297,9 +298,7 @@ def _not_found(environ: WSGIEnvironment, start_response: StartResponse) -> list[
     return [] if environ["REQUEST_METHOD"] == "HEAD" else [contract.NOT_FOUND]
 
 
-def _start(
-    environ: WSGIEnvironment, start_response: StartResponse, file: File
-) -> tuple[int, int] | None:
+def _start(environ: WSGIEnvironment, start_response: StartResponse, file: File) -> Span | None:
     """Start the answer for ``file``: 200, 206, 304 or 416, as the request's conditions ask;
     the bytes of the file it sends, first to last, or None for none."""
     if _not_modified(environ, file):
