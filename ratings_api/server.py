@@ -170,10 +170,8 @@ class App:
         if method == "OPTIONS":
             return _answer(start_response, "204 No Content", *contract.PREFLIGHT)
         if method != "GET" and method != "HEAD":
-            body = contract.not_allowed(method)
-            return _error(
-                start_response, "405 Method Not Allowed", body, method, ("Allow", contract.ALLOW)
-            )
+            body, allow = contract.not_allowed(method), ("Allow", contract.ALLOW)
+            return _error(start_response, "405 Method Not Allowed", body, method, allow)
         relative, add_slash = route(url) or ("", False)  # "": no file to look for
         try:
             found = self._open(relative) if relative else None
