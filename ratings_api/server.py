@@ -109,7 +109,8 @@ def byte_range(value: str, size: int) -> Span | str | None:
 class File(NamedTuple):
     """What the app answers for a file, from the status it was read with."""
 
-    status: os.stat_result  # its identity, size and time, when it was read
+    identity: tuple[int, int, int, int]  # checked at each request: kept, not built again
+    status: os.stat_result  # its size and time, when it was read
     etag: str
     modified: str  # Last-Modified
     headers: tuple[tuple[str, str], ...]  # a 200's, all of them, Content-Type first
@@ -134,7 +135,7 @@ def _describe(relative: str, status: os.stat_result, body: bytes = b"") -> File:
         *policy,
         *contract.COMMON_HEADERS,
     )
-    return File(status, etag, modified, headers, policy, body)
+    return File(_identity(status), status, etag, modified, headers, policy, body)
 
 
 @lru_cache(maxsize=256)
@@ -214,7 +215,7 @@ class App:
         while True:
             try:
                 status = os.lstat(path)  # a link is not a regular file here, and is never kept
-                if kept is not None and _identity(status) == _identity(kept.status):
+                if kept is not None and _identity(status) == kept.identity:
                     return kept, None
                 if not stat.S_ISREG(status.st_mode):
                     return None
