@@ -233,10 +233,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         elif args.publish is None:
             command.error(f"--{name.replace('_', '-')} goes only with --publish")
     if args.serve:
-        if args.check:
-            command.error("--check and --serve do not go together")
-        if args.publish:
-            command.error("--publish and --serve do not go together")
+        for other in ("check", "publish"):
+            if getattr(args, other):
+                command.error(f"--{other} and --serve do not go together")
         if args.input == "-":
             command.error("--serve watches a file: it cannot serve standard input (--input -)")
     # Publishing alone builds no folder: a CI runner's fresh checkout need not write (and

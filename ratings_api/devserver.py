@@ -19,10 +19,9 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import unquote
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
-from ratings_api.build import Reading, build
+from ratings_api.build import Reading, Result, build
 from ratings_api.contract import ARTICLES_PATH
 from ratings_api.errors import InputError
-from ratings_api.rules import ID_TEXT
 from ratings_api.server import create_app
 
 if TYPE_CHECKING:
@@ -32,6 +31,7 @@ POLL_SECONDS: Final = 0.5
 # An absolute-form request target (RFC 9112, 3.2.2), which a server must accept: its
 # scheme and authority, before the path that gunicorn and every server answer by.
 ABSOLUTE_FORM: Final = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*")
+Signature = tuple[int, int, int, int]  # the input file's, to tell an edit
 
 
 class _Server(ThreadingMixIn, WSGIServer):
@@ -80,17 +80,13 @@ def serve(
     the address served at and errors are printed. An input or an address that
     cannot be used is an InputError, as for a build.
     """
-
-    def say(line: str) -> None:
-        if not quiet:  # --quiet: no summary
-            print(line, flush=True)
-
     try:
         with _listen(host, port, type("Handler", (_Handler,), {"quiet": quiet})) as server:
             address = f"http://{host}:{server.server_port}"  # the bound port, for --port 0
 
-            def rebuild() -> str:
-                """Build the site, the served address as the last resort base URL; its summary."""
+            def rebuild(cause: str = "") -> Result:
+                """Build the site, the served address as the last resort base URL; say its
+                summary after ``cause`` (none with --quiet)."""
                 started = time.perf_counter()
                 result = build(
                     input_path,
@@ -100,14 +96,16 @@ def serve(
                     fallback_base_url=address,
                     reading=reading,
                 )
-                return result.summary(output, time.perf_counter() - started)
+                if not quiet:
+                    print(cause + result.summary(output, time.perf_counter() - started), flush=True)
+                return result
 
             seen = _signature(input_path)  # before the build, so no edit falls in between
-            say(rebuild())
+            built = rebuild()
             server.set_app(create_app(output, autorefresh=True))
-            print(_serving_line(output, address), flush=True)
+            print(_serving_line(output, address, built), flush=True)
             stop = threading.Event()
-            watcher = threading.Thread(target=_watch, args=(input_path, seen, rebuild, stop, say))
+            watcher = threading.Thread(target=_watch, args=(input_path, seen, rebuild, stop))
             watcher.start()
             try:
                 server.serve_forever()
@@ -133,18 +131,15 @@ def _listen(host: str, port: int, handler: type[WSGIRequestHandler]) -> _Server:
         raise InputError(f"cannot serve at {host}:{port}: {error.strerror}") from None
 
 
-def _serving_line(output: str, address: str) -> str:
-    """Where the site is served, and its smallest article id's document to try."""
-    try:
-        with os.scandir(os.path.join(output, ARTICLES_PATH)) as entries:
-            first = min((int(e.name) for e in entries if ID_TEXT.fullmatch(e.name)), default=0)
-    except FileNotFoundError:
-        first = 0
-    sample = f"try {address}/{ARTICLES_PATH}/{first}/rating/" if first else "no articles yet"
+def _serving_line(output: str, address: str, built: Result) -> str:
+    """Where the site is served, and the document of the smallest article id it built to try:
+    from the catalogue, not a listing of a folder that may hold a million."""
+    ids = built.catalogue.ids if built.catalogue else []
+    sample = f"try {address}/{ARTICLES_PATH}/{min(ids)}/rating/" if ids else "no articles yet"
     return f"Serving {os.path.join(output, '')} at {address}/ — {sample}"
 
 
-def _signature(path: str) -> tuple[int, int, int, int] | None:
+def _signature(path: str) -> Signature | None:
     try:
         status = os.stat(path)
     except OSError:
@@ -153,11 +148,7 @@ def _signature(path: str) -> tuple[int, int, int, int] | None:
 
 
 def _watch(
-    input_path: str,
-    seen: tuple[int, int, int, int] | None,
-    rebuild: Callable[[], str],
-    stop: threading.Event,
-    say: Callable[[str], None],
+    input_path: str, seen: Signature | None, rebuild: Callable[[str], None], stop: threading.Event
 ) -> None:
     """Rebuild whenever the input file changes, until ``stop`` is set."""
     while not stop.wait(POLL_SECONDS):
@@ -166,7 +157,7 @@ def _watch(
             continue
         seen = current
         try:
-            say(f"{input_path} changed: {rebuild()}")
+            rebuild(f"{input_path} changed: ")
         except InputError as error:
             _still_serving(str(error))
         except OSError as error:  # the machine's doing (a full disk...), not a bug: one line

@@ -32,17 +32,11 @@ def embed_script(scale: tuple[int, int] | None) -> bytes:
     # By language: "Not rated yet", then the count and the label by plural category; the
     # label says the scale in the language's words, or nothing without a scale.
     texts = json.loads((TEMPLATES / "embed-texts.json").read_bytes())
-    built_in = {
-        language: [
-            text["unrated"],
-            text["count"],
-            {
-                category: label.replace("{scale}", "" if top is None else text["scale"])
-                for category, label in text["label"].items()
-            },
-        ]
-        for language, text in texts.items()
-    }
+    built_in = {}
+    for language, text in texts.items():
+        words = "" if top is None else text["scale"]
+        labels = {kind: label.replace("{scale}", words) for kind, label in text["label"].items()}
+        built_in[language] = [text["unrated"], text["count"], labels]
     return render(
         "embed.js.j2",
         article_id=ARTICLE_ID,

@@ -12,11 +12,7 @@ class InputError(Exception):
     """
 
     def __init__(
-        self,
-        msg: str,
-        path: str | None = None,
-        lineno: int | None = None,
-        colno: int | None = None,
+        self, msg: str, path: str | None = None, lineno: int | None = None, colno: int | None = None
     ) -> None:
         where = ":".join(str(part) for part in (path, lineno, colno) if part is not None)
         super().__init__(f"{where}: {msg}" if where else msg)

@@ -21,7 +21,7 @@ import os
 import re
 import stat
 from calendar import timegm
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from email.utils import formatdate, parsedate
 from functools import lru_cache, partial
 from typing import IO, TYPE_CHECKING, Any, Final, NamedTuple
@@ -42,12 +42,13 @@ KEEP_FILES: Final = 100_000  # then all are dropped: memory stays bounded at any
 CHUNK: Final = 65536
 READ: Final = os.O_RDONLY | getattr(os, "O_BINARY", 0)  # as tempfile reads: bytes on Windows too
 
-ARTICLES_URL: Final = f"/{contract.ARTICLES_PATH}"
+ARTICLES_FOLDER: Final = f"/{contract.ARTICLES_PATH}/"
 ARTICLE_URL: Final = re.compile(rf"/{contract.ARTICLES_PATH}/({contract.ARTICLE_ID})/rating(/?)")
 # Nothing hidden, no "." or "..", no backslash or NUL, no name too long for a disk.
 NAME: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
 RANGE_SPEC: Final = re.compile(r"([0-9]*)-([0-9]*)")
 UNSATISFIABLE: Final = "unsatisfiable"
+Span = tuple[int, int]  # bytes of a file, first to last, as a Range names them
 # Python's own table, not the system's (/etc/mime.types differs between machines).
 TYPES: Final = mimetypes.MimeTypes()
 # A 404: nothing there, a name too long, a socket, or a file the server may not
@@ -55,8 +56,6 @@ TYPES: Final = mimetypes.MimeTypes()
 UNSERVABLE: Final = frozenset(
     (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG, errno.ENXIO, errno.EACCES, errno.EPERM)
 )
-
-Identity = tuple[int, int, int, int]
 
 
 def route(url: str) -> tuple[str, bool] | None:
@@ -67,20 +66,19 @@ def route(url: str) -> tuple[str, bool] | None:
     article = ARTICLE_URL.fullmatch(url)
     if article:
         return f"{contract.ARTICLES_PATH}/{article[1]}/rating/index.json", not article[2]
-    lowered = url.lower()  # on a case-insensitive disk, /AWAY/ is the same folder
-    if lowered == ARTICLES_URL or lowered.startswith(ARTICLES_URL + "/"):
-        return None  # the generator's folder: nothing there but the ratings
-    first, *names = url.split("/")
-    if first or not names:
+    # The generator's folder: nothing there but the ratings (/AWAY/ too: a disk may ignore case).
+    if f"{url.lower()}/".startswith(ARTICLES_FOLDER):
         return None
-    if names[-1] == "":
-        names[-1] = "index.html"  # a folder's page, as static hosts serve it
-    if not all(NAME.fullmatch(name) for name in names):
+    if not url.startswith("/"):
         return None
-    return "/".join(names), False
+    # A folder's page, as static hosts serve it.
+    relative = f"{url[1:]}index.html" if url.endswith("/") else url[1:]
+    if not all(NAME.fullmatch(name) for name in relative.split("/")):
+        return None
+    return relative, False
 
 
-def byte_range(value: str, size: int) -> tuple[int, int] | str | None:
+def byte_range(value: str, size: int) -> Span | str | None:
     """What ``Range`` asks of ``size`` bytes (RFC 9110, 14), as nginx with ``max_ranges 1``.
 
     ``(first, last)``; UNSATISFIABLE for a 416 (an invalid set, or no range
@@ -90,7 +88,7 @@ def byte_range(value: str, size: int) -> tuple[int, int] | str | None:
     unit, equals, specs = value.partition("=")
     if unit.lower() != "bytes" or not equals or not specs.strip(" \t"):
         return None  # `bytes=` names no range at all: nothing to refuse
-    satisfiable = []
+    satisfiable: list[Span] = []
     for spec in specs.split(","):
         found = RANGE_SPEC.fullmatch(spec.strip(" \t"))
         if found is None or found[0] == "-":
@@ -111,23 +109,21 @@ def byte_range(value: str, size: int) -> tuple[int, int] | str | None:
 class File(NamedTuple):
     """What the app answers for a file, from the status it was read with."""
 
-    identity: Identity
-    size: int
+    identity: tuple[int, int, int, int]  # checked at each request: kept, not built again
+    status: os.stat_result  # its size and time, when it was read
     etag: str
     modified: str  # Last-Modified
-    seconds: int  # the same, as a number
     headers: tuple[tuple[str, str], ...]  # a 200's, all of them, Content-Type first
     policy: tuple[tuple[str, str], ...]  # the front page's CSP, on a 304 too
     body: bytes  # the file's bytes if kept; else read from the file at each request
 
 
-def _identity(status: os.stat_result) -> Identity:
+def _identity(status: os.stat_result) -> tuple[int, int, int, int]:
     return status.st_ino, status.st_dev, status.st_size, status.st_mtime_ns
 
 
 def _describe(relative: str, status: os.stat_result, body: bytes = b"") -> File:
-    etag, seconds, size = _etag(status), int(status.st_mtime), status.st_size
-    modified = _http_date(seconds)
+    etag, modified = _etag(status), _http_date(int(status.st_mtime))
     # The front page loads its own files only: the browser refuses any other.
     csp = ("Content-Security-Policy", contract.FRONT_PAGE_CSP)
     policy = (csp,) if relative == contract.FRONT_PAGE else ()
@@ -135,11 +131,11 @@ def _describe(relative: str, status: os.stat_result, body: bytes = b"") -> File:
         ("Content-Type", _content_type(relative.rpartition("/")[2])),
         ("ETag", etag),
         ("Last-Modified", modified),
-        ("Content-Length", str(size)),
+        ("Content-Length", str(status.st_size)),
         *policy,
         *contract.COMMON_HEADERS,
     )
-    return File(_identity(status), size, etag, modified, seconds, headers, policy, body)
+    return File(_identity(status), status, etag, modified, headers, policy, body)
 
 
 @lru_cache(maxsize=256)
@@ -166,7 +162,7 @@ class App:
         self.real = os.path.realpath(root)  # what /proc names the site's files under
         self.kept: dict[str, File] = {}  # by path below the root
         headers = {"max_age": None, "allow_all_origins": False, "add_headers_function": _add_etag}
-        self.assets = WhiteNoise(_not_found, autorefresh=autorefresh, **headers)
+        self.assets: WSGIApplication = WhiteNoise(_not_found, autorefresh=autorefresh, **headers)
         if os.path.isdir(f"{root}/{ASSETS}"):
             self.assets.add_files(f"{root}/{ASSETS}", prefix=ASSETS)
 
@@ -175,10 +171,8 @@ class App:
         if method == "OPTIONS":
             return _answer(start_response, "204 No Content", *contract.PREFLIGHT)
         if method != "GET" and method != "HEAD":
-            body = contract.not_allowed(method)
-            return _error(
-                start_response, "405 Method Not Allowed", body, method, ("Allow", contract.ALLOW)
-            )
+            body, allow = contract.not_allowed(method), ("Allow", contract.ALLOW)
+            return _error(start_response, "405 Method Not Allowed", body, method, allow)
         relative, add_slash = route(url) or ("", False)  # "": no file to look for
         try:
             found = self._open(relative) if relative else None
@@ -192,16 +186,22 @@ class App:
             return _error(start_response, "404 Not Found", contract.NOT_FOUND, method)
         file, opened = found
         if file is None:  # an asset: looked up here too, so that no link leads to it
-            answer: Iterable[bytes] = self.assets(environ, partial(_with_common, start_response))
-            return answer
+            return self.assets(environ, partial(_with_common, start_response))
+        span = None  # the bytes to send, first to last; None: none
         if add_slash:
             # Relative: behind a proxy the app does not know the public scheme,
             # host or path. "rating/" against ".../7/rating".
             query = environ.get("QUERY_STRING", "")
-            _close(opened)
             moved = ("Location", f"rating/?{query}" if query else "rating/")
-            return _answer(start_response, "301 Moved Permanently", moved, ("Content-Length", "0"))
-        return _serve(environ, start_response, file, opened)
+            _answer(start_response, "301 Moved Permanently", moved, ("Content-Length", "0"))
+        else:
+            span = _start(environ, start_response, file)
+        if span is None or method == "HEAD":
+            if opened is not None:
+                opened.close()
+            return []
+        first, last = span
+        return [file.body[first : last + 1]] if opened is None else _slice(opened, first, last)
 
     def _open(self, relative: str) -> tuple[File | None, IO[bytes] | None] | None:
         """The file at ``relative``, reached through no symlink, and its handle if too large
@@ -211,17 +211,12 @@ class App:
         ``disable_symlinks`` does. The root itself may be a link, as deploys often
         make it: followed.
         """
-        path = f"{self.root}/{relative}"
-        kept = self.kept.get(relative)
-        if kept is not None:
-            try:
-                if _identity(os.lstat(path)) == kept.identity:  # a link is never kept
-                    return kept, None
-            except OSError:
-                pass  # looked up again below, which tells a 404 from a 500
+        path, kept = f"{self.root}/{relative}", self.kept.get(relative)
         while True:
             try:
-                status = os.lstat(path)  # a link is not a regular file here
+                status = os.lstat(path)  # a link is not a regular file here, and is never kept
+                if kept is not None and _identity(status) == kept.identity:
+                    return kept, None
                 if not stat.S_ISREG(status.st_mode):
                     return None
                 # os's calls, not open()'s five more: the API's first requests cost them
@@ -291,7 +286,7 @@ def _add_etag(headers: Headers, path: str, url: str) -> None:
 
 def _with_common(
     start_response: StartResponse, status: str, headers: list[tuple[str, str]], *exc_info: Any
-) -> object:
+) -> Callable[[bytes], object]:
     """WhiteNoise's answer, with the contract's headers that every answer carries."""
     return start_response(status, [*headers, *contract.COMMON_HEADERS], *exc_info)
 
@@ -302,37 +297,29 @@ def _not_found(environ: WSGIEnvironment, start_response: StartResponse) -> list[
     return [] if environ["REQUEST_METHOD"] == "HEAD" else [contract.NOT_FOUND]
 
 
-def _serve(
-    environ: WSGIEnvironment, start_response: StartResponse, file: File, opened: IO[bytes] | None
-) -> Iterable[bytes]:
-    """The answer for ``file``: 200, 206, 304 or 416, as the request's conditions ask."""
+def _start(environ: WSGIEnvironment, start_response: StartResponse, file: File) -> Span | None:
+    """Start the answer for ``file``: 200, 206, 304 or 416, as the request's conditions ask;
+    the bytes of the file it sends, first to last, or None for none."""
     if _not_modified(environ, file):
-        _close(opened)
-        return _answer(start_response, "304 Not Modified", ("ETag", file.etag), *file.policy)
+        _answer(start_response, "304 Not Modified", ("ETag", file.etag), *file.policy)
+        return None
     asked, validator = environ.get("HTTP_RANGE"), environ.get("HTTP_IF_RANGE")
-    wanted = None
+    size, wanted = file.status.st_size, None
     # A Range is read (RFC 9110, 13.1.5) with no If-Range, or with its exact validator.
     if asked is not None and (validator is None or validator.strip() in (file.etag, file.modified)):
-        wanted = byte_range(asked, file.size)
+        wanted = byte_range(asked, size)
     if isinstance(wanted, str):
-        _close(opened)
-        unsatisfiable = ("Content-Range", f"bytes */{file.size}")
-        return _answer(start_response, "416 Requested Range Not Satisfiable", unsatisfiable)
-    first, last = wanted or (0, file.size - 1)
+        unsatisfiable = ("Content-Range", f"bytes */{size}")
+        _answer(start_response, "416 Requested Range Not Satisfiable", unsatisfiable)
+        return None
     if wanted is None:
         start_response("200 OK", list(file.headers))
-    else:
-        spans = ("Content-Range", f"bytes {first}-{last}/{file.size}")
-        length = ("Content-Length", str(last - first + 1))
-        _answer(
-            start_response, "206 Partial Content", *file.headers[:3], *file.policy, spans, length
-        )
-    if environ["REQUEST_METHOD"] == "HEAD":
-        _close(opened)
-        return []
-    if opened is None:
-        return [file.body] if wanted is None else [file.body[first : last + 1]]
-    return _slice(opened, first, last)
+        return 0, size - 1  # a kept file's bytes whole: sliced whole, bytes are the same object
+    first, last = wanted
+    spans = ("Content-Range", f"bytes {first}-{last}/{size}")
+    length = ("Content-Length", str(last - first + 1))
+    _answer(start_response, "206 Partial Content", *file.headers[:3], *file.policy, spans, length)
+    return wanted
 
 
 def _not_modified(environ: WSGIEnvironment, file: File) -> bool:
@@ -342,10 +329,8 @@ def _not_modified(environ: WSGIEnvironment, file: File) -> bool:
         tags = {tag.strip().removeprefix("W/") for tag in header.split(",")}
         return "*" in tags or file.etag in tags
     since: str | None = environ.get("HTTP_IF_MODIFIED_SINCE")
-    if not since:
-        return False
-    parsed = parsedate(since)
-    return parsed is not None and timegm(parsed) >= file.seconds
+    parsed = parsedate(since) if since else None  # None: no date, or none to read
+    return parsed is not None and timegm(parsed) >= int(file.status.st_mtime)
 
 
 def _slice(file: IO[bytes], first: int, last: int) -> Iterator[bytes]:
@@ -355,11 +340,6 @@ def _slice(file: IO[bytes], first: int, last: int) -> Iterator[bytes]:
         while left > 0 and (chunk := file.read(min(left, CHUNK))):
             left -= len(chunk)
             yield chunk
-
-
-def _close(opened: IO[bytes] | None) -> None:
-    if opened is not None:
-        opened.close()
 
 
 def _as_sent(environ: WSGIEnvironment) -> bool:
