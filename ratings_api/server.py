@@ -110,7 +110,8 @@ class File(NamedTuple):
     """What the app answers for a file, from the status it was read with."""
 
     identity: tuple[int, int, int, int]  # checked at each request: kept, not built again
-    status: os.stat_result  # its size and time, when it was read
+    size: int
+    seconds: int  # Last-Modified, as a number
     etag: str
     modified: str  # Last-Modified
     headers: tuple[tuple[str, str], ...]  # a 200's, all of them, Content-Type first
@@ -123,7 +124,8 @@ def _identity(status: os.stat_result) -> tuple[int, int, int, int]:
 
 
 def _describe(relative: str, status: os.stat_result, body: bytes = b"") -> File:
-    etag, modified = _etag(status), _http_date(int(status.st_mtime))
+    etag, seconds = _etag(status), int(status.st_mtime)
+    modified = _http_date(seconds)
     # The front page loads its own files only: the browser refuses any other.
     csp = ("Content-Security-Policy", contract.FRONT_PAGE_CSP)
     policy = (csp,) if relative == contract.FRONT_PAGE else ()
@@ -135,7 +137,7 @@ def _describe(relative: str, status: os.stat_result, body: bytes = b"") -> File:
         *policy,
         *contract.COMMON_HEADERS,
     )
-    return File(_identity(status), status, etag, modified, headers, policy, body)
+    return File(_identity(status), status.st_size, seconds, etag, modified, headers, policy, body)
 
 
 @lru_cache(maxsize=256)
@@ -304,7 +306,7 @@ def _start(environ: WSGIEnvironment, start_response: StartResponse, file: File) 
         _answer(start_response, "304 Not Modified", ("ETag", file.etag), *file.policy)
         return None
     asked, validator = environ.get("HTTP_RANGE"), environ.get("HTTP_IF_RANGE")
-    size, wanted = file.status.st_size, None
+    size, wanted = file.size, None
     # A Range is read (RFC 9110, 13.1.5) with no If-Range, or with its exact validator.
     if asked is not None and (validator is None or validator.strip() in (file.etag, file.modified)):
         wanted = byte_range(asked, size)
@@ -330,7 +332,7 @@ def _not_modified(environ: WSGIEnvironment, file: File) -> bool:
         return "*" in tags or file.etag in tags
     since: str | None = environ.get("HTTP_IF_MODIFIED_SINCE")
     parsed = parsedate(since) if since else None  # None: no date, or none to read
-    return parsed is not None and timegm(parsed) >= int(file.status.st_mtime)
+    return parsed is not None and timegm(parsed) >= file.seconds
 
 
 def _slice(file: IO[bytes], first: int, last: int) -> Iterator[bytes]:
