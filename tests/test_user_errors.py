@@ -14,12 +14,16 @@ from typing import Final
 
 import pytest
 
+from ratings_api.cli import main
 from tests.contract import READY_SECONDS, hermetic_environ
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 GOOD: Final = "articles:\n  7: [5]\n"
 UNREADABLE: Final = "the base URL cannot be read as a URL"
 UNCAST: Final = "Port could not be cast to integer value as 'http'"
+IPV6_IN_THE_FILE: Final = (
+    f"ratings.yaml:1:11: base_url: {UNREADABLE} (Invalid IPv6 URL), found 'http://[::1'"
+)
 
 
 def run(
@@ -44,8 +48,8 @@ def run(
 
 
 # Each mistake: the options, and the one line it gets (with ratings.yaml holding GOOD,
-# but where FILES and ENVIRON say otherwise). docs/troubleshooting.md shows each line
-# with its fix (tests/docs_pages.py).
+# but where FILES and ENVIRON say otherwise; {port}: one the test holds).
+# docs/troubleshooting.md shows each line with its fix, at port 8000 (tests/docs_pages.py).
 MISTAKES: Final[dict[str, tuple[list[str], str]]] = {
     **{
         name: (["--base-url", url], f"--base-url: {UNREADABLE} ({reason}), found '{url}'")
@@ -66,10 +70,7 @@ MISTAKES: Final[dict[str, tuple[list[str], str]]] = {
         [],
         f"BASE_URL (environment): {UNREADABLE} (Invalid IPv6 URL), found 'http://[fe80::1%eth0'",
     ),
-    "ipv6-in-the-file": (
-        [],
-        f"ratings.yaml:1:11: base_url: {UNREADABLE} (Invalid IPv6 URL), found 'http://[::1'",
-    ),
+    "ipv6-in-the-file": ([], IPV6_IN_THE_FILE),
     **{
         f"input-{case}": (["--input", name], f"{name}: cannot read: {reason}")
         for case, name, reason in [
@@ -105,24 +106,81 @@ MISTAKES: Final[dict[str, tuple[list[str], str]]] = {
         ["--serve", "--host", "no such host", "--port", "0"],
         "cannot serve at no such host:0: Name or service not known",
     ),
+    "serve-port-in-use": (
+        ["--serve", "--port", "{port}"],
+        "cannot serve at 127.0.0.1:{port}: Address already in use",
+    ),
+    # A mistake in the input: --serve starts from a good build or not at all.
+    "serve-ipv6-in-the-file": (["--serve", "--port", "0"], IPV6_IN_THE_FILE),
 }
 ENVIRON: Final = {"ipv6-variable": {"BASE_URL": "http://[fe80::1%eth0"}}
 FILES: Final = {
-    "ipv6-in-the-file": "base_url: 'http://[::1'\n" + GOOD,
+    **dict.fromkeys(
+        ["ipv6-in-the-file", "serve-ipv6-in-the-file"], f"base_url: 'http://[::1'\n{GOOD}"
+    ),
     "output-a-file": "base_url: https://x.example\n" + GOOD,
     "csv-no-base-url": "article_id,rating\n7,5\n",
 }
 
 
-@pytest.mark.parametrize("name", list(MISTAKES))
-def test_a_user_mistake_is_one_line_and_exit_2(name: str, tmp_path: Path) -> None:
-    args, message = MISTAKES[name]
+SCALE: Final = "argument --scale: expected LOW..HIGH, integers, low < high, found '{}'"
+# Each option misused, and the line after argparse's usage and "generate.py: error: ".
+MISUSED: Final[dict[str, tuple[list[str], str]]] = {
+    "check-serve": (["--check", "--serve"], "--check and --serve do not go together"),
+    "publish-serve": (
+        ["--serve", "--publish", "s3://b/p"],
+        "--publish and --serve do not go together",
+    ),
+    "serve-stdin": (
+        ["--serve", "--input", "-"],
+        "--serve watches a file: it cannot serve standard input (--input -)",
+    ),
+    **{
+        f"scale-{value}": (["--scale", value], SCALE.format(value))
+        for value in ("1-5", "5..1", "10..9", "1..x")
+    },
+    **{
+        f"{option}-{value}": (
+            [option, value],
+            f"argument {option}: expected {expected}, found '{value}'",
+        )
+        for option, value, expected in [
+            ("--publish-workers", "0", "a whole number from 1 to 256"),
+            ("--publish-workers", "3000000", "a whole number from 1 to 256"),
+            ("--publish-workers", "two", "a whole number"),
+            ("--publish-workers", "-1", "a whole number"),
+            # Digits, but not ASCII ones: int() refuses some and reads others.
+            ("--max-removals", "²", "a whole number"),
+            ("--lock-timeout", "٣", "a whole number"),
+            ("--port", "\uff18\uff10\uff10\uff10", "a whole number"),  # fullwidth 8000
+        ]
+    },
+}
+
+
+@pytest.mark.parametrize("name", [*MISTAKES, *MISUSED])
+def test_a_user_mistake_is_one_line_and_exit_2(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An option misused: argparse's usage first."""
+    args, message = MISTAKES.get(name) or MISUSED[name]
     (tmp_path / "ratings.yaml").write_text(FILES.get(name, GOOD), encoding="utf-8")
     os.symlink("loop.yaml", tmp_path / "loop.yaml")
-    with socket.socket(socket.AF_UNIX) as listening:
-        listening.bind(str(tmp_path / "socket.yaml"))
-        code, stdout, stderr = run(tmp_path, *args, environ=ENVIRON.get(name))
-    assert (code, stdout, stderr) == (2, "", message + "\n")
+    monkeypatch.chdir(tmp_path)
+    for variable, value in ENVIRON.get(name, {}).items():
+        monkeypatch.setenv(variable, value)
+    with socket.socket(socket.AF_UNIX) as listening, socket.socket() as taken:
+        listening.bind("socket.yaml")
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        try:
+            code = main([arg.replace("{port}", port) for arg in args])
+        except SystemExit as exit:  # argparse's
+            code = exit.code
+    out, err = capsys.readouterr()
+    said = err if name in MISTAKES else err.rpartition("generate.py: error: ")[2]
+    assert (code, out, said) == (2, "", message.replace("{port}", port) + "\n")
     assert not (tmp_path / "site").exists()
 
 
