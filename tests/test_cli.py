@@ -92,47 +92,6 @@ def test_the_base_url_comes_from_the_first_place_that_gives_one(
         assert not site.exists()
 
 
-@pytest.mark.parametrize(
-    ("argv", "line"),
-    [
-        (["--check", "--serve"], "--check and --serve do not go together"),
-        (["--serve", "--publish", "s3://b/p"], "--publish and --serve do not go together"),
-        (
-            ["--serve", "--input", "-"],
-            "--serve watches a file: it cannot serve standard input (--input -)",
-        ),
-        *(
-            (
-                ["--scale", value],
-                f"argument --scale: expected LOW..HIGH, integers, low < high, found '{value}'",
-            )
-            for value in ("1-5", "5..1", "10..9", "1..x")
-        ),
-        *(
-            ([option, value], f"argument {option}: expected {expected}, found '{value}'")
-            for option, value, expected in [
-                ("--publish-workers", "0", "a whole number from 1 to 256"),
-                ("--publish-workers", "3000000", "a whole number from 1 to 256"),
-                ("--publish-workers", "two", "a whole number"),
-                ("--publish-workers", "-1", "a whole number"),
-                # Digits, but not ASCII ones: int() refuses some and reads others.
-                ("--max-removals", "²", "a whole number"),
-                ("--lock-timeout", "٣", "a whole number"),
-                ("--port", "\uff18\uff10\uff10\uff10", "a whole number"),  # fullwidth 8000
-            ]
-        ),
-    ],
-)
-def test_a_misused_option_is_a_usage_error(
-    argv: list[str], line: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    with pytest.raises(SystemExit) as exit:
-        main(argv)
-
-    assert exit.value.code == 2
-    assert capsys.readouterr().err.endswith(f"generate.py: error: {line}\n")
-
-
 # id: (standard input, the options besides --input -, the line on stdout or stderr)
 STDIN: Final = {
     "yaml": (GOOD, [], "built site: 1 article; files: 10 written, "),
@@ -235,8 +194,8 @@ def test_the_summary_line_belongs_to_the_build_result() -> None:
     )
 
 
-# Exit codes: 0 done or current, 1 only "differs", 2 the user's mistake or the store's
-# refusal, 3 a bug. A bug is injected from outside the code under test: a sitecustomize
+# Exit codes: 0 done or current, 1 only "differs" (--check's, as a process's status:
+# test_portable.py, test_writers.py), 2 the user's mistake or the store's refusal, 3 a bug. A bug is injected from outside the code under test: a sitecustomize
 # module, which the interpreter runs before generate.py.
 SITECUSTOMIZE: Final = {
     "a-bug-of-ours": (
@@ -273,8 +232,6 @@ NOWHERE: Final = {  # a publish to AWS, through a proxy that is not there: nothi
 }
 # id: (options, environment, the sitecustomize, the exit code, stderr or its last line)
 EXIT_CODES: Final = {
-    "current": (["--check"], {}, None, 0, ""),
-    "differs": (["--check", "--output", "other"], {}, None, 1, "  and 5 more"),
     "a-bug": ([], {}, "a-bug-of-ours", 3, "RuntimeError: injected"),
     "a-panic": ([], {}, "a-panic", 3, "pyo3_runtime.PanicException: "),
     "nothing-answers": (
