@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Final
@@ -30,13 +29,12 @@ from tests.contract import (
     RATINGS,
     SECRET,
     STOP_SECONDS,
-    Host,
     call_app,
     raw_request,
     request,
     wait_until,
 )
-from tests.hosts import start_gunicorn, start_serve
+from tests.hosts import start_gunicorn
 from tests.served import serving
 from tests.test_portable import on_windows
 from tests.trees import built
@@ -259,15 +257,25 @@ def test_serve_rebuilds_on_each_change_outlives_a_failed_rebuild_and_stops_on_ct
     assert lines[-1].startswith("ratings.yaml changed: built site: 1 article;")
 
 
-@pytest.mark.real_world
-def test_serve_quiet_says_where_then_only_what_fails(
-    tmp_path: Path,
-) -> None:
+def absolute_forms(port: int) -> list[tuple[int, str | None, bytes]]:
+    """A rating, the same without its slash and a path outside the site, each asked by an
+    absolute-form target (RFC 9112, 3.2.2): the status, Location and body of each."""
+    targets = [f"http://127.0.0.1:{port}{path}" for path in (R7, R7[:-1], "/../secret.txt")]
+    replies = [raw_request(port, target.encode()) for target in targets]
+    return [(reply.status, reply.header("Location"), reply.body) for reply in replies]
+
+
+def test_serve_quiet_says_where_then_only_what_fails(tmp_path: Path) -> None:
     """--quiet: where it serves and an article to try, then only what fails: a FIFO, a socket or
     an unreadable file is the JSON 404, and the site's folder gone from under it a JSON 500,
-    with one line and no traceback."""
+    with one line and no traceback. An absolute-form target is answered by its path."""
     with serving(tmp_path, RATINGS, "--quiet") as served:
         port, site = served.port, served.site
+        assert absolute_forms(port) == [
+            (200, None, served.document(7)),
+            (301, "rating/", b""),
+            (404, None, NOT_FOUND),
+        ]
         os.mkfifo(site / "fifo")
         (site / "unreadable.txt").write_bytes(SECRET)
         (site / "unreadable.txt").chmod(0)
@@ -292,26 +300,15 @@ def test_serve_quiet_says_where_then_only_what_fails(
     )
 
 
-# An absolute-form target (RFC 9112, 3.2.2) is answered by its path, on --serve as on gunicorn.
-SERVERS: Final = {
-    "--serve": start_serve,
-    "gunicorn": pytest.param(start_gunicorn, marks=pytest.mark.real_world),
-}
-
-
-@pytest.mark.parametrize("start_server", SERVERS.values(), ids=SERVERS)
-def test_an_absolute_form_target_is_answered_by_its_path(
-    start_server: Callable[[Path], Host], tmp_path: Path
-) -> None:
-    server = start_server(tmp_path)
+@pytest.mark.real_world
+def test_gunicorn_answers_an_absolute_form_target_by_its_path(tmp_path: Path) -> None:
+    server = start_gunicorn(tmp_path)
     try:
-        address = f"http://127.0.0.1:{server.port}"
-        rating = raw_request(server.port, f"{address}/away/api/articles/7/rating/".encode())
-        no_slash = raw_request(server.port, f"{address}/away/api/articles/7/rating".encode())
-        outside = raw_request(server.port, f"{address}/../secret.txt".encode())
+        answers = absolute_forms(server.port)
     finally:
         server.stop()
-
-    assert (rating.status, rating.body) == (200, server.document(7))
-    assert (no_slash.status, no_slash.header("Location")) == (301, "rating/")
-    assert (outside.status, outside.body) == (404, NOT_FOUND)
+    assert answers == [
+        (200, None, server.document(7)),
+        (301, "rating/", b""),
+        (404, None, NOT_FOUND),
+    ]
