@@ -94,6 +94,11 @@ MISTAKES: Final[dict[str, tuple[list[str], str]]] = {
         ),
     ),
     "output-a-file": (["--output", "ratings.yaml"], "ratings.yaml: cannot write: Not a directory"),
+    # With --check, which would write nothing had it been taken.
+    "output-the-root": (
+        ["--output", "/", "--check", "--base-url", "https://x.example"],
+        "/: the root of the file system cannot be the output folder",
+    ),
     "serve-port-out-of-range": (
         ["--serve", "--port", "70000"],
         "--port 70000: a port is a number from 0 to 65535",
