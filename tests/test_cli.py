@@ -37,8 +37,6 @@ NO_BASE_URL: Final = (
 BOTH: Final = {"BASE_URL": "https://env.example", **NETLIFY}
 SCHEME: Final = "the base URL must start with http:// or https://, found "
 FTP: Final = "ftp://netlify.example"
-FRAGMENT: Final = "the base URL must not have a query or a fragment, found "
-TOP: Final = "https://example.com/#top"
 # id: (base_url in the file, the environment, --base-url, the base URL built with or the error)
 BASE_URLS: Final = {
     "the-option-wins": (True, BOTH, "https://option.example/", "https://option.example"),
@@ -58,7 +56,6 @@ BASE_URLS: Final = {
         NO_BASE_URL,
     ),
     "no-host": (False, {}, "https://", "--base-url: the base URL has no host, found 'https://'"),
-    "a-fragment": (False, {"BASE_URL": TOP}, None, f"BASE_URL (environment): {FRAGMENT}'{TOP}'"),
     "netlify-ftp": (
         False,
         {**NETLIFY, "URL": FTP},
