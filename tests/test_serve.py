@@ -29,6 +29,7 @@ from tests.contract import (
     RATINGS,
     SECRET,
     STOP_SECONDS,
+    Host,
     call_app,
     raw_request,
     request,
@@ -257,12 +258,16 @@ def test_serve_rebuilds_on_each_change_outlives_a_failed_rebuild_and_stops_on_ct
     assert lines[-1].startswith("ratings.yaml changed: built site: 1 article;")
 
 
-def absolute_forms(port: int) -> list[tuple[int, str | None, bytes]]:
+def answers_absolute_forms_by_their_paths(server: Host) -> None:
     """A rating, the same without its slash and a path outside the site, each asked by an
-    absolute-form target (RFC 9112, 3.2.2): the status, Location and body of each."""
-    targets = [f"http://127.0.0.1:{port}{path}" for path in (R7, R7[:-1], "/../secret.txt")]
-    replies = [raw_request(port, target.encode()) for target in targets]
-    return [(reply.status, reply.header("Location"), reply.body) for reply in replies]
+    absolute-form target (RFC 9112, 3.2.2), are answered as their paths are."""
+    targets = [f"{server.address}{path}" for path in (R7, R7[:-1], "/../secret.txt")]
+    replies = [raw_request(server.port, target.encode()) for target in targets]
+    assert [(reply.status, reply.header("Location"), reply.body) for reply in replies] == [
+        (200, None, server.document(7)),
+        (301, "rating/", b""),
+        (404, None, NOT_FOUND),
+    ]
 
 
 def test_serve_quiet_says_where_then_only_what_fails(tmp_path: Path) -> None:
@@ -271,11 +276,7 @@ def test_serve_quiet_says_where_then_only_what_fails(tmp_path: Path) -> None:
     with one line and no traceback. An absolute-form target is answered by its path."""
     with serving(tmp_path, RATINGS, "--quiet") as served:
         port, site = served.port, served.site
-        assert absolute_forms(port) == [
-            (200, None, served.document(7)),
-            (301, "rating/", b""),
-            (404, None, NOT_FOUND),
-        ]
+        answers_absolute_forms_by_their_paths(served)
         os.mkfifo(site / "fifo")
         (site / "unreadable.txt").write_bytes(SECRET)
         (site / "unreadable.txt").chmod(0)
@@ -304,11 +305,6 @@ def test_serve_quiet_says_where_then_only_what_fails(tmp_path: Path) -> None:
 def test_gunicorn_answers_an_absolute_form_target_by_its_path(tmp_path: Path) -> None:
     server = start_gunicorn(tmp_path)
     try:
-        answers = absolute_forms(server.port)
+        answers_absolute_forms_by_their_paths(server)
     finally:
         server.stop()
-    assert answers == [
-        (200, None, server.document(7)),
-        (301, "rating/", b""),
-        (404, None, NOT_FOUND),
-    ]
