@@ -104,7 +104,10 @@ def command_errors() -> list[tuple[str, str]]:
     from tests.test_user_errors import MISTAKES
 
     assert set(MISTAKES) == set(COMMAND_FIXES), "a case without a fix"
-    return [(message, COMMAND_FIXES[name]) for name, (*_, message) in MISTAKES.items()]
+    return [
+        (message.replace("{port}", "8000"), COMMAND_FIXES[name])
+        for name, (*_, message) in MISTAKES.items()
+    ]
 
 
 def other_errors(section: str = "building and serving") -> list[tuple[str, str]]:

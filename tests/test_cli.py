@@ -37,8 +37,6 @@ NO_BASE_URL: Final = (
 BOTH: Final = {"BASE_URL": "https://env.example", **NETLIFY}
 SCHEME: Final = "the base URL must start with http:// or https://, found "
 FTP: Final = "ftp://netlify.example"
-FRAGMENT: Final = "the base URL must not have a query or a fragment, found "
-TOP: Final = "https://example.com/#top"
 # id: (base_url in the file, the environment, --base-url, the base URL built with or the error)
 BASE_URLS: Final = {
     "the-option-wins": (True, BOTH, "https://option.example/", "https://option.example"),
@@ -58,7 +56,6 @@ BASE_URLS: Final = {
         NO_BASE_URL,
     ),
     "no-host": (False, {}, "https://", "--base-url: the base URL has no host, found 'https://'"),
-    "a-fragment": (False, {"BASE_URL": TOP}, None, f"BASE_URL (environment): {FRAGMENT}'{TOP}'"),
     "netlify-ftp": (
         False,
         {**NETLIFY, "URL": FTP},
@@ -90,47 +87,6 @@ def test_the_base_url_comes_from_the_first_place_that_gives_one(
     else:
         assert (code, capsys.readouterr().err) == (2, expected.format(input=ratings) + "\n")
         assert not site.exists()
-
-
-@pytest.mark.parametrize(
-    ("argv", "line"),
-    [
-        (["--check", "--serve"], "--check and --serve do not go together"),
-        (["--serve", "--publish", "s3://b/p"], "--publish and --serve do not go together"),
-        (
-            ["--serve", "--input", "-"],
-            "--serve watches a file: it cannot serve standard input (--input -)",
-        ),
-        *(
-            (
-                ["--scale", value],
-                f"argument --scale: expected LOW..HIGH, integers, low < high, found '{value}'",
-            )
-            for value in ("1-5", "5..1", "10..9", "1..x")
-        ),
-        *(
-            ([option, value], f"argument {option}: expected {expected}, found '{value}'")
-            for option, value, expected in [
-                ("--publish-workers", "0", "a whole number from 1 to 256"),
-                ("--publish-workers", "3000000", "a whole number from 1 to 256"),
-                ("--publish-workers", "two", "a whole number"),
-                ("--publish-workers", "-1", "a whole number"),
-                # Digits, but not ASCII ones: int() refuses some and reads others.
-                ("--max-removals", "²", "a whole number"),
-                ("--lock-timeout", "٣", "a whole number"),
-                ("--port", "\uff18\uff10\uff10\uff10", "a whole number"),  # fullwidth 8000
-            ]
-        ),
-    ],
-)
-def test_a_misused_option_is_a_usage_error(
-    argv: list[str], line: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    with pytest.raises(SystemExit) as exit:
-        main(argv)
-
-    assert exit.value.code == 2
-    assert capsys.readouterr().err.endswith(f"generate.py: error: {line}\n")
 
 
 # id: (standard input, the options besides --input -, the line on stdout or stderr)
@@ -235,8 +191,8 @@ def test_the_summary_line_belongs_to_the_build_result() -> None:
     )
 
 
-# Exit codes: 0 done or current, 1 only "differs", 2 the user's mistake or the store's
-# refusal, 3 a bug. A bug is injected from outside the code under test: a sitecustomize
+# Exit codes: 0 done or current, 1 only "differs" (--check's, as a process's status:
+# test_portable.py, test_writers.py), 2 the user's mistake or the store's refusal, 3 a bug. A bug is injected from outside the code under test: a sitecustomize
 # module, which the interpreter runs before generate.py.
 SITECUSTOMIZE: Final = {
     "a-bug-of-ours": (
@@ -273,8 +229,6 @@ NOWHERE: Final = {  # a publish to AWS, through a proxy that is not there: nothi
 }
 # id: (options, environment, the sitecustomize, the exit code, stderr or its last line)
 EXIT_CODES: Final = {
-    "current": (["--check"], {}, None, 0, ""),
-    "differs": (["--check", "--output", "other"], {}, None, 1, "  and 5 more"),
     "a-bug": ([], {}, "a-bug-of-ours", 3, "RuntimeError: injected"),
     "a-panic": ([], {}, "a-panic", 3, "pyo3_runtime.PanicException: "),
     "nothing-answers": (

@@ -1,5 +1,5 @@
-"""The HTTP contract: the one conformance suite, then what only the nginx edge, ``--serve`` or
-the app does.
+"""The HTTP contract: the one conformance suite, then what only the nginx edge does (what only
+``--serve`` or the app does: tests/test_serve.py).
 
 Each point of ``POINTS`` (tests/contract-table.txt) has an observation in the words of its table: the app, called in this process, must answer each as the contract says (the quick tier),
 and every real host (tests/hosts.py) as the app or as its documented difference;
@@ -16,8 +16,6 @@ import http.server
 import itertools
 import os
 import re
-import signal
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -36,12 +34,9 @@ from ratings_api.contract import (
     FRONT_PAGE_CSP,
     MAX_ID,
     NOT_FOUND,
-    SERVER_ERROR,
     not_allowed,
 )
 from ratings_api.contract import PREFLIGHT as CONTRACT_PREFLIGHT
-from ratings_api.errors import InputError
-from ratings_api.server import create_app
 from tests.contract import (
     ARTICLES,
     HEAD_SECONDS,
@@ -56,7 +51,6 @@ from tests.contract import (
     Reply,
     process_tree,
     request,
-    wait_for,
     wait_until,
 )
 from tests.hosts import (
@@ -69,8 +63,6 @@ from tests.hosts import (
     start_cloudfront,
     start_edge_nginx,
 )
-from tests.served import serving
-from tests.test_user_errors import run
 
 # What a host answers, in the few words of the table: outcomes that are not answers, then answers.
 STOPS: Final = "no answer: the server exits"
@@ -870,107 +862,3 @@ def test_the_http_page_states_the_contract_s_values() -> None:
         f"`{body.decode().strip()}` and a newline" for body in (NOT_FOUND, not_allowed("POST"))
     ]
     assert [text for text in stated if text not in page] == []
-
-
-# What only `python generate.py --serve` does
-
-
-@pytest.mark.real_world
-@pytest.mark.parametrize("quiet", [False, True])
-def test_serve_says_where_keeps_the_last_good_site_and_stops_on_ctrl_c(
-    tmp_path: Path, quiet: bool
-) -> None:
-    """The build's line and a sample URL; a bad edit is one error, the last good site stays
-    served, and a fix is rebuilt; Ctrl-C stops it with 0, and no traceback."""
-    source = tmp_path / "ratings.yaml"
-    with serving(tmp_path, RATINGS, *(["--quiet"] if quiet else [])) as served:
-        port, log, process = served.port, served.log, served.process
-        good = request(port, "GET", R7).body
-        # No base URL anywhere: the served address is the base URL.
-        url = f"http://127.0.0.1:{port}/away/api/articles/7/"
-        assert good.startswith(f'{{"article_url": "{url}", "id": 7,'.encode())
-        source.write_text(RATINGS.replace("[5, 4, 5", "[5, 4, 50"), encoding="utf-8")
-        wait_for(r"^still serving the last good build$", log, process)
-        assert request(port, "GET", R7).body == good
-        source.write_text(RATINGS.replace("7: [5, 4", "7: [1, 4"), encoding="utf-8")
-        fixed = b'"rating_sum": 25, "rating_count": 6, "rating_value": "4.2"'
-        wait_until(lambda: fixed in request(port, "GET", R7).body, process, log)
-        process.send_signal(signal.SIGINT)
-        assert process.wait(STOP_SECONDS) == 0
-    # The lines but the request log's (127.0.0.1 - - [24/Nov/2026 18:15:27] "GET ...).
-    lines = [line for line in log.read_text().splitlines() if " - - [" not in line]
-    said = [
-        f"Serving site/ at http://127.0.0.1:{port}/ — try http://127.0.0.1:{port}/away/api/articles/1/rating/"
-    ]
-    said += ["ratings.yaml:4:13: article 7: rating 50 is outside the scale 1..5"]
-    said += ["still serving the last good build"]
-    if quiet:
-        assert lines == said
-    else:  # the build's own summary line first, in the build's own words
-        assert lines[1:4] == said
-        assert lines[0].startswith("built site: 5 articles")
-        assert lines[4].startswith("ratings.yaml changed: built site: 5 ")
-        assert len(lines) == 5
-
-
-BAD_RATING: Final = "articles:\n  7: [5, 9]\nscale: [1, 5]\n"
-
-
-@pytest.mark.real_world
-@pytest.mark.parametrize(
-    ("ratings", "port", "error"),
-    [
-        (BAD_RATING, None, "ratings.yaml:2:10: article 7: rating 9 is outside the scale 1..5"),
-        (RATINGS, "taken", "cannot serve at 127.0.0.1:{port}: Address already in use"),
-    ],
-)
-def test_serve_refuses_a_bad_input_or_a_port_in_use_with_exit_2(
-    tmp_path: Path, ratings: str, port: str | None, error: str
-) -> None:
-    (tmp_path / "ratings.yaml").write_text(ratings, encoding="utf-8")
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        number = str(taken.getsockname()[1])
-        code, stdout, stderr = run(tmp_path, "--serve", "--port", number if port else "0")
-    assert (code, stdout, stderr) == (2, "", error.format(port=number) + "\n")
-
-
-# What only the WSGI app does
-
-
-def test_create_app_needs_a_built_site(tmp_path: Path) -> None:
-    with pytest.raises(InputError) as caught:
-        create_app(str(tmp_path / "nowhere"))
-    assert str(caught.value) == (
-        f"{tmp_path / 'nowhere'}: no such folder: build the site first (python generate.py)"
-    )
-
-
-@pytest.mark.real_world
-def test_an_unservable_file_is_the_json_404_and_a_lost_site_a_json_500(tmp_path: Path) -> None:
-    """No traceback on an error path: each answer follows the contract, with one log line."""
-    with serving(tmp_path, RATINGS) as served:
-        port, site = served.port, served.site
-        os.mkfifo(site / "fifo")
-        (site / "unreadable.txt").write_bytes(SECRET)
-        (site / "unreadable.txt").chmod(0)
-        with socket.socket(socket.AF_UNIX) as listening:
-            listening.bind(str(site / "socket"))
-            for path in ("/fifo", "/socket", *(["/unreadable.txt"] if os.geteuid() else [])):
-                reply = request(port, "GET", path)
-                assert (reply.status, reply.body) == (404, NOT_FOUND), path
-        os.rename(site, tmp_path / "elsewhere")  # the site's folder gone from under it
-        for method in ("GET", "HEAD"):
-            reply = request(port, method, R7)
-            assert (reply.status, reply.body) == (500, SERVER_ERROR if method == "GET" else b"")
-            sent = (reply.header("Content-Type"), reply.header("Content-Length"))
-            assert sent == (ERROR_TYPE, str(len(SERVER_ERROR)))
-            assert reply.header("Access-Control-Allow-Origin") == "*"
-        os.rename(tmp_path / "elsewhere", site)
-        assert request(port, "GET", R7).status == 200
-    text = served.log.read_text()
-    assert "Traceback" not in text
-    lost = f"{site}: cannot open the site's folder: No such file or directory"
-    assert text.count(f"GET {R7}: 500: {lost}\n") == 1
-    assert text.count(f"HEAD {R7}: 500: {lost}\n") == 1

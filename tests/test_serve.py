@@ -1,29 +1,41 @@
 """Serving, beyond the contract suite's points: the app called in this process as a WSGI
-server calls it (files replaced while they are served, ranges of a file too large to
+server calls it (no site, files replaced while they are served, ranges of a file too large to
 keep, WhiteNoise's assets, what it imports), and ``--serve`` run as a user runs it (its
-lines, its watcher, an input gone for a moment, an absolute-form request, an interpreter
-without what macOS's and Windows's Pythons lack). The same absolute-form request runs on
-gunicorn."""
+lines, its watcher, an input gone for a moment, a failed rebuild, Ctrl-C, files it cannot
+serve, a site lost, an absolute-form request, an interpreter without what macOS's and
+Windows's Pythons lack). The same absolute-form request runs on gunicorn."""
 
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Final
 
 import pytest
 
-from ratings_api.contract import COMMON_HEADERS
+from ratings_api.contract import COMMON_HEADERS, ERROR_TYPE, SERVER_ERROR
 from ratings_api.devserver import POLL_SECONDS
+from ratings_api.errors import InputError
 from ratings_api.server import KEEP_BYTES, create_app
-from tests.contract import NOT_FOUND, Host, call_app, raw_request, request, wait_until
-from tests.hosts import start_gunicorn, start_serve
+from tests.contract import (
+    NOT_FOUND,
+    RATINGS,
+    SECRET,
+    STOP_SECONDS,
+    Host,
+    call_app,
+    raw_request,
+    request,
+    wait_until,
+)
+from tests.hosts import start_gunicorn
 from tests.served import serving
 from tests.test_portable import on_windows
 from tests.trees import built
@@ -31,15 +43,17 @@ from tests.trees import built
 RACE_SECONDS: Final = 0.5
 GOOD: Final = "articles:\n  7: [5]\n"
 A_BASE_URL: Final = ("--base-url", "https://a.example")
+R7: Final = "/away/api/articles/7/rating/"
 
 # The app in this process
 
 
-def test_a_file_removed_by_a_rebuild_is_a_404(tmp_path: Path) -> None:
-    app = create_app(str(built(tmp_path, "articles:\n  1: [5]\n  2: [4]\n", *A_BASE_URL)))
-    assert call_app(app, "GET", b"/away/api/articles/2/rating/")[0] == 200
-    built(tmp_path, "articles:\n  1: [5]\n", *A_BASE_URL)
-    assert call_app(app, "GET", b"/away/api/articles/2/rating/")[::2] == (404, NOT_FOUND)
+def test_create_app_needs_a_built_site(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as caught:
+        create_app(str(tmp_path / "nowhere"))
+    assert str(caught.value) == (
+        f"{tmp_path / 'nowhere'}: no such folder: build the site first (python generate.py)"
+    )
 
 
 def test_a_root_linked_to_another_release_is_served_with_no_restart(tmp_path: Path) -> None:
@@ -174,80 +188,123 @@ def test_the_app_imports_neither_the_builder_nor_the_command_line() -> None:
 # --serve as a user runs it
 
 
-# Injected as the build runs under --serve: its second and third writes fail as a bug and as a
-# full disk would; the others write.
+# Injected as --serve runs: its third and fourth writes (the second and third rebuilds that
+# get that far) fail as a bug and as a full disk would; the others write.
 FAILING_WRITES: Final = """\
 import ratings_api.writer
 real, writes = ratings_api.writer.sync_site, []
 def sync_site(*args, **kwargs):
     writes.append(len(writes))
-    if len(writes) == 2:
-        raise RuntimeError("a bug in a rebuild")
     if len(writes) == 3:
+        raise RuntimeError("a bug in a rebuild")
+    if len(writes) == 4:
         raise OSError(28, "No space left on device")
     return real(*args, **kwargs)
 ratings_api.writer.sync_site = sync_site
 """
+ONE: Final = "articles:\n  7: [1]\n"
+# Saved in turn: two articles, a mistake, then one article three times (a bug, a full disk).
+EDITS: Final = ["articles:\n  7: [5]\n  8: [4]\n", "articles:\n  7: [x]\n", ONE, f"#\n{ONE}", ONE]
 
 
-def test_serve_rebuilds_on_each_change_and_outlives_a_failed_rebuild(tmp_path: Path) -> None:
-    """An input gone for a moment (an editor saving by rename) is no change; a mistake, a bug and
-    a machine's error each leave the last good build served, and the watching goes on. In an
-    interpreter without what macOS's and Windows's Pythons lack."""
+def test_serve_rebuilds_on_each_change_outlives_a_failed_rebuild_and_stops_on_ctrl_c(
+    tmp_path: Path,
+) -> None:
+    """An input gone for a moment (an editor saving by rename) is no change; a mistake, a bug
+    and a machine's error each leave the last good build served, and the watching goes on; an
+    article a rebuild drops is a 404 at once; Ctrl-C stops it with 0. No base URL anywhere: the
+    served address is the base URL. In an interpreter without what macOS's and Windows's
+    Pythons lack."""
     source = tmp_path / "ratings.yaml"
     windows = partial(on_windows, "--serve", "--port", "0", then=FAILING_WRITES)
+    told = ("still serving the last good build", "ratings.yaml changed: built")
+    answers = []
     with serving(tmp_path, "articles: {}\n", command=windows) as served:
+        log, process = served.log, served.process
         source.unlink()
         time.sleep(POLL_SECONDS * 4)  # several polls find no file
-        told = ("still serving the last good build", "ratings.yaml changed: built")
-        log, process = served.log, served.process
-        for count, edit in enumerate(["articles:\n  7: [x]\n", GOOD, f"# edited\n{GOOD}", GOOD]):
+        for count, edit in enumerate(EDITS):
             # Saved by rename, as editors save: the watcher never reads a half-written file.
             (tmp_path / "saved").write_text(edit, encoding="utf-8")
             os.replace(tmp_path / "saved", source)
             wait_until(lambda n=count: sum(map(log.read_text().count, told)) > n, process, log)
-        reply = request(
-            int(served.address.rsplit(":", 1)[1]), "GET", "/away/api/articles/7/rating/"
-        )
+            replies = [
+                request(served.port, "GET", f"/away/api/articles/{n}/rating/") for n in (7, 8)
+            ]
+            answers.append([(reply.status, reply.body) for reply in replies])
+        process.send_signal(signal.SIGINT)
+        assert process.wait(STOP_SECONDS) == 0
+    seven = f'{{"article_url": "{served.address}/away/api/articles/7/", "id": 7, "rating_sum": '
+    assert [status for status, _ in answers[0]] == [200, 200]
+    assert answers[0][0][1].startswith(f"{seven}5,".encode())
+    assert answers[1:4] == [answers[0]] * 3
+    assert answers[4] == [(200, served.document(7)), (404, NOT_FOUND)]
+    assert answers[4][0][1].startswith(f"{seven}1,".encode())
     lines = [line for line in log.read_text().splitlines() if " - - [" not in line]
     assert lines[0].startswith("built site: 0 articles")
     assert lines[1] == f"Serving site/ at {served.address}/ — no articles yet"
-    assert lines[2:4] == [
+    assert lines[2].startswith("ratings.yaml changed: built site: 2 articles")
+    assert lines[3:6] == [
         "ratings.yaml:2:7: article 7: a rating must be an integer, found 'x'",
         "still serving the last good build",
+        "Traceback (most recent call last):",
     ]
-    assert lines[4] == "Traceback (most recent call last):"
     assert lines[lines.index("RuntimeError: a bug in a rebuild") + 1 : -1] == [
         "ratings.yaml: the rebuild failed (a bug: please report the traceback above)",
         "still serving the last good build",
         "ratings.yaml: the rebuild failed: [Errno 28] No space left on device",
         "still serving the last good build",
+    ]  # and last, nothing after the rebuild's line: no traceback on Ctrl-C
+    assert lines[-1].startswith("ratings.yaml changed: built site: 1 article;")
+
+
+def answers_absolute_forms_by_their_paths(server: Host) -> None:
+    """A rating, the same without its slash and a path outside the site, each asked by an
+    absolute-form target (RFC 9112, 3.2.2), are answered as their paths are."""
+    targets = [f"{server.address}{path}" for path in (R7, R7[:-1], "/../secret.txt")]
+    replies = [raw_request(server.port, target.encode()) for target in targets]
+    assert [(reply.status, reply.header("Location"), reply.body) for reply in replies] == [
+        (200, None, server.document(7)),
+        (301, "rating/", b""),
+        (404, None, NOT_FOUND),
     ]
-    assert lines[-1].startswith("ratings.yaml changed: built site: 1 article")
-    assert (reply.status, reply.headers["Content-Type"]) == (200, "application/json")
-    assert reply.body == (served.site / "away/api/articles/7/rating/index.json").read_bytes()
 
 
-# An absolute-form target (RFC 9112, 3.2.2) is answered by its path, on --serve as on gunicorn.
-SERVERS: Final = {
-    "--serve": start_serve,
-    "gunicorn": pytest.param(start_gunicorn, marks=pytest.mark.real_world),
-}
+def test_serve_quiet_says_where_then_only_what_fails(tmp_path: Path) -> None:
+    """--quiet: where it serves and an article to try, then only what fails: a FIFO, a socket or
+    an unreadable file is the JSON 404, and the site's folder gone from under it a JSON 500,
+    with one line and no traceback. An absolute-form target is answered by its path."""
+    with serving(tmp_path, RATINGS, "--quiet") as served:
+        port, site = served.port, served.site
+        answers_absolute_forms_by_their_paths(served)
+        os.mkfifo(site / "fifo")
+        (site / "unreadable.txt").write_bytes(SECRET)
+        (site / "unreadable.txt").chmod(0)
+        with socket.socket(socket.AF_UNIX) as listening:
+            listening.bind(str(site / "socket"))
+            for path in ("/fifo", "/socket", *(["/unreadable.txt"] if os.geteuid() else [])):
+                reply = request(port, "GET", path)
+                assert (reply.status, reply.body) == (404, NOT_FOUND), path
+        os.rename(site, tmp_path / "elsewhere")
+        for method in ("GET", "HEAD"):
+            reply = request(port, method, R7)
+            assert (reply.status, reply.body) == (500, SERVER_ERROR if method == "GET" else b"")
+            sent = (reply.header("Content-Type"), reply.header("Content-Length"))
+            assert sent == (ERROR_TYPE, str(len(SERVER_ERROR)))
+            assert reply.header("Access-Control-Allow-Origin") == "*"
+        os.rename(tmp_path / "elsewhere", site)
+        assert request(port, "GET", R7).status == 200
+    lost = f"{site}: cannot open the site's folder: No such file or directory"
+    assert served.log.read_text() == (
+        f"Serving site/ at {served.address}/ — try {served.address}/away/api/articles/1/rating/\n"
+        f"GET {R7}: 500: {lost}\nHEAD {R7}: 500: {lost}\n"
+    )
 
 
-@pytest.mark.parametrize("start_server", SERVERS.values(), ids=SERVERS)
-def test_an_absolute_form_target_is_answered_by_its_path(
-    start_server: Callable[[Path], Host], tmp_path: Path
-) -> None:
-    server = start_server(tmp_path)
+@pytest.mark.real_world
+def test_gunicorn_answers_an_absolute_form_target_by_its_path(tmp_path: Path) -> None:
+    server = start_gunicorn(tmp_path)
     try:
-        address = f"http://127.0.0.1:{server.port}"
-        rating = raw_request(server.port, f"{address}/away/api/articles/7/rating/".encode())
-        no_slash = raw_request(server.port, f"{address}/away/api/articles/7/rating".encode())
-        outside = raw_request(server.port, f"{address}/../secret.txt".encode())
+        answers_absolute_forms_by_their_paths(server)
     finally:
         server.stop()
-
-    assert (rating.status, rating.body) == (200, server.document(7))
-    assert (no_slash.status, no_slash.header("Location")) == (301, "rating/")
-    assert (outside.status, outside.body) == (404, NOT_FOUND)

@@ -259,19 +259,3 @@ def test_a_write_cut_short_leaves_whole_documents(tmp_path: Path) -> None:
     assert documents(site)[document(2)].endswith(
         b'"rating_sum": 40000000000000, "rating_count": 10000000000000, "rating_value": "4.0"}\n'
     )
-
-
-@pytest.mark.parametrize("path", [document(2), "index.html"], ids=["document", "front-page"])
-def test_an_output_that_cannot_be_written_is_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], path: str
-) -> None:
-    ratings, site = built(tmp_path, "  1: [4]\n  2: [4]\n", "--quiet")
-    (site / path).unlink()
-    (site / path).mkdir()  # a folder where the file goes
-    old = documents(site)
-    capsys.readouterr()
-
-    assert build(ratings, site) == 2
-
-    assert capsys.readouterr().err == f"{site}/{path}: cannot write: Is a directory\n"
-    assert documents(site) == old

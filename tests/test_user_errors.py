@@ -14,6 +14,7 @@ from typing import Final
 
 import pytest
 
+from ratings_api.cli import main
 from tests.contract import READY_SECONDS, hermetic_environ
 
 ROOT: Final = Path(__file__).resolve().parent.parent
@@ -44,8 +45,8 @@ def run(
 
 
 # Each mistake: the options, and the one line it gets (with ratings.yaml holding GOOD,
-# but where FILES and ENVIRON say otherwise). docs/troubleshooting.md shows each line
-# with its fix (tests/docs_pages.py).
+# but where FILES and ENVIRON say otherwise; {port}: one the test holds).
+# docs/troubleshooting.md shows each line with its fix, at port 8000 (tests/docs_pages.py).
 MISTAKES: Final[dict[str, tuple[list[str], str]]] = {
     **{
         name: (["--base-url", url], f"--base-url: {UNREADABLE} ({reason}), found '{url}'")
@@ -93,6 +94,11 @@ MISTAKES: Final[dict[str, tuple[list[str], str]]] = {
         ),
     ),
     "output-a-file": (["--output", "ratings.yaml"], "ratings.yaml: cannot write: Not a directory"),
+    # With --check, which would write nothing had it been taken.
+    "output-the-root": (
+        ["--output", "/", "--check", "--base-url", "https://x.example"],
+        "/: the root of the file system cannot be the output folder",
+    ),
     "serve-port-out-of-range": (
         ["--serve", "--port", "70000"],
         "--port 70000: a port is a number from 0 to 65535",
@@ -105,6 +111,15 @@ MISTAKES: Final[dict[str, tuple[list[str], str]]] = {
         ["--serve", "--host", "no such host", "--port", "0"],
         "cannot serve at no such host:0: Name or service not known",
     ),
+    "serve-port-in-use": (
+        ["--serve", "--port", "{port}"],
+        "cannot serve at 127.0.0.1:{port}: Address already in use",
+    ),
+    # --serve starts from a good build or not at all.
+    "serve-input-missing": (
+        ["--serve", "--port", "0", "--input", "missing.yaml"],
+        "missing.yaml: cannot read: No such file or directory",
+    ),
 }
 ENVIRON: Final = {"ipv6-variable": {"BASE_URL": "http://[fe80::1%eth0"}}
 FILES: Final = {
@@ -114,15 +129,53 @@ FILES: Final = {
 }
 
 
-@pytest.mark.parametrize("name", list(MISTAKES))
-def test_a_user_mistake_is_one_line_and_exit_2(name: str, tmp_path: Path) -> None:
-    args, message = MISTAKES[name]
+SCALE: Final = "argument --scale: expected LOW..HIGH, integers, low < high, found '{}'"
+WHOLE: Final = "argument {}: expected a whole number{}, found '{}'"
+# Each option misused, as typed, and the line after argparse's usage and "generate.py: error: ".
+MISUSED: Final = {
+    "--check --serve": "--check and --serve do not go together",
+    "--serve --publish s3://b/p": "--publish and --serve do not go together",
+    "--serve --input -": "--serve watches a file: it cannot serve standard input (--input -)",
+    **{f"--scale {value}": SCALE.format(value) for value in ("1-5", "5..1", "10..9", "1..x")},
+    **{
+        f"{option} {value}": WHOLE.format(option, within, value)
+        for option, value, within in [
+            ("--publish-workers", "0", " from 1 to 256"),
+            ("--publish-workers", "3000000", " from 1 to 256"),
+            ("--publish-workers", "two", ""),
+            ("--publish-workers", "-1", ""),
+            # Digits, but not ASCII ones: int() refuses some and reads others.
+            ("--max-removals", "²", ""),
+            ("--lock-timeout", "٣", ""),
+            ("--port", "\uff18\uff10\uff10\uff10", ""),  # fullwidth 8000
+        ]
+    },
+}
+
+
+@pytest.mark.parametrize("name", [*MISTAKES, *MISUSED])
+def test_a_user_mistake_is_one_line_and_exit_2(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An option misused: argparse's usage first."""
+    args, message = MISTAKES.get(name) or (name.split(" "), MISUSED[name])
     (tmp_path / "ratings.yaml").write_text(FILES.get(name, GOOD), encoding="utf-8")
     os.symlink("loop.yaml", tmp_path / "loop.yaml")
-    with socket.socket(socket.AF_UNIX) as listening:
-        listening.bind(str(tmp_path / "socket.yaml"))
-        code, stdout, stderr = run(tmp_path, *args, environ=ENVIRON.get(name))
-    assert (code, stdout, stderr) == (2, "", message + "\n")
+    monkeypatch.chdir(tmp_path)
+    for variable, value in ENVIRON.get(name, {}).items():
+        monkeypatch.setenv(variable, value)
+    with socket.socket(socket.AF_UNIX) as listening, socket.socket() as taken:
+        listening.bind("socket.yaml")
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        try:
+            code = main([arg.replace("{port}", port) for arg in args])
+        except SystemExit as exit:  # argparse's
+            code = exit.code
+    out, err = capsys.readouterr()
+    said = err if name in MISTAKES else err.rpartition("generate.py: error: ")[2]
+    assert (code, out, said) == (2, "", message.replace("{port}", port) + "\n")
     assert not (tmp_path / "site").exists()
 
 

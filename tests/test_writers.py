@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Final
 
 import pytest
 
@@ -134,60 +135,57 @@ def test_a_stopped_build_stops_at_once_and_leaves_whole_documents(
     assert os.listdir(lock_folder_of(site)) == ["lock"]
 
 
-# The build's folder or file the test makes a link: its folders, an article's and a stale
-# one's, and the lock's.
-LINKS = [
+# Where the build writes, what the test puts there: a link (of its folders, an article's and a
+# stale one's, and the lock's) or a folder, where a file goes.
+LINKS: Final = [
     *("site/away", "site/away/api/articles", "site/away/api/articles/1"),
     *("site/away/api/articles/1/rating", "site/away/api/articles/9"),
     *("site/away/api/articles/9/rating", ".site.generate", ".site.generate/lock"),
 ]
+FOLDERS: Final = ["site/away/api/articles/1/rating/index.json", "site/index.html"]
 
 
-@pytest.mark.parametrize("link", LINKS)
-def test_a_link_where_the_build_writes_is_an_error(
-    tmp_path: Path, link: str, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("path", [*LINKS, *FOLDERS])
+def test_a_link_or_a_folder_where_the_build_writes_is_an_error(
+    tmp_path: Path, path: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """An article 1 rewritten, an article 9 removed: links to a folder outside that holds both."""
+    """An article 1 rewritten, an article 9 removed; a link leads to a folder outside that
+    holds both, untouched."""
     outside = tmp_path / "outside"
     (outside / "rating").mkdir(parents=True)
     (outside / "rating" / "index.json").write_bytes(b"precious\n")
     site, ratings = tmp_path / "site", ratings_file(tmp_path / "ratings.yaml", [1, 9])
     assert build(ratings, site) == 0
-    path = tmp_path / link
-    os.rename(path, tmp_path / "moved")  # the build's own folder or file, set aside
-    path.symlink_to(outside / path.name if path.name in ("rating", "lock") else outside)
+    where = tmp_path / path
+    os.rename(where, tmp_path / "moved")  # the build's own folder or file, set aside
+    if path in LINKS:
+        where.symlink_to(outside / where.name if where.name in ("rating", "lock") else outside)
+    else:
+        where.mkdir()
     ratings_file(ratings, [1], NEW)
     capsys.readouterr()
 
     assert build(ratings, site) == 2
 
-    assert capsys.readouterr().err == f"{path}: {LINK}\n"
+    said = LINK if path in LINKS else "cannot write: Is a directory"
+    assert capsys.readouterr().err == f"{where}: {said}\n"
     assert read_tree(outside) == {"rating/index.json": b"precious\n"}
 
 
-@pytest.mark.parametrize(
-    "message",
-    [
-        "/: the root of the file system cannot be the output folder",
-        # /dev/shm is a mount point: beside it is another file system
-        (
-            "/dev/shm: a mount point: the build keeps its lock and temporary file beside the "
-            "output folder, in /dev/.shm.generate, on the same file system; build into a "
-            "folder inside the mount instead"
-        ),
-    ],
-    ids=["root", "mount-point"],
-)
-def test_an_output_folder_with_no_room_beside_it_is_refused(
-    tmp_path: Path, message: str, capsys: pytest.CaptureFixture[str]
+def test_an_output_folder_that_is_a_mount_point_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    output = message.split(":")[0]  # each message names the output folder first
-    before = sorted(os.listdir(output))
+    """/dev/shm is one: beside it is another file system. (The root: test_user_errors.py.)"""
+    before = sorted(os.listdir("/dev/shm"))
 
-    assert build(ratings_file(tmp_path / "ratings.yaml", [7]), Path(output), "--check") == 2
+    assert build(ratings_file(tmp_path / "ratings.yaml", [7]), Path("/dev/shm"), "--check") == 2
 
-    assert capsys.readouterr().err == f"{message}\n"
-    assert sorted(os.listdir(output)) == before
+    assert capsys.readouterr().err == (
+        "/dev/shm: a mount point: the build keeps its lock and temporary file beside the "
+        "output folder, in /dev/.shm.generate, on the same file system; build into a "
+        "folder inside the mount instead\n"
+    )
+    assert sorted(os.listdir("/dev/shm")) == before
 
 
 def test_the_lock_folder_is_beside_the_output_folder(
