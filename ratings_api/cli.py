@@ -111,7 +111,7 @@ def _build_and_publish(args: argparse.Namespace) -> int:
                 reading=args.reading,
             )
     except Interrupted as stop:
-        _say(_interrupted(args, stop.signum))
+        (_notice if show_progress else _say)(_interrupted(args, stop.signum))
         return 128 + stop.signum
     finally:
         if show_progress:
@@ -150,7 +150,7 @@ def _publish(
                 waiting=args.waiting,
             )
     except Interrupted as stop:
-        _say(_interrupted(args, stop.signum, target))
+        (_notice if show_progress else _say)(_interrupted(args, stop.signum, target))
         return 128 + stop.signum
     finally:
         if show_progress:
@@ -164,7 +164,7 @@ def _publish(
 
 
 def _notice(line: str) -> None:
-    _say("\r\x1b[K" + line)  # over the progress line, which the next report redraws
+    _say("\r\x1b[K" + line)  # over the progress line, which the next report (if any) redraws
 
 
 def _show_publishing(stage: str, done: int, total: int) -> None:

@@ -202,6 +202,15 @@ def hermetic_environ() -> dict[str, str]:
     return {name: value for name, value in os.environ.items() if name not in names}
 
 
+def unmeasured_environ() -> dict[str, str]:
+    """This environment without coverage's measurement of Python children (pyproject.toml),
+    for a child that is not the code under test, that must not write coverage's data (on a
+    full disk), or that a signal stops: an exception raised by the signal's handler inside
+    coverage's tracer can leave its lock held, and the child hangs (seen here about once in
+    ten runs on a loaded machine, never without coverage)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("COVERAGE_PROCESS_")}
+
+
 def make_project(folder: Path, ratings: str = RATINGS) -> Path:
     """A ratings file, a site folder with the user's files and symlinks, a secret beside them.
 

@@ -6,9 +6,11 @@ import contextlib
 import os
 import pty
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
+from subprocess import PIPE
 from typing import Final
 
 import pytest
@@ -16,6 +18,7 @@ import pytest
 from ratings_api.build import Result
 from ratings_api.cli import BUG, main, parser
 from ratings_api.writer import Changes
+from tests.contract import unmeasured_environ
 from tests.test_user_errors import KEYS, PUBLISH, run
 from tests.trees import documents
 
@@ -148,29 +151,39 @@ def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_one() -> None:
     assert ci[-1] == test
 
 
-@pytest.mark.parametrize("quiet", [False, True], ids=["progress", "quiet"])
-def test_progress_shows_on_a_terminal_unless_quiet(tmp_path: Path, quiet: bool) -> None:
-    """generate.py with stderr on a pseudo-terminal: what the terminal gets, and stdout."""
-    lines = "".join(f"  {n}: [5]\n" for n in range(1, 1001))
+@pytest.mark.parametrize("how", ["progress", "quiet", "ctrl-c"])
+def test_progress_shows_on_a_terminal_unless_quiet(tmp_path: Path, how: str) -> None:
+    """generate.py with stderr on a pseudo-terminal: what the terminal gets, and stdout;
+    Ctrl-C's line replaces the progress line, not appended to it."""
+    size = 40_000 if how == "ctrl-c" else 1000
+    lines = "".join(f"  {n}: [5]\n" for n in range(1, size + 1))
     ratings = tmp_path / "ratings.yaml"
     ratings.write_text(f"base_url: https://example.com\narticles:\n{lines}")
     site = tmp_path / "s"
     command = [sys.executable, str(ROOT / "generate.py"), "--input", str(ratings), "--output"]
-    command += [str(site), *["--quiet"] * quiet]
+    command += [str(site), *["--quiet"] * (how == "quiet")]
+    environ = unmeasured_environ() if how == "ctrl-c" else dict(os.environ)  # stopped by a signal
 
     leader, follower = pty.openpty()
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=follower) as process:
+    with subprocess.Popen(command, stdout=PIPE, stderr=follower, env=environ) as process:
         os.close(follower)
         chunks = []
         with contextlib.suppress(OSError):  # EIO: the process closed the terminal
             while chunk := os.read(leader, 4096):
                 chunks.append(chunk)
+                if how == "ctrl-c" and len(chunks) == 1:
+                    process.send_signal(signal.SIGINT)
         stdout = process.communicate(timeout=60)[0]
     os.close(leader)
     terminal = b"".join(chunks)
 
+    if how == "ctrl-c":
+        said = f"{site}: build interrupted by SIGINT; each file is whole, old or new: build again"
+        assert (process.returncode, stdout) == (130, b"")
+        assert terminal.endswith(f"\r\x1b[K{said} to finish\r\n\r\x1b[K".encode()), terminal
+        return
     assert (process.returncode, len(documents(site))) == (0, 1000)
-    if quiet:
+    if how == "quiet":
         assert (stdout, terminal) == (b"", b"")
         return
     assert stdout.startswith(f"built {site}: 1,000 articles; files: 1,009 written".encode())

@@ -9,7 +9,6 @@ is the tool's to change.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,18 +16,17 @@ from typing import Final
 
 import pytest
 
+from tests.contract import unmeasured_environ
+
 ROOT: Final = Path(__file__).resolve().parent.parent
 
 
 def run_tool(*command: str) -> subprocess.CompletedProcess[str]:
     """``python -m <command>`` at the checkout's root, its output captured."""
-    # The tools are not the code under measurement: without this variable the
-    # coverage started in every Python child (pyproject.toml) stays out of them.
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("COVERAGE_PROCESS_")}
     return subprocess.run(
         [sys.executable, "-m", *command],
         cwd=ROOT,
-        env=environ,
+        env=unmeasured_environ(),  # the tools are not the code under measurement
         check=False,  # the exit code is what the tests read
         capture_output=True,
         text=True,

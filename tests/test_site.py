@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.contract import unmeasured_environ
 from tests.trees import build, document, documents, lock_folder_of, read_tree, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -234,7 +235,7 @@ def test_a_write_cut_short_leaves_whole_documents(tmp_path: Path) -> None:
     ratings_file(tmp_path, "  1: [5, 5]\n  2: {sum: 40000000000000, count: 10000000000000}\n")
     limit = len((site / document(1)).read_bytes()) + 20
     # Coverage's data file, written at exit, would meet the same limit and fail there.
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("COVERAGE_PROCESS_")}
+    environ = unmeasured_environ()
 
     done = subprocess.run(
         [sys.executable, str(ROOT / "generate.py"), "--input", str(ratings), "--output", str(site)],

@@ -13,6 +13,7 @@ from typing import Final
 
 import pytest
 
+from tests.contract import unmeasured_environ
 from tests.trees import build, document, documents, lock_folder_of, read_tree, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,12 +31,9 @@ def generate(
     ratings: Path, site: Path, *extra: str, measured: bool = True
 ) -> subprocess.Popen[bytes]:
     """``python generate.py`` in a process group of its own, as a terminal starts it; not
-    ``measured`` by coverage for a build that a signal stops: an exception raised by the
-    signal's handler inside coverage's tracer leaves its lock held, and the process hangs
-    (seen here about once in ten runs on a loaded machine, never without coverage)."""
+    ``measured`` by coverage for a build that a signal stops (``unmeasured_environ``)."""
     command = [sys.executable, str(ROOT / "generate.py"), "--input", str(ratings), "--output"]
-    unmeasured = () if measured else ("COVERAGE_PROCESS_CONFIG",)
-    environ = {name: value for name, value in os.environ.items() if name not in unmeasured}
+    environ = dict(os.environ) if measured else unmeasured_environ()
     pipe = subprocess.PIPE
     return subprocess.Popen(
         [*command, str(site), *extra], stdout=pipe, stderr=pipe, start_new_session=True, env=environ
