@@ -14,7 +14,7 @@ import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 
-from tests.contract import run_ok
+from tests.contract import run_installer
 
 REPO: Final = Path(__file__).resolve().parent.parent
 INSTALL: Final = REPO / "scripts" / "install-test-tools"
@@ -42,8 +42,8 @@ FLAGS: Final = (
 
 
 def install_test_tools() -> None:
-    """Run the install script; fail with its output if it fails (as hosts.install_host_tools)."""
-    run_ok(["bash", str(INSTALL)], timeout=INSTALL_SECONDS)
+    """Run scripts/install-test-tools."""
+    run_installer(INSTALL, timeout=INSTALL_SECONDS)
 
 
 @contextmanager

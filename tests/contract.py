@@ -11,6 +11,7 @@ import re
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
@@ -19,6 +20,8 @@ from email.message import Message
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 from wsgiref.util import setup_testing_defaults
+
+from filelock import FileLock
 
 from ratings_api.contract import CACHE_CONTROL
 from ratings_api.contract import NOT_FOUND as NOT_FOUND  # test_serve.py imports it here
@@ -270,6 +273,13 @@ def run_ok(command: list[str], **options: Any) -> subprocess.CompletedProcess[st
     done = subprocess.run(command, capture_output=True, text=True, check=False, **options)
     assert done.returncode == 0, f"{command[:2]}: {done.returncode}\n{done.stdout}{done.stderr}"
     return done
+
+
+def run_installer(script: Path, timeout: float) -> None:
+    """Run one of scripts/install-*, one at a time across the suite's workers: two npm ci in
+    one folder, or two apt-get, break each other; fail with its output if it fails."""
+    with FileLock(Path(tempfile.gettempdir()) / "ratings-api-install.lock"):
+        run_ok(["bash", str(script)], timeout=timeout)
 
 
 def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:

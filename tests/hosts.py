@@ -38,6 +38,7 @@ from tests.contract import (
     make_project,
     read_differences,
     reply,
+    run_installer,
     run_ok,
     start,
     stop,
@@ -123,8 +124,8 @@ def start_gunicorn(folder: Path) -> Host:
 
 @functools.cache
 def install_host_tools() -> None:
-    """Run scripts/install-host-tools once a session; fail with its output if it fails."""
-    run_ok([str(INSTALL)], timeout=1800)
+    """Run scripts/install-host-tools once a session (a worker's)."""
+    run_installer(INSTALL, timeout=1800)
 
 
 def build_project(folder: Path) -> Path:
