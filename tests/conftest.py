@@ -14,9 +14,6 @@ from tests.objectstore import STORES, Store, remove_store
 # Variables that choose the base URL: a developer's shell or CI may set any of them.
 BASE_URL_VARIABLES = ("BASE_URL", "CONTEXT", "URL", "DEPLOY_PRIME_URL")
 SHM = "/dev/shm"
-# The longest modules, by far: each runs whole in one worker (--dist loadfile), so they
-# start first, not last, where one would end the run alone.
-LONGEST = ("test_http_contract.py", "test_publish.py", "test_publish_lock.py", "test_packaging.py")
 
 
 @pytest.fixture(autouse=True)
@@ -99,7 +96,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         (left_out if mark and store and store not in mark.args else kept).append(item)
     if left_out:
         config.hook.pytest_deselected(items=left_out)
-    items[:] = sorted(kept, key=lambda item: item.path.name not in LONGEST)
+        items[:] = kept
 
 
 @pytest.fixture(scope="session", params=list(STORES))
