@@ -4,7 +4,8 @@ publish.py and lock.py make every request through a ``Store``; the adapter count
 each (not the library's retries) and turns obstore's answers into the Protocol's.
 A refused conditional write is ``Refused`` whatever status the store chose (412,
 409, or 404 to an If-Match on no object): the caller reads the object back and
-decides by what it holds, never by the error's class. The tests hand publishes an in-memory store of the same Protocol (tests/memorystore.py).
+decides by what it holds, never by the error's class. The tests hand publishes an
+in-memory store of the same Protocol (tests/memorystore.py).
 """
 
 from __future__ import annotations
