@@ -230,7 +230,9 @@ def explain(destination: Destination, error: Exception, endpoint: str) -> str:
     """One line about what the configuration chain or the store refused, naming no secret."""
     # The answer the error quotes, "500 Internal Server Error (InternalError)"; "" if none.
     status, code = ANSWERED.search(str(error)), ERROR_CODE.search(str(error))
-    answer = f"{status[1]}{status[2] or ''}{f' ({code[1]})' if code else ''}" if status else ""
+    answer = ""
+    if status is not None:
+        answer = f"{status[1]}{status[2] or ''}" + (f" ({code[1]})" if code else "")
     for kind in type(error).__mro__:
         if kind.__name__ in REASONS:
             name = kind.__name__
