@@ -2,10 +2,11 @@
 
 The header names the form: ``article_id,rating`` (a row a rating; an empty rating
 lists an article not rated yet) or ``article_id,rating_sum,rating_count`` (a row an
-article). The numbers follow rules.py. The usual file is read in one pass, a row at a
-time by one regular expression, and its columns held to rules.py as fastpath.py's are;
-a file that fails is read again by rules.py's functions field by field, with each
-field's line and column, for the first bad row's message.
+article). The numbers follow rules.py. The usual file, as a database writes it (numbers,
+quoted or not, LF or CRLF line ends), is read by one regular expression, a chunk
+of rows at a time, and its columns are held to rules.py as fastpath.py's are. Any other
+file, or one that fails, is read by the csv module and rules.py's functions field by
+field: into the catalogue, or to the first bad row's message, placed at its field.
 """
 
 from __future__ import annotations
@@ -46,40 +47,49 @@ def read(path: str, data: bytes, scale: Scale) -> Catalogue:
     quick = _quick(text, header, columns)
     if quick is not None and rules.keeps_the_rules(quick, scale):
         return Catalogue(quick.ids, quick.sums, quick.counts, scale=scale)
-    _first_problem(rows, len(header), columns, scale)
+    return _strict(rows, len(header), columns, scale)
 
 
 QUICK_FIELDS: Final = {"article_id": rules.SHORT_ID, "rating": f"{rules.SHORT_INT}?"}
+FIELD: Final = re.compile(r'"?([^,"\r\n]*)"?(?:,|\r?\n)')  # a field of a plain row, and its end
+CHUNK: Final = 1 << 16  # characters of rows read at once: the fields' memory stays small
 
 
 def _quick(text: str, header: list[str], columns: list[int]) -> Articles | None:
     """The columns, and the ratings, of a file whose every row is plain, with no rule
     checked, as fastpath.py reads them; or None for any other file."""
-    pattern = ",".join(QUICK_FIELDS.get(name, rules.SHORT_INT) for name in header)
-    plain, width = re.compile(pattern).fullmatch, len(header)
-    rows = filter(None, csv.reader(io.StringIO(text, newline=""), strict=True))
+    patterns = (QUICK_FIELDS.get(name, rules.SHORT_INT) for name in header)
+    fields = ",".join(f'(?:{pattern}|"{pattern}")' for pattern in patterns)
+    row = re.compile(f"^(?:{fields})?\r?\n", re.MULTILINE)  # a plain row, or a blank line
+    if not text.endswith("\n"):
+        text += "\n"  # a last row's line end changes nothing
+    start = text.index("\n") + 1  # after the header
+    if "\r" in text[: start - 2]:  # the header ended before this line did: CR line ends
+        return None
     by_id: dict[int, list[int]] = {}  # a row a rating: each article's sum and count
     found = Articles()
-    at, at_value, *at_count = columns  # a count's column for a row an article
-    try:
-        next(rows)  # the header
-        for row in rows:
-            if len(row) != width or not plain(",".join(row)):
-                return None
-            if at_count:
-                found.ids.append(int(row[at]))
-                found.sums.append(int(row[at_value]))
-                found.counts.append(int(row[at_count[0]]))
-            else:
-                entry = by_id.setdefault(int(row[at]), [0, 0])
-                if row[at_value]:
-                    rating = int(row[at_value])
+    while start < len(text):
+        stop = text.find("\n", min(start + CHUNK, len(text) - 1)) + 1
+        lines = row.findall(text, start, stop)
+        if len(lines) != text.count("\n", start, stop):  # a line that is no plain row
+            return None
+        # Each of the form's columns, of the rows that are not blank lines.
+        values = FIELD.findall("".join(filter(str.strip, lines)))
+        at, at_value, *at_count = (values[column :: len(header)] for column in columns)
+        if at_count:
+            found.ids.extend(map(int, at))
+            found.sums.extend(map(int, at_value))
+            found.counts.extend(map(int, at_count[0]))
+        else:
+            for article_id, text_rating in zip(at, at_value, strict=True):
+                entry = by_id.setdefault(int(article_id), [0, 0])
+                if text_rating:
+                    rating = int(text_rating)
                     found.ratings.add(rating)
                     entry[0] += rating
                     entry[1] += 1
-    except csv.Error:
-        return None
-    if not at_count:
+        start = stop
+    if by_id:  # a row a rating
         found.ids = list(by_id)
         found.sums = [entry[0] for entry in by_id.values()]
         found.counts = [entry[1] for entry in by_id.values()]
@@ -131,10 +141,10 @@ def _form(rows: _Rows, names: list[str]) -> tuple[str, ...]:
     return form
 
 
-def _first_problem(rows: _Rows, width: int, columns: list[int], scale: Scale) -> NoReturn:
-    """Raise the message of the first row that breaks a rule, placed at its field; ``width``
-    is the header's."""
-    seen: dict[int, list[int]] = {}  # each article's first line, and its sum so far
+def _strict(rows: _Rows, width: int, columns: list[int], scale: Scale) -> Catalogue:
+    """The catalogue, field by field; or the message of the first row that breaks a rule,
+    placed at its field. ``width`` is the header's."""
+    seen: dict[int, list[int]] = {}  # each article's first line, sum and count
     for row in rows.records:
         if len(row) != width:
             message = f"expected {width} values, as in the header, found {len(row)}"
@@ -143,19 +153,21 @@ def _first_problem(rows: _Rows, width: int, columns: list[int], scale: Scale) ->
         try:
             texts = [row[column] for column in columns]
             article_id = rules.article_id(texts[0])
-            entry = seen.setdefault(article_id, [rows.first, 0])
+            entry = seen.setdefault(article_id, [rows.first, 0, 0])
             if len(columns) == len(TOTALS):
                 if entry[0] != rows.first:
                     rows.fail(columns[0], rules.listed_twice(article_id, entry[0]))
                 field = 1
-                total = rules.integer(texts[1], "rating_sum", article_id)
+                entry[1] = rules.integer(texts[1], "rating_sum", article_id)
                 field = 2
-                count = rules.integer(texts[2], "rating_count", article_id)
+                entry[2] = rules.integer(texts[2], "rating_count", article_id)
                 field = 1
-                rules.totals(article_id, total, count, scale, TOTALS[1:])
+                rules.totals(article_id, entry[1], entry[2], scale, TOTALS[1:])
             elif texts[1]:  # else listed, not rated yet
                 field = 1
                 entry[1] = rules.rated(texts[1], article_id, entry[1], scale)
+                entry[2] += 1
         except RuleError as problem:
             rows.fail(columns[field + problem.at], str(problem))
-    raise AssertionError("the quick reading refused rows that keep every rule")
+    sums, counts = [entry[1] for entry in seen.values()], [entry[2] for entry in seen.values()]
+    return Catalogue(list(seen), sums, counts, scale=scale)

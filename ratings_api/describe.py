@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import heapq
 import json
+import operator
 import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import compress
 from pathlib import Path
 from typing import Any, Final
 
@@ -97,9 +99,7 @@ def best_rated(catalogue: Catalogue, size: int = BEST_RATED) -> list[Article]:
 
 def first_unrated(catalogue: Catalogue) -> Article | None:
     """The article with the smallest id among those not rated yet, if any."""
-    smallest = min(
-        (i for i, c in zip(catalogue.ids, catalogue.counts, strict=True) if not c), default=None
-    )
+    smallest = min(compress(catalogue.ids, map(operator.not_, catalogue.counts)), default=None)
     return None if smallest is None else Article(smallest, 0, 0)
 
 
