@@ -58,17 +58,14 @@ def _rows(errors: list[tuple[str, str]]) -> str:
     was found are shown once, with each value found, and those that differ only in a
     number or a quoted value (``rating 6``, ``rating 0``) once, the first."""
     groups: dict[str, dict[str, list[str]]] = {}
-    kinds: set[tuple[str, str]] = set()
+    kinds: dict[tuple[str, str], str] = {}  # the stem that shows each kind
     for message, fix in errors:
-        stem, found, value = message.rpartition(", found ")
-        stem = stem if found else message
-        kind = (fix, _VARIES.sub("_", stem))
-        if stem not in groups.get(fix, {}) and kind in kinds:
+        stem, _, value = message.partition(", found ")
+        if kinds.setdefault((fix, _VARIES.sub("_", stem)), stem) != stem:
             continue
-        kinds.add(kind)
         values = groups.setdefault(fix, {}).setdefault(stem, [])
-        if (value if found else "") not in values:
-            values.append(value if found else "")
+        if value not in values:
+            values.append(value)
     rows = []
     for fix, messages in groups.items():
         shown = []
