@@ -51,10 +51,8 @@ def chromium(profile: Path, width: int, height: int) -> Iterator[webdriver.Chrom
     """A fresh headless Chromium, with a profile of its own and its console kept for the test."""
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in FLAGS:
+    for flag in (*FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}"):
         options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={profile}")
-    options.add_argument(f"--window-size={width},{height}")
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     service = Service(
         executable_path=CHROMEDRIVER, log_output=str(profile.parent / "chromedriver.log")
