@@ -216,7 +216,6 @@ def asked(driver: Chrome, count: int) -> list[str]:
 
 
 LOAD, ERROR = "article-rating-load", "article-rating-error"
-INVALID: Final = {"reason": "invalid-id", "status": None}
 
 
 def events_of(rows: list[Shown], failure: dict[str, Any], documents: dict[str, Any]) -> list[Any]:
@@ -224,7 +223,7 @@ def events_of(rows: list[Shown], failure: dict[str, Any], documents: dict[str, A
 
     def event(row: Shown) -> tuple[str, Any]:
         if not ID.fullmatch(row.article):
-            return (ERROR, INVALID)
+            return (ERROR, {"reason": "invalid-id", "status": None})
         return (LOAD, documents[row.article]) if row.article in documents else (ERROR, failure)
 
     return [[place, *event(row), True] for place, row in enumerate(rows)]
