@@ -172,9 +172,8 @@ def broken(app: Host, browser: Chrome) -> Iterator[tuple[str, list[str]]]:
         def do_GET(self) -> None:
             requests.append(self.path)
             kind = self.path.split("/")[1]
-            answer = BROKEN[kind][0]
-            if self.path == f"/{kind}/{EMBED_PATH}":
-                answer = (200, "text/javascript", module)
+            own = self.path == f"/{kind}/{EMBED_PATH}"  # the module: served well
+            answer = (200, "text/javascript", module) if own else BROKEN[kind][0]
             if answer is None:
                 return  # the connection closed unanswered
             status, type_, body = answer
