@@ -98,9 +98,8 @@ def test_the_page_loads_cleanly_and_says_what_the_api_is(page: Chrome, served: S
 
 def test_the_copy_button_copies_the_curl_line(page: Chrome, served: Served) -> None:
     permissions = ["clipboardReadWrite", "clipboardSanitizedWrite"]
-    page.execute_cdp_cmd(
-        "Browser.grantPermissions", {"origin": served.address, "permissions": permissions}
-    )
+    grant = {"origin": served.address, "permissions": permissions}
+    page.execute_cdp_cmd("Browser.grantPermissions", grant)
     button = find(page, "button.copy")
     button.click()
     WebDriverWait(page, WAIT_SECONDS).until(lambda _: button.text == "Copied")
