@@ -17,7 +17,7 @@ import json
 import re
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Final
@@ -257,8 +257,8 @@ def test_the_element_from_the_app(browser: Chrome, app: Host) -> None:
     rows = [*ROWS]
     rows[0] = Shown("parent", "1", "4.0 (4 ratings)", "Rated 4.0 out of 5 by 4 readers")
     rows[3] = Shown("parent", "x")
-    dutch = rows.index(next(row for row in ROWS if row.attributes == 'lang="nl"'))
-    rows[dutch] = replace(ROWS[8], article="6")  # German, as the row of lang="de" shows 7's 4.8
+    nl = [row.attributes for row in ROWS].index('lang="nl"')  # now German
+    rows[nl] = Shown("element", "6", "4,8 (6 Bewertungen)", "Von 6 Lesern mit 4,8 von 5 bewertet")
     rows.insert(1, ROWS[1])  # the element added, beside the first: article 12
     assert shown(browser, len(rows)) == [expected(row, documents) for row in rows]
     assert asked(browser, len(paths) + 1) == sorted([*paths, ARTICLE.format(1)])
