@@ -24,20 +24,12 @@ INSTALL_SECONDS: Final = 900  # apt-get update and ~100 MB of packages on a slow
 CHROMIUM: Final = "/usr/lib/chromium/chromium"
 CHROMEDRIVER: Final = "/usr/bin/chromedriver"
 FLAGS: Final = (
-    "--headless",
+    *("--headless", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-dev-shm-usage"),
     "--no-sandbox",  # the tests may run as root, where the sandbox cannot start
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
     # No calls home: on a closed network each one is a refused connection, retried.
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
+    *("--disable-background-networking", "--disable-component-update", "--disable-sync"),
     # The same pixels on every machine: for the screenshots docs/ shows (scripts/screenshots).
-    "--force-device-scale-factor=1",
-    "--hide-scrollbars",
-    "--lang=en-US",
+    *("--force-device-scale-factor=1", "--hide-scrollbars", "--lang=en-US"),
 )
 
 
@@ -51,10 +43,8 @@ def chromium(profile: Path, width: int, height: int) -> Iterator[webdriver.Chrom
     """A fresh headless Chromium, with a profile of its own and its console kept for the test."""
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in FLAGS:
+    for flag in (*FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}"):
         options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={profile}")
-    options.add_argument(f"--window-size={width},{height}")
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     service = Service(
         executable_path=CHROMEDRIVER, log_output=str(profile.parent / "chromedriver.log")

@@ -16,10 +16,6 @@ from tests.contract import cell, contract_table, reasons_list
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 CASES: Final = ROOT / "tests" / "cases" / "errors"
-TROUBLESHOOTING: Final = ROOT / "docs" / "troubleshooting.md"
-TROUBLESHOOTING_PUBLISHING: Final = ROOT / "docs" / "troubleshooting-publishing.md"
-HOSTS_CONTRACT: Final = ROOT / "tests" / "hosts-contract.md"
-
 FIXES: Final = ROOT / "tests" / "error-fixes.txt"
 TEMPLATES: Final = ROOT / "tests" / "page-templates"
 
@@ -62,17 +58,14 @@ def _rows(errors: list[tuple[str, str]]) -> str:
     was found are shown once, with each value found, and those that differ only in a
     number or a quoted value (``rating 6``, ``rating 0``) once, the first."""
     groups: dict[str, dict[str, list[str]]] = {}
-    kinds: set[tuple[str, str]] = set()
+    kinds: dict[tuple[str, str], str] = {}  # the stem that shows each kind
     for message, fix in errors:
-        stem, found, value = message.rpartition(", found ")
-        stem = stem if found else message
-        kind = (fix, _VARIES.sub("_", stem))
-        if stem not in groups.get(fix, {}) and kind in kinds:
+        stem, _, value = message.partition(", found ")
+        if kinds.setdefault((fix, _VARIES.sub("_", stem)), stem) != stem:
             continue
-        kinds.add(kind)
         values = groups.setdefault(fix, {}).setdefault(stem, [])
-        if (value if found else "") not in values:
-            values.append(value if found else "")
+        if value not in values:
+            values.append(value)
     rows = []
     for fix, messages in groups.items():
         shown = []
@@ -110,7 +103,7 @@ def command_errors() -> list[tuple[str, str]]:
     ]
 
 
-def other_errors(section: str = "building and serving") -> list[tuple[str, str]]:
+def other_errors(section: str) -> list[tuple[str, str]]:
     """The errors of error-fixes.txt's ``section``, a line ``fragment | message | fix | test
     file``: each message with its fix, its fragment (which may end in a space) in the test file
     that asserts its text."""
@@ -151,39 +144,6 @@ def publish_errors() -> list[tuple[str, str]]:
     ]
 
 
-def _page(name: str, **parts: str) -> str:
-    """The template tests/page-templates/``name`` with its ``parts``: one newline at the end."""
-    template = string.Template((TEMPLATES / name).read_text(encoding="utf-8"))
-    return template.substitute(parts).rstrip("\n") + "\n"
-
-
-def troubleshooting_page() -> str:
-    """docs/troubleshooting.md as it must read: the input, the command line, building."""
-    return _page(
-        "troubleshooting.md",
-        yaml=_rows(input_errors()),
-        csv=_rows(input_errors(csv=True)),
-        command=_rows(command_errors()),
-        other=_rows(other_errors()),
-    )
-
-
-def troubleshooting_publishing_page() -> str:
-    """docs/troubleshooting-publishing.md as it must read."""
-    return _page(
-        "troubleshooting-publishing.md", rows=_rows(other_errors("publishing") + publish_errors())
-    )
-
-
-def hosts_contract_page() -> str:
-    """tests/hosts-contract.md as it must read: the contract suite's table and reasons."""
-    from tests.hosts import DIFFERENCES
-
-    return _page(
-        "hosts-contract.md", table=contract_table(DIFFERENCES), reasons=reasons_list(DIFFERENCES)
-    )
-
-
 # The lines of the contract that change what a client of the API sees.
 CLIENT_POINTS: Final = [
     "no slash (`7/rating`): GET, HEAD, with a query",
@@ -198,12 +158,32 @@ CLIENT_POINTS: Final = [
 ]
 
 
-RENDERED: Final = {
-    TROUBLESHOOTING: troubleshooting_page,
-    TROUBLESHOOTING_PUBLISHING: troubleshooting_publishing_page,
-    HOSTS_CONTRACT: hosts_contract_page,
-}
+def rendered() -> dict[Path, str]:
+    """Each page as it must read, by its path: its template in page-templates/, filled in."""
+    from tests.hosts import DIFFERENCES
+
+    parts = {
+        "docs/troubleshooting.md": {
+            "yaml": _rows(input_errors()),
+            "csv": _rows(input_errors(csv=True)),
+            "command": _rows(command_errors()),
+            "other": _rows(other_errors("building and serving")),
+        },
+        "docs/troubleshooting-publishing.md": {
+            "rows": _rows(other_errors("publishing") + publish_errors()),
+        },
+        "tests/hosts-contract.md": {
+            "table": contract_table(DIFFERENCES),
+            "reasons": reasons_list(DIFFERENCES),
+        },
+    }
+    pages = {}
+    for name, filled in parts.items():
+        template = string.Template((TEMPLATES / Path(name).name).read_text(encoding="utf-8"))
+        pages[ROOT / name] = template.substitute(filled).rstrip("\n") + "\n"
+    return pages
+
 
 if __name__ == "__main__":
-    for path, page in RENDERED.items():
-        path.write_text(page(), encoding="utf-8")
+    for path, text in rendered().items():
+        path.write_text(text, encoding="utf-8")

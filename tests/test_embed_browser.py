@@ -2,10 +2,11 @@
 
 A page of another origin (``localhost`` for the app's ``127.0.0.1``), under a strict
 Content-Security-Policy, holds the two documented lines once for each state, each language and
-each place its language may be set; a script error or a refusal by the policy fails. The app
-serves the page too, over a site built from a catalogue of its own; the failures of an API are
-a small server's. No suite checks the hosts' own ``embed.js`` in a browser. The module's own
-bytes, and Netlify's types for it, are test_embed_types.py's.
+each place its language may be set (the elements and what each shows: embed-page.txt); a
+script error or a refusal by the policy fails. The app serves the page too, over a site built
+from a catalogue of its own; the failures of an API are a small server's. No suite checks the
+hosts' own ``embed.js`` in a browser. The module's own bytes, and Netlify's types for it, are
+test_embed_types.py's.
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ HEIGHT: Final = 600
 WAIT_SECONDS: Final = 15.0
 ARTICLE: Final = "/away/api/articles/{}/rating/"
 # Added to every document: it listens as a page would, and reads the page for the test.
-PAGE_SCRIPT: Final = (Path(__file__).parent / "embed-page.js").read_text(encoding="utf-8")
-PAGE_CSS: Final = Path(__file__).parent / "embed-page.css"  # the host page's own sheet
+HERE: Final = Path(__file__).parent
+PAGE_SCRIPT: Final = (HERE / "embed-page.js").read_text(encoding="utf-8")
+PAGE_CSS: Final = HERE / "embed-page.css"  # the host page's own sheet
 # The contract's catalogue (7 rated one by one, 12 given as totals: the same 4.8 of 6; 31 not
 # rated yet; 1000000 rated once; 1 four times; no article 2), and articles of as many ratings
 # as a language's plural needs: article N has N ratings, but for 8 (2) and 2000000 (a million).
@@ -52,80 +54,27 @@ CATALOGUE: Final = RATINGS + "".join(
 
 @dataclass(frozen=True)
 class Shown:
-    """An element of the page: where its language and texts are set, and what it shows."""
+    """An element of the page: a line of embed-page.txt, which says what each field is."""
 
-    where: str  # "element", "parent" (a <p>), "shadow": in the shadow root of a component
-    # (a card) inside the parent, or "html" (of a frame of the page)
-    attributes: str  # of the element, its parent, or the frame's <html>
-    article: str | None
+    where: str
+    article: str = ""  # none: no article-id
     text: str = ""
     label: str = ""
-    note: str = ""  # for a reader of the page (docs/embed.png)
+    attributes: str = ""
+    note: str = ""
 
 
-SWEDISH: Final = (
-    'lang="sv" unrated-text="Inga betyg än" count-one="{count} betyg" count-other="{count} betyg" '
-    'label-other="Betyg {value} av {top} från {count} läsare"'
-)
-RUSSIAN: Final = (
-    'lang="ru" count-one="{count} оценка" count-few="{count} оценки" count-many="{count} оценок"'
-)
-RATED_7: Final = ("4.8 (6 ratings)", "Rated 4.8 out of 5 by 6 readers")
-GERMAN_7: Final = ("4,8 (6 Bewertungen)", "Von 6 Lesern mit 4,8 von 5 bewertet")
-# Each element a row, in the order of the page, then of its frames. The page's own <html lang>
-# ("en") and a <div lang="ja"> around each element with a lang of its own are there to lose.
-# fmt: off
 ROWS: Final = [
-    Shown("parent", "", "7", *RATED_7),
-    Shown("parent", "", "12", *RATED_7),
-    Shown("parent", "", "1000000", "5.0 (1 rating)", "Rated 5.0 out of 5 by 1 reader"),
-    Shown("parent", "", "31", "Not rated yet", "Not rated yet"),
-    Shown("parent", "", "2", note="no such article"),
-    Shown("parent", "", "07", note="not an id"),
-    Shown("parent", "", None),
-    Shown("parent", "", "7", *RATED_7, note="again: asked once"),
-    Shown("parent", 'lang="de"', "7", *GERMAN_7),
-    Shown("parent", 'lang="de"', "31", "Noch nicht bewertet", "Noch nicht bewertet"),
-    Shown("parent", 'class="styled"', "7", *RATED_7),
-    Shown("element", 'lang="en-GB"', "1000000", "5.0 (1 rating)", "Rated 5.0 out of 5 by 1 reader"),
-    Shown("element", 'lang="es"', "6", "4,8 (6 valoraciones)", "Valorado con 4,8 de 5 por 6 lectores"),
-    Shown("element", 'lang="fr"', "2000000", "4,8 (1\u202f000\u202f000 de notes)", "Noté 4,8 sur 5 par 1\u202f000\u202f000 de lecteurs"),
-    Shown("element", 'lang="pt-BR"', "1000000", "5,0 (1 avaliação)", "Avaliado com 5,0 de 5 por 1 leitor"),
-    Shown("element", 'lang="it"', "2000000", "4,8 (1.000.000 di valutazioni)", "Valutato 4,8 su 5 da 1.000.000 di lettori"),
-    Shown("element", 'lang="nl"', "6", "4,8 (6 beoordelingen)", "Beoordeeld met 4,8 uit 5 door 6 lezers"),
-    Shown("element", 'lang="fr"', "31", "Pas encore noté", "Pas encore noté"),
-    Shown("element", 'lang="no tag!"', "6", "4.8 (6 ratings)", "Rated 4.8 out of 5 by 6 readers"),
-    Shown("parent", 'lang="pl"', "1000000", "5,0 (1 ocena)", "Ocena 5,0 na 5 od 1 czytelnika"),
-    Shown("parent", 'lang="pl"', "8", "4,5 (2 oceny)", "Ocena 4,5 na 5 od 2 czytelników"),
-    Shown("parent", 'lang="pl"', "5", "4,8 (5 ocen)", "Ocena 4,8 na 5 od 5 czytelników"),
-    Shown("parent", 'lang="pt"', "8", "4,5 (2 avaliações)", "Avaliado com 4,5 de 5 por 2 leitores"),
-    Shown("parent", 'lang="ja"', "31", "まだ評価がありません", "まだ評価がありません"),
-    # The page's own texts, on a parent or the element, for any language.
-    Shown("parent", SWEDISH, "1000000", "5,0 (1 betyg)", "Betyg 5,0 av 5 från 1 läsare"),
-    Shown("parent", SWEDISH, "22", "4,8 (22 betyg)", "Betyg 4,8 av 5 från 22 läsare"),
-    Shown("parent", SWEDISH, "31", "Inga betyg än", "Inga betyg än"),
-    Shown("parent", 'lang="sv"', "6", "4,8 (6 ratings)", "Rated 4,8 out of 5 by 6 readers"),
-    Shown("element", 'lang="en" count-other="{count} votes"', "6", "4.8 (6 votes)", "Rated 4.8 out of 5 by 6 readers"),
-    # No built-in texts: English words in English plurals, the numbers and the page's own
-    # texts in the page's language.
-    Shown("element", 'lang="ru"', "301", "4,8 (301 ratings)", "Rated 4,8 out of 5 by 301 readers"),
-    Shown("parent", RUSSIAN, "21", "4,8 (21 оценка)", "Rated 4,8 out of 5 by 21 readers"),
-    # Inside a component's shadow root: the host's language and texts, from outside it.
-    Shown("shadow", 'lang="de"', "6", *GERMAN_7),
-    Shown("shadow", SWEDISH, "31", "Inga betyg än", "Inga betyg än"),
-    Shown("html", 'lang="de-AT"', "6", "4,8 (6 Bewertungen)", "Von 6 Lesern mit 4,8 von 5 bewertet"),
-    Shown("html", 'lang="de-AT"', "1000000", "5,0 (1 Bewertung)", "Von 1 Leser mit 5,0 von 5 bewertet"),
-    Shown("html", 'lang="fr"', "6", "4,8 (6 notes)", "Noté 4,8 sur 5 par 6 lecteurs"),
-    Shown("html", 'lang="ja"', "2000000", "4.8 (1,000,000件の評価)", "評価 4.8/5（1,000,000人）"),  # noqa: RUF001
-    Shown("html", "", "6", "4.8 (6 ratings)", "Rated 4.8 out of 5 by 6 readers"),
+    Shown(*map(str.strip, line.split("|")))
+    for line in (HERE / "embed-page.txt").read_text(encoding="utf-8").splitlines()
+    if line and not line.startswith("#")
 ]
-# fmt: on
 FRAMES: Final = list(dict.fromkeys(row.attributes for row in ROWS if row.where == "html"))
 ON_PAGE: Final = [row for row in ROWS if row.where != "html"]
 HEARD: Final = [row for row in ON_PAGE if row.where != "shadow"]  # the document's own elements
 ID: Final = re.compile(r"[1-9][0-9]*")  # an article id, as the element reads one
 # The articles the page asks for: each once, however many elements name it.
-ASKED: Final = {row.article for row in ON_PAGE if ID.fullmatch(row.article or "")}
+ASKED: Final = {row.article for row in ON_PAGE if ID.fullmatch(row.article)}
 
 
 def page(api: str, rows: list[Shown], frames: list[str], root: str = 'lang="en"') -> str:
@@ -133,7 +82,7 @@ def page(api: str, rows: list[Shown], frames: list[str], root: str = 'lang="en"'
     under a policy that lets the API's origin run a script and answer a fetch, nothing else."""
 
     def markup(row: Shown) -> str:
-        article = "" if row.article is None else f'article-id="{row.article}"'
+        article = f'article-id="{row.article}"' if row.article else ""
         own = row.attributes if row.where == "element" else ""
         caption = f"{row.attributes} {article}".strip() or "(no article-id)"
         caption = html.escape(f"{caption} ({row.note})" if row.note else caption)
@@ -165,11 +114,10 @@ def page(api: str, rows: list[Shown], frames: list[str], root: str = 'lang="en"'
 def expected(row: Shown, documents: dict[str, Any], failure: str = "missing") -> list[Any]:
     """What ``row`` shows: its id, state, the role and label of its rating, its text, the stars
     drawn and the width filled, and whether it takes no room at all (nothing shown)."""
-    if not ID.fullmatch(row.article or ""):
-        return [row.article, "invalid", None, None, None, None, None, True]
     document = documents.get(row.article)
-    if document is None:
-        return [row.article, failure, None, None, None, None, None, True]
+    if document is None:  # an id the API failed, or no id at all
+        state = failure if ID.fullmatch(row.article) else "invalid"
+        return [row.article or None, state, None, None, None, None, None, True]
     if document["rating_count"] == 0:
         return [row.article, "unrated", "img", row.label, row.text, None, None, False]
     width = f"{int(Decimal(document['rating_value']) * 20)}%"
@@ -224,9 +172,8 @@ def broken(app: Host, browser: Chrome) -> Iterator[tuple[str, list[str]]]:
         def do_GET(self) -> None:
             requests.append(self.path)
             kind = self.path.split("/")[1]
-            answer = BROKEN[kind][0]
-            if self.path == f"/{kind}/{EMBED_PATH}":
-                answer = (200, "text/javascript", module)
+            own = self.path == f"/{kind}/{EMBED_PATH}"  # the module: served well
+            answer = (200, "text/javascript", module) if own else BROKEN[kind][0]
             if answer is None:
                 return  # the connection closed unanswered
             status, type_, body = answer
@@ -268,15 +215,14 @@ def asked(driver: Chrome, count: int) -> list[str]:
 
 
 LOAD, ERROR = "article-rating-load", "article-rating-error"
-INVALID: Final = {"reason": "invalid-id", "status": None}
 
 
 def events_of(rows: list[Shown], failure: dict[str, Any], documents: dict[str, Any]) -> list[Any]:
     """What each element of ``rows`` tells the page: its document, or why it shows nothing."""
 
     def event(row: Shown) -> tuple[str, Any]:
-        if not ID.fullmatch(row.article or ""):
-            return (ERROR, INVALID)
+        if not ID.fullmatch(row.article):
+            return (ERROR, {"reason": "invalid-id", "status": None})
         return (LOAD, documents[row.article]) if row.article in documents else (ERROR, failure)
 
     return [[place, *event(row), True] for place, row in enumerate(rows)]
@@ -309,10 +255,10 @@ def test_the_element_from_the_app(browser: Chrome, app: Host) -> None:
         'document.querySelector("[lang=nl]").setAttribute("lang", "de");'
     )
     rows = [*ROWS]
-    rows[0] = Shown("parent", "", "1", "4.0 (4 ratings)", "Rated 4.0 out of 5 by 4 readers")
-    rows[3] = Shown("parent", "", "x")
-    dutch = rows.index(next(row for row in ROWS if row.attributes == 'lang="nl"'))
-    rows[dutch] = Shown("element", "", "6", *GERMAN_7)
+    rows[0] = Shown("parent", "1", "4.0 (4 ratings)", "Rated 4.0 out of 5 by 4 readers")
+    rows[3] = Shown("parent", "x")
+    nl = [row.attributes for row in ROWS].index('lang="nl"')  # now German
+    rows[nl] = Shown("element", "6", "4,8 (6 Bewertungen)", "Von 6 Lesern mit 4,8 von 5 bewertet")
     rows.insert(1, ROWS[1])  # the element added, beside the first: article 12
     assert shown(browser, len(rows)) == [expected(row, documents) for row in rows]
     assert asked(browser, len(paths) + 1) == sorted([*paths, ARTICLE.format(1)])
@@ -339,7 +285,7 @@ def test_an_api_that_fails_shows_nothing_and_throws_nothing(
     assert heard(browser) == events_of(HEARD, reason, {})
     # A failure is not kept: an element added later asks again.
     browser.execute_script("add('7', document.body);")
-    assert shown(browser)[-1] == expected(Shown("parent", "", "7"), {}, "failed")
+    assert shown(browser)[-1] == expected(Shown("parent", "7"), {}, "failed")
     assert requests.count(f"/{kind}{ARTICLE.format(7)}") == 2
     failed = f"Failed to load resource: {error}"
     urls = [f"{origin}/{kind}{ARTICLE.format(a)}" for a in (*ASKED, "7")]
