@@ -29,14 +29,6 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.basetemp = tempfile.mkdtemp(dir=SHM, prefix="ratings-tests-")
         config.add_cleanup(lambda: shutil.rmtree(config.option.basetemp, ignore_errors=True))
     _coverage_floor_for_the_whole_suite(config)
-    config.addinivalue_line(
-        "markers", "stores(*names, why): run only against these stores (objectstore.STORES)"
-    )
-    config.addinivalue_line(
-        "markers",
-        "real_world: installs and starts a real host, browser, database or store "
-        "(scripts/install-*); runs only with --real-world",
-    )
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
