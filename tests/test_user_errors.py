@@ -107,9 +107,6 @@ class _Failing(http.server.BaseHTTPRequestHandler):
 
     do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _answer  # noqa: N815  (http.server names)
 
-    def log_message(self, format: str, *args: object) -> None:
-        del format, args
-
 
 KEYS: Final = {
     "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
