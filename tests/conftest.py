@@ -11,14 +11,13 @@ from tests.action import installed_tool  # noqa: F401  (session fixtures of two 
 from tests.browser import browser  # noqa: F401
 from tests.objectstore import STORES, Store, remove_store
 
-# Variables that choose the base URL: a developer's shell or CI may set any of them.
-BASE_URL_VARIABLES = ("BASE_URL", "CONTEXT", "URL", "DEPLOY_PRIME_URL")
 SHM = "/dev/shm"
 
 
 @pytest.fixture(autouse=True)
 def _no_base_url_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in BASE_URL_VARIABLES:
+    """The variables that choose the base URL: a developer's shell or CI may set any of them."""
+    for name in ("BASE_URL", "CONTEXT", "URL", "DEPLOY_PRIME_URL"):
         monkeypatch.delenv(name, raising=False)
 
 
