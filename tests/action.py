@@ -30,7 +30,7 @@ RUNNER_SHELL: Final = ("bash", "--noprofile", "--norc", "-eo", "pipefail", "-c")
 EXPRESSION: Final = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 # The exact versions the action installs the tool with (its Install step's constraints).
 REQUIREMENTS: Final = ("requirements.txt", "requirements-publish.txt")
-INSTALL_SECONDS: Final = 600  # a loaded machine, and maybe the package index
+INSTALL_SECONDS: Final = 600  # for any command run() starts: the install, on a loaded machine
 
 
 def load(path: Path) -> dict[str, Any]:
