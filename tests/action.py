@@ -15,7 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -30,7 +30,7 @@ RUNNER_SHELL: Final = ("bash", "--noprofile", "--norc", "-eo", "pipefail", "-c")
 EXPRESSION: Final = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 # The exact versions the action installs the tool with (its Install step's constraints).
 REQUIREMENTS: Final = ("requirements.txt", "requirements-publish.txt")
-INSTALL_SECONDS: Final = 600  # a loaded machine, and maybe the package index
+INSTALL_SECONDS: Final = 600  # for any command run() starts: the install, on a loaded machine
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -50,6 +50,22 @@ def clean_environ() -> dict[str, str]:
     return {name: value for name, value in os.environ.items() if name not in hidden}
 
 
+def run(
+    command: Sequence[str | Path], cwd: Path, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``command`` in ``cwd``, its output captured; in ``env``, or clean_environ()."""
+    env = clean_environ() if env is None else env
+    return subprocess.run(
+        command,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=INSTALL_SECONDS,
+        check=False,
+    )
+
+
 def run_step(
     name: str, values: Mapping[str, str], environ: Mapping[str, str], cwd: Path
 ) -> subprocess.CompletedProcess[str]:
@@ -58,15 +74,7 @@ def run_step(
     assert step["shell"] == "bash", step
     assert "${{" not in step["run"], step  # expressions go through env: no script injection
     env = {**environ, **{key: expand(value, values) for key, value in step["env"].items()}}
-    return subprocess.run(
-        [*RUNNER_SHELL, step["run"]],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=INSTALL_SECONDS,
-        check=False,
-    )
+    return run([*RUNNER_SHELL, step["run"]], cwd, env)
 
 
 @pytest.fixture(scope="session")
@@ -80,12 +88,14 @@ def installed_tool(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shared = shared.parent  # the run's, above each worker's own
     folder, runner_temp = shared / "action", shared / "action" / "runner-temp"
     with FileLock(shared / "action.lock"):
-        if not runner_temp.exists():
+        # Not installed yet, or a worker's install failed: install.
+        if not (runner_temp / "ratings-api/bin/ratings-api").exists():
             checkout = folder / "action-checkout"
             shutil.copytree(
                 REPO / "ratings_api",
                 checkout / "ratings_api",
                 ignore=shutil.ignore_patterns("__pycache__"),
+                dirs_exist_ok=True,
             )
             for name in ("pyproject.toml", "README.md", "action.yml", *REQUIREMENTS):
                 shutil.copyfile(REPO / name, checkout / name)
@@ -94,9 +104,6 @@ def installed_tool(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 "github.action_path": str(checkout),
             }
             environ = {**clean_environ(), "RUNNER_TEMP": str(runner_temp)}
-            runner_temp.mkdir()
             done = run_step("Install ratings-api", values, environ, folder)
-            if done.returncode != 0:
-                shutil.rmtree(runner_temp)
             assert done.returncode == 0, done.stdout + done.stderr
     return runner_temp

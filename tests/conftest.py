@@ -11,14 +11,13 @@ from tests.action import installed_tool  # noqa: F401  (session fixtures of two 
 from tests.browser import browser  # noqa: F401
 from tests.objectstore import STORES, Store, remove_store
 
-# Variables that choose the base URL: a developer's shell or CI may set any of them.
-BASE_URL_VARIABLES = ("BASE_URL", "CONTEXT", "URL", "DEPLOY_PRIME_URL")
 SHM = "/dev/shm"
 
 
 @pytest.fixture(autouse=True)
 def _no_base_url_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in BASE_URL_VARIABLES:
+    """The variables that choose the base URL: a developer's shell or CI may set any of them."""
+    for name in ("BASE_URL", "CONTEXT", "URL", "DEPLOY_PRIME_URL"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -29,14 +28,6 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.basetemp = tempfile.mkdtemp(dir=SHM, prefix="ratings-tests-")
         config.add_cleanup(lambda: shutil.rmtree(config.option.basetemp, ignore_errors=True))
     _coverage_floor_for_the_whole_suite(config)
-    config.addinivalue_line(
-        "markers", "stores(*names, why): run only against these stores (objectstore.STORES)"
-    )
-    config.addinivalue_line(
-        "markers",
-        "real_world: installs and starts a real host, browser, database or store "
-        "(scripts/install-*); runs only with --real-world",
-    )
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -21,7 +21,7 @@ from typing import Final
 
 import pytest
 
-from tests.action import ACTION, REPO, clean_environ, expand, load, run_step
+from tests.action import ACTION, REPO, clean_environ, expand, load, run, run_step
 from tests.objectstore import RATINGS, Store
 
 pytestmark = [
@@ -51,14 +51,7 @@ def actionlint(folder: Path, workflow: str) -> subprocess.CompletedProcess[str]:
     shutil.copyfile(ACTION, folder / "action.yml")
     path = folder / ".github" / "workflows" / "publish.yml"
     path.write_text(workflow.replace(f"uses: {USES}", "uses: ./"))
-    return subprocess.run(
-        [str(ACTIONLINT), "-no-color", "-shellcheck=", "-pyflakes=", str(path)],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run([ACTIONLINT, "-no-color", "-shellcheck=", "-pyflakes=", path], folder)
 
 
 def test_actionlint_finds_nothing_in_the_workflow_and_a_mistake_in_a_copy(tmp_path: Path) -> None:
@@ -107,41 +100,40 @@ def test_the_workflow_s_triggers_group_permissions_and_pinned_actions() -> None:
 
 
 def publish_step(
-    tmp_path: Path, store: Store, bucket: str, runner_temp: Path, endpoint: str
+    tmp_path: Path, store: Store, bucket: str, runner_temp: Path
 ) -> Callable[..., subprocess.CompletedProcess[str]]:
     """The action's Publish step in a repository that holds only ratings.yaml, for a run of a
     ref: the job's env, the step's `with:` (or what is given) over the action's defaults.
 
-    ``endpoint``: the repository variable AWS_ENDPOINT_URL; empty, as for AWS itself, puts
+    Its ``endpoint``: the repository variable AWS_ENDPOINT_URL; empty, as for AWS itself, puts
     the store's endpoint in an AWS config file instead, a stand-in for AWS's own.
     """
     folder = tmp_path / "repository"
-    folder.mkdir(parents=True)
+    folder.mkdir()
     (folder / "ratings.yaml").write_text(RATINGS)
-    context = {
-        "secrets.AWS_ACCESS_KEY_ID": store.access_key,
-        "secrets.AWS_SECRET_ACCESS_KEY": store.secret_key,
-        "vars.AWS_ENDPOINT_URL": endpoint,
-        "vars.AWS_REGION": endpoint and store.region,  # AWS: the bucket's own
-        "vars.PUBLISH_TO": f"s3://{bucket}/v1",
-        "vars.BASE_URL": "",
-    }
     config = tmp_path / "aws-config"
-    config.write_text("" if endpoint else f"[default]\nendpoint_url = {store.endpoint}\n")
     environ = {k: v for k, v in clean_environ().items() if not k.startswith("AWS_")}
     environ |= {"AWS_CONFIG_FILE": str(config), "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
     environ["RUNNER_TEMP"] = str(runner_temp)
     job = load(WORKFLOW)["jobs"]["publish"]
     defaults = {name: spec.get("default", "") for name, spec in load(ACTION)["inputs"].items()}
 
-    def run(ref: str, **given: str) -> subprocess.CompletedProcess[str]:
-        values = {**context, "github.ref != 'refs/heads/main'": str(ref != MAIN).lower()}
+    def publish(ref: str, endpoint: str = "", **given: str) -> subprocess.CompletedProcess[str]:
+        config.write_text("" if endpoint else f"[default]\nendpoint_url = {store.endpoint}\n")
+        values = {
+            "secrets.AWS_ACCESS_KEY_ID": store.access_key,
+            "secrets.AWS_SECRET_ACCESS_KEY": store.secret_key,
+            "vars.AWS_ENDPOINT_URL": endpoint,
+            "vars.AWS_REGION": endpoint and store.region,  # AWS: the bucket's own
+            "vars.PUBLISH_TO": f"s3://{bucket}/v1",
+            "vars.BASE_URL": "",
+            "github.ref != 'refs/heads/main'": str(ref != MAIN).lower(),
+        }
         env = {**environ, **{k: expand(v, values) for k, v in job["env"].items()}}
-        inputs = {k: expand(v, values) for k, v in STEP["with"].items()}
-        inputs = defaults | inputs | given
+        inputs = defaults | {k: expand(v, values) for k, v in STEP["with"].items()} | given
         return run_step("Publish", {f"inputs.{k}": v for k, v in inputs.items()}, env, folder)
 
-    return run
+    return publish
 
 
 MAIN: Final = "refs/heads/main"
@@ -151,38 +143,36 @@ PULL_REQUEST: Final = "refs/pull/4/merge"
 def test_the_action_checks_publishes_and_takes_its_inputs_as_the_runner_runs_it(
     tmp_path: Path, object_store: Store, installed_tool: Path
 ) -> None:
-    """Once as AWS (no endpoint given), once with the endpoint of any other store; then
-    the inputs, alike for any endpoint, with the store's own."""
-    for endpoint in ["", object_store.endpoint]:
-        object_store.create_bucket(bucket := f"ci-recipe-{'custom' if endpoint else 'aws'}")
-        folder = tmp_path / bucket
-        run = publish_step(folder, object_store, bucket, installed_tool, endpoint)
-        checked = f"checked s3://{bucket}/v1: 11 to upload, 0 to remove, "
-        # A run of any ref but main only checks (the workflow's expression: the test above):
-        # exit 1 from the check, and the step passes, and says why; the bucket is still empty.
-        done = run(PULL_REQUEST)
-        assert (done.returncode, done.stderr[: len(checked)]) == (0, checked), done.stderr
-        published = run(MAIN)
-        assert published.returncode == 0, published.stderr
-        assert published.stdout.startswith(f"published s3://{bucket}/v1: 11 uploaded, 0 removed, ")
+    """A run of a pull request as AWS (no endpoint given: the AWS configuration's) checks, a
+    run of main with the endpoint of any other store publishes; then the inputs."""
+    object_store.create_bucket(bucket := "ci-recipe")
+    publish = publish_step(tmp_path, object_store, bucket, installed_tool)
+    # A run of any ref but main only checks (the workflow's expression: the test above):
+    # exit 1 from the check, and the step passes, and says why; the bucket is still empty.
+    checked = f"checked s3://{bucket}/v1: 11 to upload, 0 to remove, "
+    done = publish(PULL_REQUEST)
+    assert (done.returncode, done.stderr[: len(checked)]) == (0, checked), done.stderr
+    done = publish(MAIN, object_store.endpoint)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"published s3://{bucket}/v1: 11 uploaded, 0 removed, ")
 
     # A wrong input of the action fails its step in one line.
     for given, error in [
         ({"check-only": "yes"}, "check-only: expected true or false, found 'yes'\n"),
         ({"input": "missing.yaml"}, "missing.yaml: cannot read: No such file or directory\n"),
     ]:
-        done = run(MAIN, **given)
+        done = publish(MAIN, **given)
         assert (done.returncode, done.stdout, done.stderr) == (2, "", error)
 
     # The base URL and the options reach the command.
     url = "https://api.example.org/ratings"
-    done = run(MAIN, **{"base-url": url, "options": "--quiet --publish-workers 2"})
+    done = publish(MAIN, **{"base-url": url, "options": "--quiet --publish-workers 2"})
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
     document = "v1/away/api/articles/7/rating/index.json"
     got = object_store.client().get_object(Bucket=bucket, Key=document)["Body"].read()
     assert got.startswith(f'{{"article_url": "{url}/away/api/articles/7/", "id": 7,'.encode())
 
-    (folder / "repository" / "ratings.yaml").write_text(RATINGS.replace("[2, 3, 2]", "[2, 3, 9]"))
-    bad = run(PULL_REQUEST)  # a mistake fails the check with the tool's own exit 2
+    (tmp_path / "repository" / "ratings.yaml").write_text(RATINGS.replace("[2, 3, 2]", "[2, 3, 9]"))
+    bad = publish(PULL_REQUEST)  # a mistake fails the check with the tool's own exit 2
     assert (bad.returncode, bad.stdout) == (2, "")
     assert bad.stderr == "ratings.yaml:5:13: article 2: rating 9 is outside the scale 1..5\n"

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import subprocess
 import sys
 import tomllib
 import urllib.request
@@ -21,7 +20,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.action import REQUIREMENTS, clean_environ
+from tests.action import REQUIREMENTS, run
 from tests.contract import start, stop, wait_answering, wait_for
 from tests.trees import built, read_tree, tree_diff
 
@@ -32,16 +31,6 @@ RATINGS: Final = "base_url: https://ratings.example.com\nscale: [1, 5]\narticles
 DOCUMENT: Final = "away/api/articles/7/rating/index.json"
 BIN: Final = "ratings-api/bin"  # the venv the action installs, in its RUNNER_TEMP
 PROJECT: Final = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-
-
-def run(
-    command: list[str | Path], cwd: Path, environ: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    parts = [str(part) for part in command]
-    env = {**clean_environ(), **(environ or {})}
-    return subprocess.run(
-        parts, cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False
-    )
 
 
 def pins(name: str) -> dict[str, Requirement]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import http.server
 import os
+import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -14,13 +16,11 @@ from typing import Final
 
 import pytest
 
-from ratings_api.cli import main
+from ratings_api.cli import main, parser
 from tests.contract import READY_SECONDS, hermetic_environ
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 GOOD: Final = "articles:\n  7: [5]\n"
-UNREADABLE: Final = "the base URL cannot be read as a URL"
-UNCAST: Final = "Port could not be cast to integer value as 'http'"
 
 
 def run(
@@ -44,138 +44,46 @@ def run(
     return done.returncode, done.stdout, done.stderr
 
 
-# Each mistake: the options, and the one line it gets (with ratings.yaml holding GOOD,
-# but where FILES and ENVIRON say otherwise; {port}: one the test holds).
-# docs/troubleshooting.md shows each line with its fix, at port 8000 (tests/docs_pages.py).
-MISTAKES: Final[dict[str, tuple[list[str], str]]] = {
-    **{
-        name: (["--base-url", url], f"--base-url: {UNREADABLE} ({reason}), found '{url}'")
-        for name, url, reason in [
-            ("ipv6-unclosed", "http://[::1", "Invalid IPv6 URL"),
-            ("port-out-of-range", "https://x.example:99999", "Port out of range 0-65535"),
-            ("port-not-a-number", "https://x.example:http", UNCAST),
-        ]
-    },
-    "port-0": (
-        ["--base-url", "https://x.example:0"],
-        (
-            "--base-url: the base URL's port must be a number from 1 to 65535, "
-            "found 'https://x.example:0'"
-        ),
-    ),
-    "ipv6-variable": (
-        [],
-        f"BASE_URL (environment): {UNREADABLE} (Invalid IPv6 URL), found 'http://[fe80::1%eth0'",
-    ),
-    "ipv6-in-the-file": (
-        [],
-        f"ratings.yaml:1:11: base_url: {UNREADABLE} (Invalid IPv6 URL), found 'http://[::1'",
-    ),
-    **{
-        f"input-{case}": (["--input", name], f"{name}: cannot read: {reason}")
-        for case, name, reason in [
-            ("a-folder", ".", "Is a directory"),
-            ("missing", "missing.yaml", "No such file or directory"),
-            ("a-symlink-loop", "loop.yaml", "Too many levels of symbolic links"),
-            ("a-socket", "socket.yaml", "No such device or address"),
-            ("unreadable", "/proc/self/mem", "Input/output error"),
-            ("name-too-long", "x" * 300, "File name too long"),
-        ]
-    },
-    "scale-with-yaml": (
-        ["--scale", "1..5"],
-        "--scale goes only with a CSV input: a YAML input sets scale in the file",
-    ),
-    "csv-no-base-url": (
-        ["--format", "csv"],
-        (
-            "no base URL to build article_url from: set the BASE_URL environment variable, "
-            "or --base-url"
-        ),
-    ),
-    "output-a-file": (["--output", "ratings.yaml"], "ratings.yaml: cannot write: Not a directory"),
-    # With --check, which would write nothing had it been taken.
-    "output-the-root": (
-        ["--output", "/", "--check", "--base-url", "https://x.example"],
-        "/: the root of the file system cannot be the output folder",
-    ),
-    "serve-port-out-of-range": (
-        ["--serve", "--port", "70000"],
-        "--port 70000: a port is a number from 0 to 65535",
-    ),
-    "serve-host-idna": (
-        ["--serve", "--host", "bücher..example", "--port", "0"],
-        "--host bücher..example: not a host name (label empty or too long)",
-    ),
-    "serve-bad-host": (
-        ["--serve", "--host", "no such host", "--port", "0"],
-        "cannot serve at no such host:0: Name or service not known",
-    ),
-    "serve-port-in-use": (
-        ["--serve", "--port", "{port}"],
-        "cannot serve at 127.0.0.1:{port}: Address already in use",
-    ),
-    # --serve starts from a good build or not at all.
-    "serve-input-missing": (
-        ["--serve", "--port", "0", "--input", "missing.yaml"],
-        "missing.yaml: cannot read: No such file or directory",
-    ),
-}
-ENVIRON: Final = {"ipv6-variable": {"BASE_URL": "http://[fe80::1%eth0"}}
-FILES: Final = {
-    "ipv6-in-the-file": "base_url: 'http://[::1'\n" + GOOD,
-    "output-a-file": "base_url: https://x.example\n" + GOOD,
-    "csv-no-base-url": "article_id,rating\n7,5\n",
-}
+USAGE: Final = "generate.py: error: "  # the start of a line argparse prints after its usage
 
 
-SCALE: Final = "argument --scale: expected LOW..HIGH, integers, low < high, found '{}'"
-WHOLE: Final = "argument {}: expected a whole number{}, found '{}'"
-# Each option misused, as typed, and the line after argparse's usage and "generate.py: error: ".
-MISUSED: Final = {
-    "--check --serve": "--check and --serve do not go together",
-    "--serve --publish s3://b/p": "--publish and --serve do not go together",
-    "--serve --input -": "--serve watches a file: it cannot serve standard input (--input -)",
-    **{f"--scale {value}": SCALE.format(value) for value in ("1-5", "5..1", "10..9", "1..x")},
-    **{
-        f"{option} {value}": WHOLE.format(option, within, value)
-        for option, value, within in [
-            ("--publish-workers", "0", " from 1 to 256"),
-            ("--publish-workers", "3000000", " from 1 to 256"),
-            ("--publish-workers", "two", ""),
-            ("--publish-workers", "-1", ""),
-            # Digits, but not ASCII ones: int() refuses some and reads others.
-            ("--max-removals", "²", ""),
-            ("--lock-timeout", "٣", ""),
-            ("--port", "\uff18\uff10\uff10\uff10", ""),  # fullwidth 8000
-        ]
-    },
-}
+def _mistakes() -> dict[str, tuple[list[str], str]]:
+    """tests/cases/mistakes.txt, by name: each mistake's arguments and its line."""
+    lines = (ROOT / "tests/cases/mistakes.txt").read_text(encoding="utf-8").splitlines()
+    rows = [line.split(" | ") for line in lines if line and not line.startswith("#")]
+    return {name: (shlex.split(arguments), said) for name, arguments, said in rows}
 
 
-@pytest.mark.parametrize("name", [*MISTAKES, *MISUSED])
+EVERY_MISTAKE: Final = _mistakes()
+# Those docs/troubleshooting.md shows, each with its fix (tests/docs_pages.py).
+MISTAKES: Final = {name: row for name, row in EVERY_MISTAKE.items() if not row[1].startswith(USAGE)}
+
+
+@pytest.mark.parametrize("name", list(EVERY_MISTAKE))
 def test_a_user_mistake_is_one_line_and_exit_2(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """An option misused: argparse's usage first."""
-    args, message = MISTAKES.get(name) or (name.split(" "), MISUSED[name])
-    (tmp_path / "ratings.yaml").write_text(FILES.get(name, GOOD), encoding="utf-8")
-    os.symlink("loop.yaml", tmp_path / "loop.yaml")
+    """An option argparse refuses: its usage line first."""
+    words, line = EVERY_MISTAKE[name]
     monkeypatch.chdir(tmp_path)
-    for variable, value in ENVIRON.get(name, {}).items():
-        monkeypatch.setenv(variable, value)
+    Path("ratings.yaml").write_text(GOOD, encoding="utf-8")
+    Path("ratings.csv").write_text("article_id,rating\n7,5\n", encoding="utf-8")
+    os.symlink("loop.yaml", "loop.yaml")
     with socket.socket(socket.AF_UNIX) as listening, socket.socket() as taken:
         listening.bind("socket.yaml")
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = str(taken.getsockname()[1])
+        args = [word.replace("{port}", port) for word in words]
+        while args and re.match("[A-Z_]+=", args[0]):  # a variable, as a shell reads it
+            monkeypatch.setenv(*args.pop(0).split("=", 1))
         try:
-            code = main([arg.replace("{port}", port) for arg in args])
+            code = main(args)
         except SystemExit as exit:  # argparse's
             code = exit.code
-    out, err = capsys.readouterr()
-    said = err if name in MISTAKES else err.rpartition("generate.py: error: ")[2]
-    assert (code, out, said) == (2, "", message.replace("{port}", port) + "\n")
+    usage = parser().format_usage() if line.startswith(USAGE) else ""
+    said = usage + line.replace("{port}", port) + "\n"
+    assert (code, *capsys.readouterr()) == (2, "", said)
     assert not (tmp_path / "site").exists()
 
 
@@ -198,9 +106,6 @@ class _Failing(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _answer  # noqa: N815  (http.server names)
-
-    def log_message(self, format: str, *args: object) -> None:
-        del format, args
 
 
 KEYS: Final = {
