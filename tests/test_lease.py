@@ -14,11 +14,11 @@ sending is the window docs/deploy-object-storage.md names: left out.
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 import json
+import selectors
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from selectors import SelectorKey
 from typing import Any, Final
 
 import pytest
@@ -40,29 +40,26 @@ class Killed(BaseException):
     """The publish's process is gone: none of its requests lands any more."""
 
 
-@dataclass
-class Time:
-    """Virtual time: a sleep waits until the time moves past it; the time moves only
-    when every task waits."""
+class Skipping(selectors.SelectSelector):
+    """A selector that waits for nothing: the time it was asked to wait passes at once."""
 
-    now: float = 0.0
-    waking: list[tuple[float, int, asyncio.Future[None]]] = field(default_factory=list)
-    order: itertools.count[int] = field(default_factory=itertools.count)
+    now = 0.0
 
-    async def sleep(self, seconds: float) -> None:
-        woken = asyncio.get_running_loop().create_future()
-        heapq.heappush(self.waking, (self.now + max(0.0, seconds), next(self.order), woken))
-        await woken
+    def select(self, timeout: float | None = None) -> list[tuple[SelectorKey, int]]:
+        self.now += timeout or 0.0
+        return super().select(0)
 
-    async def run(self, tasks: list[asyncio.Task[Any]]) -> None:
-        while not all(task.done() for task in tasks):
-            for _ in range(50):  # each ready task runs on to its next sleep
-                await asyncio.sleep(0)
-            if self.waking:
-                at, _, woken = heapq.heappop(self.waking)
-                if not woken.done():  # else cancelled: its task stopped
-                    self.now = at
-                    woken.set_result(None)
+
+class VirtualTime(asyncio.SelectorEventLoop):
+    """An event loop on virtual time: the time moves only when every task waits, and then
+    on to the next timer at once."""
+
+    def __init__(self) -> None:
+        self.selector = Skipping()
+        super().__init__(self.selector)
+
+    def time(self) -> float:
+        return self.selector.now
 
 
 @dataclass
@@ -78,14 +75,14 @@ class Faults:
 class Process(Seen):
     """One publish's view of the store, with its faults, on its own clock."""
 
-    def __init__(self, memory: Memory, time: Time, faults: Faults, offset: float) -> None:
+    def __init__(self, memory: Memory, faults: Faults, offset: float) -> None:
         super().__init__(memory)
-        self.time, self.faults, self.offset, self.gone = time, faults, offset, False
+        self.faults, self.offset, self.gone = faults, offset, False
         self.stalls = dict(faults.stalls)  # those not begun yet
         self.resumes = 0.0  # when the process, paused, runs again
 
     def clock(self) -> float:
-        return self.time.now + self.offset
+        return asyncio.get_running_loop().time() + self.offset
 
     async def _request(self, method: str, path: str) -> None:
         number = len(self.log) + 1
@@ -113,11 +110,11 @@ class Paused:
 
     def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
         async def call(*args: Any, **kwargs: Any) -> Any:
-            process, time = self.process, self.process.time
+            process, now = self.process, asyncio.get_running_loop().time
             stall = process.stalls.pop(len(process.log) + 1, 0.0)
-            process.resumes = max(process.resumes, time.now + stall)
-            while time.now < process.resumes:
-                await time.sleep(process.resumes - time.now)
+            process.resumes = max(process.resumes, now() + stall)
+            while now() < process.resumes:
+                await asyncio.sleep(process.resumes - now())
             return await getattr(self.store, name)(*args, **kwargs)
 
         return call
@@ -126,13 +123,12 @@ class Paused:
 def run_together(memory: Memory, publishes: list[tuple[Site, Faults, float, float]]) -> list[str]:
     """Publishes started at their times, each on its own clock, to their ends: each with the
     lock, as publish.publishing runs it."""
-    time = Time()
 
     async def publish_one(site: Site, faults: Faults, offset: float, at: float) -> str:
-        await time.sleep(at)
-        process = Process(memory, time, faults, offset)
+        await asyncio.sleep(at)
+        process = Process(memory, faults, offset)
         paused: Any = Paused(process, process)
-        held = Lock(paused, TARGET, "memory", print, clock=process.clock, sleep=time.sleep)
+        held = Lock(paused, TARGET, "memory", print, clock=process.clock)
         run = publication(paused, site, workers=2)
         try:
             read = await run.read_state()
@@ -146,12 +142,11 @@ def run_together(memory: Memory, publishes: list[tuple[Site, Faults, float, floa
             return str(error)
         return "published"
 
-    async def main() -> list[str]:
-        tasks = [asyncio.ensure_future(publish_one(*each)) for each in publishes]
-        await time.run(tasks)
-        return [task.result() for task in tasks]
+    async def together() -> list[str]:
+        return await asyncio.gather(*(publish_one(*each) for each in publishes))
 
-    return asyncio.run(main())
+    with asyncio.Runner(loop_factory=VirtualTime) as runner:
+        return runner.run(together())
 
 
 def bucket(memory: Memory) -> dict[str, bytes]:
