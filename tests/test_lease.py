@@ -32,7 +32,7 @@ from ratings_api.cli import main
 from ratings_api.errors import InputError
 from ratings_api.lock import LEASE, LOCK_NAME, MAX_LEASE, POLL, Lock, Waiting, read_body
 from ratings_api.store import Store
-from tests.memorystore import Before, Memory, Seen
+from tests.memorystore import Memory, Seen
 from tests.test_state_chain import TARGET, assert_holds, lies, publication, site_of_numbers
 
 
@@ -241,14 +241,10 @@ BODIES: Final = {
 }
 
 
-def waiter(memory: Memory, said: list[str], now: list[float], before: Before | None = None) -> Lock:
-    """A publish's lock on ``memory``, on the clock ``now[0]``, which its sleeps move on."""
-
-    async def sleep(seconds: float) -> None:
-        now[0] += seconds
-
-    store = Seen(memory, before)
-    return Lock(store, TARGET, "memory", said.append, clock=lambda: now[0], sleep=sleep)
+# Or another publish takes the dead lock over just before this one does, and releases it: this
+# one's takeover is refused; it takes the released lock, saying no takeover.
+TAKEN_FIRST: Final = (other(lease=1), HOLDER, 1.0)
+RELEASED: Final = json.dumps({"format": 1, "token": "t", **OTHER, "released": True}).encode()
 
 
 def waiting(holder: str, timeout: float, until: float) -> list[str]:
@@ -259,36 +255,30 @@ def waiting(holder: str, timeout: float, until: float) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize(("body", "holder", "lease"), BODIES.values(), ids=BODIES.keys())
-def test_a_dead_holders_lock_is_taken_over_after_the_lease_its_body_gives(
-    body: bytes, holder: str, lease: float
-) -> None:
-    """Waited out on the waiter's own clock, from when it first saw the body, saying so
-    every 10 s; then taken over, and the lines name the holder."""
-    memory, now, said, timeout = Memory(), [0.0], [], MAX_LEASE + 60
+@pytest.mark.parametrize("case", [*BODIES, "taken-over-first"])
+def test_a_dead_holders_lock_is_taken_over_after_the_lease_its_body_gives(case: str) -> None:
+    """Waited out on the waiter's own clock (``now``, which its sleeps move on), from when it
+    first saw the body, saying so every 10 s; then taken over, and the lines name the holder."""
+    body, holder, lease = BODIES.get(case, TAKEN_FIRST)
+    memory, now, said, late, timeout = Memory(), [0.0], [], [], MAX_LEASE + 60
     memory.put(LOCK_NAME, body)
-    taker = waiter(memory, said, now)
-    asyncio.run(taker.take(Waiting(timeout)))
-    assert said == [*waiting(holder, timeout, lease), f"{TARGET}: took over the lock of {holder}"]
-    assert lease < now[0] <= lease + POLL
-    assert read_body(memory.contents()[LOCK_NAME]).token == taker.body["token"]
-
-
-def test_a_takeover_another_publish_made_first_is_not_said() -> None:
-    """Another publish takes the dead lock over just before this one does, and releases
-    it: this one's takeover is refused; it takes the released lock, saying no takeover."""
-    memory, now, said, puts = Memory(), [0.0], [], []
-    memory.put(LOCK_NAME, other(lease=1))
-    released = json.dumps({"format": 1, "token": "t", **OTHER, "released": True}).encode()
+    first = case == "taken-over-first"  # by another
 
     async def before(number: int, method: str, path: str) -> None:
-        puts.append(method == "PUT" and now[0] > 1)
-        if puts.count(True) == 2 and puts[-1]:  # its create refused, the lock read: stale
-            memory.put(LOCK_NAME, released)  # the other's takeover, then its release
+        late.append(method == "PUT" and now[0] > lease)
+        if first and late.count(True) == 2 and late[-1]:  # its create refused, the lock: stale
+            memory.put(LOCK_NAME, RELEASED)  # the other's takeover, then its release
 
-    taker = waiter(memory, said, now, before)
-    asyncio.run(taker.take(Waiting()))
-    assert said == waiting(HOLDER, 600, 0)
+    async def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    taker = Lock(
+        Seen(memory, before), TARGET, "memory", said.append, clock=lambda: now[0], sleep=sleep
+    )
+    asyncio.run(taker.take(Waiting(timeout)))
+    took = [] if first else [f"{TARGET}: took over the lock of {holder}"]
+    assert said == [*waiting(holder, timeout, lease), *took]
+    assert lease < now[0] <= lease + POLL
     assert read_body(memory.contents()[LOCK_NAME]).token == taker.body["token"]
 
 
