@@ -53,6 +53,9 @@ NEWER: Final = (
 )
 
 
+Numbers = dict[int, tuple[int, int]]  # each article's sum and count, by its id
+
+
 def state_of(head: dict[str, object], columns: bytes = b"") -> bytes:
     return gzip.compress(json.dumps(head).encode() + b"\n" + columns)
 
@@ -61,14 +64,10 @@ def md5(body: bytes) -> str:
     return hashlib.md5(body).hexdigest()
 
 
-def site_of_numbers(
-    numbers: dict[int, tuple[int, int]],
-    base_url: str = BASE,
-    others: dict[str, bytes] | None = None,
-) -> Site:
+def site_of_numbers(numbers: Numbers, others: dict[str, bytes] | None = None) -> Site:
     sums, counts = ([column[n] for column in numbers.values()] for n in (0, 1))
     catalogue = Catalogue(ids=list(numbers), sums=sums, counts=counts)
-    return Site(catalogue, Renderer(base_url), others or {"index.html": b"<!doctype html>\n"})
+    return Site(catalogue, Renderer(BASE), others or {"index.html": b"<!doctype html>\n"})
 
 
 def lies(objects: dict[str, bytes]) -> list[str]:
@@ -100,16 +99,11 @@ async def publish(memory: Memory, site: Site) -> Outcome:
     return await publication(Seen(memory), site).carry_out()
 
 
-def files_of(site: Site) -> dict[str, bytes]:
-    """What a bucket holding ``site`` holds, besides the state."""
-    documents = {path: site.body(path, place) for path, place in site.documents()}
-    return documents | dict(site.others)
-
-
 def assert_holds(objects: dict[str, bytes], site: Site) -> None:
     """The store holds exactly ``site`` and a state that knows every file of it."""
     state = decode(objects.pop(STATE_NAME))
-    assert objects == files_of(site)
+    documents = {path: site.body(path, place) for path, place in site.documents()}
+    assert objects == documents | dict(site.others)
     assert dict(state.entries()) == dict.fromkeys(objects, True)
     assert lies({**objects, STATE_NAME: encode(state)}) == []
 
@@ -157,7 +151,7 @@ def test_a_publish_that_stops_after_another_leaves_none_of_its_files_known(stop:
 
     objects = memory.contents()
     assert (str(error.value), len(others)) == (STOPS[stop], 11 if "changing" in stop else 0)
-    assert objects[document(1)] == files_of(MINE)[document(1)]
+    assert objects[document(1)] == MINE.body(document(1), 0)
     assert lies(objects) == []
     assert not dict(decode(objects[STATE_NAME]).entries())[document(1)]
     run(publish(memory, THEIRS))
@@ -236,7 +230,7 @@ def test_one_number_changed_anywhere_uploads_that_document(place: int | None) ->
     assert encode(final) == encode(local_state(site_of_numbers(numbers)))
 
 
-def by_md5(numbers: dict[int, tuple[int, int]]) -> BucketState:
+def by_md5(numbers: Numbers) -> BucketState:
     """What a version that let numbers pass 64 bits recorded: every document by its MD5."""
     site = site_of_numbers(numbers)
     documents = {path: md5(site.body(path, place)) for path, place in site.documents()}
@@ -257,7 +251,7 @@ PLANS: Final = {  # the state, the site, the files to upload, to remove, and lef
     ),
     "another-base-url": (
         published(OLD),
-        site_of_numbers(FOUR, "https://other.example"),
+        replace(site_of_numbers(FOUR), render=Renderer("https://other.example")),
         [document(n) for n in FOUR],
         [],
         1,
