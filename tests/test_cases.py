@@ -12,7 +12,7 @@ import pytest
 
 from ratings_api.cli import main
 from ratings_api.rating import ARTICLES_PATH
-from tests.trees import read_tree, snapshot, tree_diff
+from tests.trees import built, read_tree, snapshot, tree_diff
 
 CASES = Path(__file__).parent / "cases"
 VALID = sorted((CASES / "valid").iterdir())
@@ -39,10 +39,10 @@ def test_valid_case_builds_the_expected_files(
 
     assert main(["--output", str(output), "--quiet", *case_args(case)]) == 0
 
-    expected, built = read_tree(case / "expected"), read_tree(output)
+    expected, tree = read_tree(case / "expected"), read_tree(output)
     # Every document, and the other files the case is about.
     actual = {
-        path: built[path] for path in built if path in expected or path.startswith(ARTICLES_PATH)
+        path: tree[path] for path in tree if path in expected or path.startswith(ARTICLES_PATH)
     }
     assert actual == expected, tree_diff(actual, expected)
 
@@ -51,13 +51,9 @@ def test_valid_case_builds_the_expected_files(
 def test_error_case_says_where_and_changes_nothing(
     case: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    output = tmp_path / "site"
-    good = tmp_path / "good.yaml"
-    good.write_text(GOOD_INPUT)
-    assert main(["--input", str(good), "--output", str(output)]) == 0
+    output = built(tmp_path, GOOD_INPUT)  # quiet
     (output / "CNAME").write_text("ratings.example.com\n")
     before = snapshot(output)
-    capsys.readouterr()
     monkeypatch.chdir(case)
     if (case / "stdin").exists():  # the input of `--input -`
         monkeypatch.setattr(
