@@ -216,20 +216,6 @@ def test_a_state_read_back_is_the_state_written_unless_its_headers_differ() -> N
     assert dict(decode(other).entries()) == dict.fromkeys(paths, False)
 
 
-@pytest.mark.parametrize("place", [None, 0, 4095, 4096, 9999])
-def test_one_number_changed_anywhere_uploads_that_document(place: int | None) -> None:
-    numbers = {n: (n % 7, n % 3) for n in range(1, 10_001)}
-    before = published(site_of_numbers(numbers))
-    changed = [] if place is None else [(document(place + 1), place)]
-    numbers |= {place + 1: (7, 9) for _, place in changed}  # numbers no article had
-
-    todo, final = bucket_state.plan(site_of_numbers(numbers), before)
-
-    assert (list(todo.uploads()), todo.removals) == (changed, [])
-    assert todo.unchanged == 10_001 - len(changed)
-    assert encode(final) == encode(local_state(site_of_numbers(numbers)))
-
-
 def by_md5(numbers: Numbers) -> BucketState:
     """What a version that let numbers pass 64 bits recorded: every document by its MD5."""
     site = site_of_numbers(numbers)
@@ -332,15 +318,25 @@ def test_a_damaged_state_is_refused_with_one_line(damage: Callable[[bytes], byte
     assert str(error.value) == UNREADABLE.removeprefix("s3://b/p: ")
 
 
-def test_a_first_plan_of_100000_articles_holds_columns_not_paths() -> None:
-    """Numbers, not a (path, place) each (about 15 MB). The workers a publish starts are
-    bounded too: --publish-workers is at most 256 (test_cli.py)."""
-    site = site_of_numbers({n: (n, 1) for n in range(1, 100_001)})
+def test_a_plan_of_100000_articles_holds_columns_and_uploads_each_number_changed_alone() -> None:
+    """A first plan holds numbers, not a (path, place) each (about 15 MB); the workers a publish
+    starts are bounded too: --publish-workers is at most 256 (test_cli.py). Then a number
+    changed anywhere, on either side of a CHUNK the plan compares at a time, or none."""
+    numbers = {n: (n % 7, n % 3) for n in range(1, 100_001)}
+    site = site_of_numbers(numbers)
     tracemalloc.start()
     todo = bucket_state.plan(site, BucketState())[0]
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-
     paths = list(todo.uploads())
     assert (len(paths), paths[-2:]) == (100_001, [(document(100_000), 99_999), ("index.html", -1)])
     assert peak < 4_000_000
+
+    before = published(site)
+    for place in [None, 0, bucket_state.CHUNK - 1, bucket_state.CHUNK, 99_999]:
+        changed = [] if place is None else [(document(place + 1), place)]
+        site = site_of_numbers(numbers | {at + 1: (7, 9) for _, at in changed})  # new numbers
+        todo, final = bucket_state.plan(site, before)
+        assert (list(todo.uploads()), todo.removals) == (changed, []), place
+        assert todo.unchanged == 100_001 - len(changed)
+        assert encode(final) == encode(local_state(site))
