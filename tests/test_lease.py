@@ -17,9 +17,9 @@ import asyncio
 import json
 import selectors
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from selectors import SelectorKey
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import pytest
 from hypothesis import given, note, settings
@@ -62,11 +62,10 @@ class VirtualTime(asyncio.SelectorEventLoop):
         return self.selector.now
 
 
-@dataclass
-class Faults:
+class Faults(NamedTuple):
     """What befalls one publish, by the number of its request (lock's, state's, files')."""
 
-    stalls: Mapping[int, float] = field(default_factory=dict)  # seconds paused before it
+    stalls: Mapping[int, float] = {}  # seconds paused before it
     killed: int = 0  # the request before which its process is gone (0: never)
     lost: frozenset[int] = frozenset()  # applied, the reply lost, sent again
     failed: frozenset[int] = frozenset()  # the store answers an error
@@ -169,13 +168,12 @@ SITES: Final = st.builds(
 
 
 REQUEST: Final = st.integers(1, 14)
-STALLS: Final = st.dictionaries(REQUEST, st.sampled_from([5.0, 35.0, 70.0, 200.0]), max_size=2)
 
 
 @st.composite
 def faults(draw: st.DrawFn) -> Faults:
     """Each fault at any request; a kill, often, a request or two after a stall."""
-    stalls = draw(STALLS)
+    stalls = draw(st.dictionaries(REQUEST, st.sampled_from([5.0, 35.0, 70.0, 200.0]), max_size=2))
     after = [number + step for number in stalls for step in (1, 2)]
     killed = draw(st.just(0) | REQUEST | (st.sampled_from(after) if after else REQUEST))
     lost = draw(st.frozensets(REQUEST, max_size=2))

@@ -32,8 +32,7 @@ def test_rating_value_agrees_with_fractions() -> None:
         assert rating_value(total, count) == expected == fraction_reference(total, count)
     cases = [(total, count) for count in range(1, 61) for total in range(-6 * count, 6 * count + 1)]
     rng = random.Random(20261122)
-    for _ in range(5000):
-        count = rng.randrange(1, 10 ** rng.randrange(1, 40))
-        cases.append((rng.randrange(-6 * count, 6 * count), count))
+    counts = [rng.randrange(1, 10 ** rng.randrange(1, 40)) for _ in range(5000)]
+    cases += [(rng.randrange(-6 * count, 6 * count), count) for count in counts]
     for total, count in cases:
         assert rating_value(total, count) == fraction_reference(total, count), (total, count)
