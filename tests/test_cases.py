@@ -17,7 +17,6 @@ from tests.trees import built, read_tree, snapshot, tree_diff
 CASES = Path(__file__).parent / "cases"
 VALID = sorted((CASES / "valid").iterdir())
 ERRORS = sorted((CASES / "errors").iterdir())
-GOOD_INPUT = "base_url: https://example.com\narticles:\n  7: [5, 4]\n  8: []\n"
 
 
 def test_cases_are_found() -> None:
@@ -51,7 +50,7 @@ def test_valid_case_builds_the_expected_files(
 def test_error_case_says_where_and_changes_nothing(
     case: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    output = built(tmp_path, GOOD_INPUT)  # quiet
+    output = built(tmp_path, "base_url: https://example.com\narticles:\n  7: [5, 4]\n  8: []\n")
     (output / "CNAME").write_text("ratings.example.com\n")
     before = snapshot(output)
     monkeypatch.chdir(case)

@@ -245,14 +245,6 @@ TAKEN_FIRST: Final = (other(lease=1), HOLDER, 1.0)
 RELEASED: Final = json.dumps({"format": 1, "token": "t", **OTHER, "released": True}).encode()
 
 
-def waiting(holder: str, timeout: float, until: float) -> list[str]:
-    """The lines said while waiting for ``holder``'s lock, each 10 s until ``until``."""
-    return [
-        f"{TARGET}: waiting for the lock held by {holder} ({n} of {timeout:g} s)"
-        for n in range(0, int(until) + 1, 10)
-    ]
-
-
 @pytest.mark.parametrize("case", [*BODIES, "taken-over-first"])
 def test_a_dead_holders_lock_is_taken_over_after_the_lease_its_body_gives(case: str) -> None:
     """Waited out on the waiter's own clock (``now``, which its sleeps move on), from when it
@@ -275,7 +267,8 @@ def test_a_dead_holders_lock_is_taken_over_after_the_lease_its_body_gives(case: 
     )
     asyncio.run(taker.take(Waiting(timeout)))
     took = [] if first else [f"{TARGET}: took over the lock of {holder}"]
-    assert said == [*waiting(holder, timeout, lease), *took]
+    waiting = f"{TARGET}: waiting for the lock held by {holder} ({{}} of {timeout:g} s)"
+    assert said == [*(waiting.format(n) for n in range(0, int(lease) + 1, 10)), *took]  # each 10 s
     assert lease < now[0] <= lease + POLL
     assert read_body(memory.contents()[LOCK_NAME]).token == taker.body["token"]
 
