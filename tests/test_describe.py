@@ -20,24 +20,43 @@ from openapi_schema_validator import OAS31Validator
 from openapi_spec_validator import OpenAPIV31SpecValidator
 
 from ratings_api.contract import MAX_ID
-from ratings_api.describe import BEST_RATED, META_CSP, Article, best_rated
+from ratings_api.describe import BEST_RATED, META_CSP, TEMPLATES, Article, best_rated
 from ratings_api.loader import Catalogue
-from ratings_api.rating import rating_value
-from tests.sample import SAMPLE
-from tests.trees import built
 
-REPO: Final = Path(__file__).resolve().parent.parent
-OPENAPI: Final = "away/api/openapi.json"
+CASES: Final = Path(__file__).parent / "cases/valid"
 RATING_PATH: Final = "/away/api/articles/{id}/rating/"
-# Everything a base URL may hold that means something in HTML, in a shell or in a regex.
+# The golden case of everything a base URL may hold that means something in HTML, in a shell
+# or in a regex (its args): its front page's bytes are the build's (tests/test_cases.py).
+HOSTILE: Final = CASES / "hostile-base-url/expected"
 HOSTILE_URL: Final = "https://example.com/<script>alert('x')</script>&amp;\"$(id)`id`(a|b)+.*"
 # The golden cases that hold the OpenAPI document: the sample, no articles, none rated, none
 # unrated, no scale and negative, the bounds, a CSV, a Unicode and a hostile base URL.
-DESCRIBED: Final = sorted(REPO.glob(f"tests/cases/valid/*/expected/{OPENAPI}"))
+DESCRIBED: Final = sorted(CASES.glob("*/expected/away/api/openapi.json"))
+
+
+# Fields a document cannot hold: past the bounds, or another site's URL.
+WRONG: Final = (
+    {"id": MAX_ID + 1},
+    {"rating_count": MAX_ID + 1},
+    {"rating_sum": -MAX_ID - 1},
+    {"article_url": "https://elsewhere.example/away/api/articles/7/"},
+)
+
+
+# What the page's style sheet and script must not hold: what loads or runs more than they are.
+UNSAFE: Final = {
+    "css": r"@import|url\(",
+    "js": r"innerHTML|outerHTML|eval\(|new Function|document\.write|setAttribute\(\"style",
+}
 
 
 def rating_document(site: Path, article_id: int) -> bytes:
     return (site / f"away/api/articles/{article_id}/rating/index.json").read_bytes()
+
+
+def dumped(document: object) -> bytes:
+    """``document`` as ``json`` dumps it, as the build's documents are."""
+    return (json.dumps(document, ensure_ascii=False) + "\n").encode()
 
 
 # The OpenAPI document
@@ -48,47 +67,41 @@ def test_every_description_is_valid_and_its_examples_are_the_documents(path: Pat
     """Its bytes are the golden case's (tests/test_cases.py); the documents beside it too."""
     document = json.loads(path.read_bytes())
     OpenAPIV31SpecValidator(document).validate()
-    site = path.parents[2]
+    site, server = path.parents[2], document["servers"][0]["url"]
     validator = OAS31Validator(document["components"]["schemas"]["Rating"])
     for found in (site / "away/api/articles").glob("*/rating/index.json"):  # every document
-        validator.validate(json.loads(found.read_bytes()))
-        for past in ({"id": MAX_ID + 1}, {"rating_count": MAX_ID + 1}, {"rating_sum": -MAX_ID - 1}):
-            assert not validator.is_valid(json.loads(found.read_bytes()) | past), past
+        rating = json.loads(found.read_bytes())
+        assert dumped(rating) == found.read_bytes()  # the Renderer's bytes are json's
+        validator.validate(rating)
+        assert rating["article_url"] == f"{server}/away/api/articles/{rating['id']}/"
+        assert [wrong for wrong in WRONG if validator.is_valid(rating | wrong)] == []
     ids = document["components"]["parameters"]["ArticleId"]["examples"]
-    assert {"unlisted"} <= set(ids) <= {"rated", "unrated", "unlisted"}
-    assert not (site / "away/api/articles" / str(ids["unlisted"]["value"])).exists()
+    assert not (site / "away/api/articles" / str(ids.pop("unlisted")["value"])).exists()
     # The examples of a 200 are the very files, fields in order, dumped as the build dumps them.
     operation = document["paths"][RATING_PATH]["get"]
     content = operation["responses"]["200"]["content"]["application/json"]
     shown = {key: example["value"] for key, example in content.get("examples", {}).items()}
-    assert list(shown) == [key for key in ("rated", "unrated") if key in ids]
-    for key, example in shown.items():
-        dumped = json.dumps(example, ensure_ascii=False) + "\n"
-        assert dumped.encode() == rating_document(site, ids[key]["value"])
+    examples = {key: dumped(value) for key, value in shown.items()}
+    assert examples == {key: rating_document(site, id_["value"]) for key, id_ in ids.items()}
     assert document["components"]["schemas"]["Rating"].get("examples", []) == list(shown.values())
 
 
 # What the description is made of
 
 
-def reference_best(articles: dict[int, tuple[int, int]]) -> list[Article]:
-    """The ranking, the slow and obvious way: by the value shown, then ratings, then id."""
-    rated = [Article(i, t, c) for i, (t, c) in articles.items() if c]
-    rated.sort(key=lambda a: (-Decimal(rating_value(a.total, a.count)), -a.count, a.id))
-    return rated[:BEST_RATED]
-
-
 @pytest.mark.parametrize("seed", range(20))
 def test_best_rated_agrees_with_the_slow_ranking(seed: int) -> None:
+    """The ranking, the slow and obvious way: by the value shown, then ratings, then id."""
     rng = random.Random(seed)
-    articles = {}
-    for article_id in rng.sample(range(1, 10_000), 300):
-        count = rng.randint(0, 40)
-        low, high = rng.choice([(1, 5), (-1, 1), (0, 10), (-1000, 1000)])
-        articles[article_id] = (sum(rng.randint(low, high) for _ in range(count)), count)
-    sums, counts = zip(*articles.values(), strict=True)
-    catalogue = Catalogue(list(articles), list(sums), list(counts))
-    assert best_rated(catalogue) == reference_best(articles)
+    ids = rng.sample(range(1, 10_000), 300)
+    counts = [rng.randint(0, 10) for _ in ids]  # small: many ties, of value and of count
+    scales = [rng.choice([(1, 5), (-1, 1), (0, 10), (-10, 10)]) for _ in ids]
+    sums = [
+        sum(rng.randint(*scale) for _ in range(n)) for scale, n in zip(scales, counts, strict=True)
+    ]
+    rated = [Article(*numbers) for numbers in zip(ids, sums, counts, strict=True) if numbers[2]]
+    rated.sort(key=lambda article: (-Decimal(article.value), -article.count, article.id))
+    assert best_rated(Catalogue(ids, sums, counts)) == rated[:BEST_RATED]
 
 
 # The front page
@@ -122,52 +135,30 @@ class PageParser(HTMLParser):
             element.text += data
 
 
-def front_page(site: Path) -> list[Element]:
-    """The page's elements; every element it opens, it closes."""
-    parser = PageParser()
-    parser.feed((site / "index.html").read_text(encoding="utf-8"))
-    parser.close()
-    assert not parser.open, [element.tag for element in parser.open]
-    return parser.elements
-
-
-def test_the_front_page_passes_its_own_policy_and_a_hostile_base_url_stays_data(
-    tmp_path: Path,
-) -> None:
+def test_the_front_page_passes_its_own_policy_and_a_hostile_base_url_stays_data() -> None:
     """Nothing inline, nothing from elsewhere: all the policy allows is the site's own files,
-    whatever the base URL holds; in the document and on the page it is data."""
-    site = built(tmp_path, SAMPLE, "--base-url", HOSTILE_URL)
-    elements = front_page(site)
-    metas = [e.attributes for e in elements if e.tag == "meta" and "http-equiv" in e.attributes]
-    assert metas == [{"http-equiv": "Content-Security-Policy", "content": META_CSP}]
-    scripts = [e for e in elements if e.tag == "script"]
-    assert [(s.attributes, s.text) for s in scripts] == [
-        ({"src": "assets/front-page.js", "defer": ""}, "")
+    whatever the base URL holds; on the page it is data (in the OpenAPI document: above)."""
+    parser = PageParser()
+    parser.feed((HOSTILE / "index.html").read_text(encoding="utf-8"))
+    parser.close()
+    assert not parser.open, [element.tag for element in parser.open]  # each element closed
+    elements = parser.elements
+    # The policy, once; one script, the site's own (none from the base URL); no style element.
+    policy = [e for e in elements if e.tag in ("script", "style") or "http-equiv" in e.attributes]
+    assert policy == [
+        Element("meta", {"http-equiv": "Content-Security-Policy", "content": META_CSP}),
+        Element("script", {"src": "assets/front-page.js", "defer": ""}),
     ]
-    assert [e for e in elements if e.tag == "style"] == []
     for element in elements:
         assert "style" not in element.attributes, element
         assert not any(name.startswith("on") for name in element.attributes), element
         for name in ("href", "src", "action"):
             url = element.attributes.get(name, "")
             assert not re.match(r"[a-z]+:|//", url), url  # relative: this site only
-    css = (site / "assets/front-page.css").read_text()
-    assert "@import" not in css
-    assert "url(" not in css
-    script = (site / "assets/front-page.js").read_text()
-    for unsafe in ("innerHTML", "outerHTML", "eval(", "new Function", "document.write"):
-        assert unsafe not in script, unsafe
-    assert 'setAttribute("style' not in script
-
-    document = json.loads((site / OPENAPI).read_bytes())  # valid: its golden case
-    assert document["servers"][0]["url"] == HOSTILE_URL
-    schema = document["components"]["schemas"]["Rating"]
-    pattern = schema["properties"]["article_url"]["pattern"]
-    assert re.fullmatch(pattern, f"{HOSTILE_URL}/away/api/articles/7/")
-    assert not re.fullmatch(pattern, "https://example.com/away/api/articles/7/")
-    source = (site / "index.html").read_text(encoding="utf-8")
-    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;amp;&#34;" in source
+    for kind, unsafe in UNSAFE.items():  # the page's style sheet and script, copied as they are
+        source = (TEMPLATES / f"assets/front-page.{kind}").read_text()
+        assert re.findall(unsafe, source) == [], kind
     # The curl line, pasted in a shell, asks for exactly the URL.
     text = {e.attributes.get("id"): e.text for e in elements}
     assert shlex.split(text["curl"]) == ["curl", f"{HOSTILE_URL}/away/api/articles/3/rating/"]
-    assert text["example"] == rating_document(site, 3).decode().rstrip("\n")
+    assert text["example"] == rating_document(HOSTILE, 3).decode().rstrip("\n")

@@ -14,12 +14,12 @@ sending is the window docs/deploy-object-storage.md names: left out.
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 import json
+import selectors
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final
+from dataclasses import dataclass
+from selectors import SelectorKey
+from typing import Any, Final, NamedTuple
 
 import pytest
 from hypothesis import given, note, settings
@@ -32,7 +32,7 @@ from ratings_api.cli import main
 from ratings_api.errors import InputError
 from ratings_api.lock import LEASE, LOCK_NAME, MAX_LEASE, POLL, Lock, Waiting, read_body
 from ratings_api.store import Store
-from tests.memorystore import Before, Memory, Seen
+from tests.memorystore import Memory, Seen
 from tests.test_state_chain import TARGET, assert_holds, lies, publication, site_of_numbers
 
 
@@ -40,36 +40,32 @@ class Killed(BaseException):
     """The publish's process is gone: none of its requests lands any more."""
 
 
-@dataclass
-class Time:
-    """Virtual time: a sleep waits until the time moves past it; the time moves only
-    when every task waits."""
+class Skipping(selectors.SelectSelector):
+    """A selector that waits for nothing: the time it was asked to wait passes at once."""
 
-    now: float = 0.0
-    waking: list[tuple[float, int, asyncio.Future[None]]] = field(default_factory=list)
-    order: itertools.count[int] = field(default_factory=itertools.count)
+    now = 0.0
 
-    async def sleep(self, seconds: float) -> None:
-        woken = asyncio.get_running_loop().create_future()
-        heapq.heappush(self.waking, (self.now + max(0.0, seconds), next(self.order), woken))
-        await woken
-
-    async def run(self, tasks: list[asyncio.Task[Any]]) -> None:
-        while not all(task.done() for task in tasks):
-            for _ in range(50):  # each ready task runs on to its next sleep
-                await asyncio.sleep(0)
-            if self.waking:
-                at, _, woken = heapq.heappop(self.waking)
-                if not woken.done():  # else cancelled: its task stopped
-                    self.now = at
-                    woken.set_result(None)
+    def select(self, timeout: float | None = None) -> list[tuple[SelectorKey, int]]:
+        self.now += timeout or 0.0
+        return super().select(0)
 
 
-@dataclass
-class Faults:
+class VirtualTime(asyncio.SelectorEventLoop):
+    """An event loop on virtual time: the time moves only when every task waits, and then
+    on to the next timer at once."""
+
+    def __init__(self) -> None:
+        self.selector = Skipping()
+        super().__init__(self.selector)
+
+    def time(self) -> float:
+        return self.selector.now
+
+
+class Faults(NamedTuple):
     """What befalls one publish, by the number of its request (lock's, state's, files')."""
 
-    stalls: Mapping[int, float] = field(default_factory=dict)  # seconds paused before it
+    stalls: Mapping[int, float] = {}  # seconds paused before it
     killed: int = 0  # the request before which its process is gone (0: never)
     lost: frozenset[int] = frozenset()  # applied, the reply lost, sent again
     failed: frozenset[int] = frozenset()  # the store answers an error
@@ -78,14 +74,14 @@ class Faults:
 class Process(Seen):
     """One publish's view of the store, with its faults, on its own clock."""
 
-    def __init__(self, memory: Memory, time: Time, faults: Faults, offset: float) -> None:
+    def __init__(self, memory: Memory, faults: Faults, offset: float) -> None:
         super().__init__(memory)
-        self.time, self.faults, self.offset, self.gone = time, faults, offset, False
+        self.faults, self.offset, self.gone = faults, offset, False
         self.stalls = dict(faults.stalls)  # those not begun yet
         self.resumes = 0.0  # when the process, paused, runs again
 
     def clock(self) -> float:
-        return self.time.now + self.offset
+        return asyncio.get_running_loop().time() + self.offset
 
     async def _request(self, method: str, path: str) -> None:
         number = len(self.log) + 1
@@ -113,11 +109,11 @@ class Paused:
 
     def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
         async def call(*args: Any, **kwargs: Any) -> Any:
-            process, time = self.process, self.process.time
+            process, now = self.process, asyncio.get_running_loop().time
             stall = process.stalls.pop(len(process.log) + 1, 0.0)
-            process.resumes = max(process.resumes, time.now + stall)
-            while time.now < process.resumes:
-                await time.sleep(process.resumes - time.now)
+            process.resumes = max(process.resumes, now() + stall)
+            while now() < process.resumes:
+                await asyncio.sleep(process.resumes - now())
             return await getattr(self.store, name)(*args, **kwargs)
 
         return call
@@ -126,13 +122,12 @@ class Paused:
 def run_together(memory: Memory, publishes: list[tuple[Site, Faults, float, float]]) -> list[str]:
     """Publishes started at their times, each on its own clock, to their ends: each with the
     lock, as publish.publishing runs it."""
-    time = Time()
 
     async def publish_one(site: Site, faults: Faults, offset: float, at: float) -> str:
-        await time.sleep(at)
-        process = Process(memory, time, faults, offset)
+        await asyncio.sleep(at)
+        process = Process(memory, faults, offset)
         paused: Any = Paused(process, process)
-        held = Lock(paused, TARGET, "memory", print, clock=process.clock, sleep=time.sleep)
+        held = Lock(paused, TARGET, "memory", print, clock=process.clock)
         run = publication(paused, site, workers=2)
         try:
             read = await run.read_state()
@@ -146,12 +141,11 @@ def run_together(memory: Memory, publishes: list[tuple[Site, Faults, float, floa
             return str(error)
         return "published"
 
-    async def main() -> list[str]:
-        tasks = [asyncio.ensure_future(publish_one(*each)) for each in publishes]
-        await time.run(tasks)
-        return [task.result() for task in tasks]
+    async def together() -> list[str]:
+        return await asyncio.gather(*(publish_one(*each) for each in publishes))
 
-    return asyncio.run(main())
+    with asyncio.Runner(loop_factory=VirtualTime) as runner:
+        return runner.run(together())
 
 
 def bucket(memory: Memory) -> dict[str, bytes]:
@@ -174,13 +168,12 @@ SITES: Final = st.builds(
 
 
 REQUEST: Final = st.integers(1, 14)
-STALLS: Final = st.dictionaries(REQUEST, st.sampled_from([5.0, 35.0, 70.0, 200.0]), max_size=2)
 
 
 @st.composite
 def faults(draw: st.DrawFn) -> Faults:
     """Each fault at any request; a kill, often, a request or two after a stall."""
-    stalls = draw(STALLS)
+    stalls = draw(st.dictionaries(REQUEST, st.sampled_from([5.0, 35.0, 70.0, 200.0]), max_size=2))
     after = [number + step for number in stalls for step in (1, 2)]
     killed = draw(st.just(0) | REQUEST | (st.sampled_from(after) if after else REQUEST))
     lost = draw(st.frozensets(REQUEST, max_size=2))
@@ -246,54 +239,37 @@ BODIES: Final = {
 }
 
 
-def waiter(memory: Memory, said: list[str], now: list[float], before: Before | None = None) -> Lock:
-    """A publish's lock on ``memory``, on the clock ``now[0]``, which its sleeps move on."""
+# Or another publish takes the dead lock over just before this one does, and releases it: this
+# one's takeover is refused; it takes the released lock, saying no takeover.
+TAKEN_FIRST: Final = (other(lease=1), HOLDER, 1.0)
+RELEASED: Final = json.dumps({"format": 1, "token": "t", **OTHER, "released": True}).encode()
+
+
+@pytest.mark.parametrize("case", [*BODIES, "taken-over-first"])
+def test_a_dead_holders_lock_is_taken_over_after_the_lease_its_body_gives(case: str) -> None:
+    """Waited out on the waiter's own clock (``now``, which its sleeps move on), from when it
+    first saw the body, saying so every 10 s; then taken over, and the lines name the holder."""
+    body, holder, lease = BODIES.get(case, TAKEN_FIRST)
+    memory, now, said, late, timeout = Memory(), [0.0], [], [], MAX_LEASE + 60
+    memory.put(LOCK_NAME, body)
+    first = case == "taken-over-first"  # by another
+
+    async def before(number: int, method: str, path: str) -> None:
+        late.append(method == "PUT" and now[0] > lease)
+        if first and late.count(True) == 2 and late[-1]:  # its create refused, the lock: stale
+            memory.put(LOCK_NAME, RELEASED)  # the other's takeover, then its release
 
     async def sleep(seconds: float) -> None:
         now[0] += seconds
 
-    store = Seen(memory, before)
-    return Lock(store, TARGET, "memory", said.append, clock=lambda: now[0], sleep=sleep)
-
-
-def waiting(holder: str, timeout: float, until: float) -> list[str]:
-    """The lines said while waiting for ``holder``'s lock, each 10 s until ``until``."""
-    return [
-        f"{TARGET}: waiting for the lock held by {holder} ({n} of {timeout:g} s)"
-        for n in range(0, int(until) + 1, 10)
-    ]
-
-
-@pytest.mark.parametrize(("body", "holder", "lease"), BODIES.values(), ids=BODIES.keys())
-def test_a_dead_holders_lock_is_taken_over_after_the_lease_its_body_gives(
-    body: bytes, holder: str, lease: float
-) -> None:
-    """Waited out on the waiter's own clock, from when it first saw the body, saying so
-    every 10 s; then taken over, and the lines name the holder."""
-    memory, now, said, timeout = Memory(), [0.0], [], MAX_LEASE + 60
-    memory.put(LOCK_NAME, body)
-    taker = waiter(memory, said, now)
+    taker = Lock(
+        Seen(memory, before), TARGET, "memory", said.append, clock=lambda: now[0], sleep=sleep
+    )
     asyncio.run(taker.take(Waiting(timeout)))
-    assert said == [*waiting(holder, timeout, lease), f"{TARGET}: took over the lock of {holder}"]
+    took = [] if first else [f"{TARGET}: took over the lock of {holder}"]
+    waiting = f"{TARGET}: waiting for the lock held by {holder} ({{}} of {timeout:g} s)"
+    assert said == [*(waiting.format(n) for n in range(0, int(lease) + 1, 10)), *took]  # each 10 s
     assert lease < now[0] <= lease + POLL
-    assert read_body(memory.contents()[LOCK_NAME]).token == taker.body["token"]
-
-
-def test_a_takeover_another_publish_made_first_is_not_said() -> None:
-    """Another publish takes the dead lock over just before this one does, and releases
-    it: this one's takeover is refused; it takes the released lock, saying no takeover."""
-    memory, now, said, puts = Memory(), [0.0], [], []
-    memory.put(LOCK_NAME, other(lease=1))
-    released = json.dumps({"format": 1, "token": "t", **OTHER, "released": True}).encode()
-
-    async def before(number: int, method: str, path: str) -> None:
-        puts.append(method == "PUT" and now[0] > 1)
-        if puts.count(True) == 2 and puts[-1]:  # its create refused, the lock read: stale
-            memory.put(LOCK_NAME, released)  # the other's takeover, then its release
-
-    taker = waiter(memory, said, now, before)
-    asyncio.run(taker.take(Waiting()))
-    assert said == waiting(HOLDER, 600, 0)
     assert read_body(memory.contents()[LOCK_NAME]).token == taker.body["token"]
 
 

@@ -1,14 +1,12 @@
-"""The average, rounded exactly, and the bytes of one document."""
+"""The average, rounded exactly. The bytes of a document are the golden cases', each held to
+``json.dumps`` of its fields by tests/test_describe.py."""
 
 from __future__ import annotations
 
-import json
 import random
 from fractions import Fraction
 
-import pytest
-
-from ratings_api.rating import Renderer, rating_value
+from ratings_api.rating import rating_value
 
 # The averages a float gets wrong; the usual ones, ties and signs included, are golden cases
 # (tests/cases/valid/rounding and negative), and the Fraction reference below checks them all.
@@ -34,33 +32,7 @@ def test_rating_value_agrees_with_fractions() -> None:
         assert rating_value(total, count) == expected == fraction_reference(total, count)
     cases = [(total, count) for count in range(1, 61) for total in range(-6 * count, 6 * count + 1)]
     rng = random.Random(20261122)
-    for _ in range(5000):
-        count = rng.randrange(1, 10 ** rng.randrange(1, 40))
-        cases.append((rng.randrange(-6 * count, 6 * count), count))
+    counts = [rng.randrange(1, 10 ** rng.randrange(1, 40)) for _ in range(5000)]
+    cases += [(rng.randrange(-6 * count, 6 * count), count) for count in counts]
     for total, count in cases:
         assert rating_value(total, count) == fraction_reference(total, count), (total, count)
-
-
-ARTICLES = [(7, 29, 6), (1, 0, 0), (2**63 - 1, 10**30, 10**29), (5, -3, 2)]  # id, sum, count
-BASE_URLS = [
-    "https://example.com",
-    "http://localhost:8000",
-    "https://example.com/news",
-    'https://example.com/"quoted"/\\back',
-    "https://bücher.example/straße",
-]
-
-
-@pytest.mark.parametrize("base_url", BASE_URLS)
-def test_renderer_gives_the_bytes_of_json_dumps(base_url: str) -> None:
-    render = Renderer(base_url)
-    for article_id, total, count in ARTICLES:
-        document = {
-            "article_url": f"{base_url}/away/api/articles/{article_id}/",
-            "id": article_id,
-            "rating_sum": total,
-            "rating_count": count,
-            "rating_value": rating_value(total, count),
-        }
-        expected = (json.dumps(document, ensure_ascii=False) + "\n").encode()
-        assert render(article_id, total, count) == expected

@@ -71,14 +71,15 @@ def snapshot(root: Path) -> dict[str, tuple[bytes | None, int]]:
 
 
 def tree_diff(actual: dict[str, bytes], expected: dict[str, bytes]) -> str:
-    """A unified diff of two trees, file by file."""
-    lines: list[str] = []
-    for name in sorted(actual.keys() | expected.keys()):
-        if actual.get(name) == expected.get(name):
-            continue
-        before = expected.get(name, b"").decode(errors="replace").splitlines()
-        after = actual.get(name, b"").decode(errors="replace").splitlines()
-        lines += difflib.unified_diff(
-            before, after, f"expected/{name}", f"actual/{name}", lineterm=""
-        )
-    return "\n".join(lines)
+    """A unified diff of two trees, each line shown with its file's path."""
+
+    def lines(tree: dict[str, bytes]) -> list[str]:
+        return [
+            f"{name}: {line}"
+            for name in tree
+            for line in tree[name].decode(errors="replace").splitlines()
+        ]
+
+    return "\n".join(
+        difflib.unified_diff(lines(expected), lines(actual), "expected", "actual", lineterm="")
+    )
