@@ -19,7 +19,8 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Final
 
 from ratings_api import lock
@@ -80,6 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as error:
         _say(error)
         return 2
+    except Interrupted as stop:  # said where it stopped (_stage)
+        return 128 + stop.signum
     except (SystemExit, KeyboardInterrupt):  # argparse's exit 2; Ctrl-C before the work
         raise
     except BaseException:  # noqa: BLE001  (a bug: pyo3's PanicException is a BaseException)
@@ -90,32 +93,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _build_and_publish(args: argparse.Namespace) -> int:
     started = time.perf_counter()
-    show_progress = not args.quiet and sys.stderr.isatty()
     output = args.output
-    try:
+    with _stage(args):
         # The --publish target, checked (with its library) before anything is built.
         target = None if args.publish is None else parse_destination(args.publish)
         if target is not None:
             require_client()
-        with stoppable():
-            result = build(
-                args.input,
-                output,  # None when publishing alone: nothing to write, no folder to lock
-                base_url=args.base_url,
-                environ=os.environ,
-                dry_run=args.check,
-                progress=_show_progress if show_progress else None,
-                # Not when publishing to object storage: no static host's limit applies.
-                host_notice=_say if target is None else None,
-                waiting=None if args.quiet else functools.partial(_waiting, output),
-                reading=args.reading,
-            )
-    except Interrupted as stop:
-        (_notice if show_progress else _say)(_interrupted(args, stop.signum))
-        return 128 + stop.signum
-    finally:
-        if show_progress:
-            _say("\r\x1b[K", end="")  # leave a clean line
+        result = build(
+            args.input,
+            output,  # None when publishing alone: nothing to write, no folder to lock
+            base_url=args.base_url,
+            environ=os.environ,
+            dry_run=args.check,
+            progress=_show_progress if args.progress else None,
+            # Not when publishing to object storage: no static host's limit applies.
+            host_notice=_say if target is None else None,
+            waiting=None if args.quiet else functools.partial(_waiting, output),
+            reading=args.reading,
+        )
     if output is not None and args.check:  # without a folder, the publish's line says it all
         changes = result.changes
         differs = changes.written + changes.removed
@@ -129,38 +124,44 @@ def _build_and_publish(args: argparse.Namespace) -> int:
             return built
     elif output is not None and not args.quiet:
         print(result.summary(output, time.perf_counter() - started))
-    return 0 if target is None else _publish(args, target, result, show_progress)
+    return 0 if target is None else _publish(args, target, result)
 
 
-def _publish(
-    args: argparse.Namespace, target: Destination, result: Result, show_progress: bool
-) -> int:
+def _publish(args: argparse.Namespace, target: Destination, result: Result) -> int:
     started = time.perf_counter()
-    try:
-        with stoppable():
-            outcome = publish(
-                site_of(result),
-                target,
-                check=args.check,
-                repair=args.repair,
-                max_removals=args.max_removals,
-                workers=args.publish_workers,
-                progress=_show_publishing if show_progress else None,
-                say=None if args.quiet else _notice if show_progress else _say,
-                waiting=args.waiting,
-            )
-    except Interrupted as stop:
-        (_notice if show_progress else _say)(_interrupted(args, stop.signum, target))
-        return 128 + stop.signum
-    finally:
-        if show_progress:
-            _say("\r\x1b[K", end="")
+    with _stage(args, target):
+        outcome = publish(
+            site_of(result),
+            target,
+            check=args.check,
+            repair=args.repair,
+            max_removals=args.max_removals,
+            workers=args.publish_workers,
+            progress=_show_publishing if args.progress else None,
+            say=None if args.quiet else _notice if args.progress else _say,
+            waiting=args.waiting,
+        )
     line = summary(target, outcome, time.perf_counter() - started, args.check)
     if args.check:
         return _report(line, first_changes(outcome.plan), outcome.plan.changes, args.quiet)
     if not args.quiet:
         print(line)
     return 0  # another publish meanwhile made it plan again, not fail (Outcome.plans)
+
+
+@contextmanager
+def _stage(args: argparse.Namespace, target: Destination | None = None) -> Iterator[None]:
+    """A build, or the publish to ``target``: Ctrl-C or SIGTERM stop it, said in one line
+    (main picks the exit code); its progress line is cleared after, however it ends."""
+    try:
+        with stoppable():
+            yield
+    except Interrupted as stop:
+        (_notice if args.progress else _say)(_interrupted(args, stop.signum, target))
+        raise
+    finally:
+        if args.progress:
+            _say("\r\x1b[K", end="")  # leave a clean line
 
 
 def _notice(line: str) -> None:
@@ -227,6 +228,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     command = parser()
     args = command.parse_args(argv)
     args.reading = Reading(args.format, args.scale)
+    args.progress = not args.quiet and sys.stderr.isatty()  # drawn on a terminal only
     for name, default in PUBLISHING_ONLY.items():  # None: not given
         if getattr(args, name) is None:
             setattr(args, name, default)
