@@ -257,9 +257,11 @@ class Fenced:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)  # the reads
 
-    async def put(self, path: str, body: bytes, attributes: Mapping[str, str], **how: Any) -> str:
+    async def put(
+        self, path: str, body: bytes, attributes: Mapping[str, str], *, mode: PutMode = "overwrite"
+    ) -> str:
         self.lock.fence()
-        return await self.store.put(path, body, attributes, **how)
+        return await self.store.put(path, body, attributes, mode=mode)
 
     async def delete(self, paths: list[str]) -> None:
         self.lock.fence()
