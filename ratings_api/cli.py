@@ -26,7 +26,7 @@ from typing import Final
 from ratings_api import lock
 from ratings_api.build import Reading, Result, build, count_articles
 from ratings_api.errors import InputError
-from ratings_api.lock import DEFAULT_TIMEOUT, Waiting
+from ratings_api.lock import DEFAULT_TIMEOUT
 from ratings_api.publish import (
     DEFAULT_MAX_REMOVALS,
     DEFAULT_WORKERS,
@@ -139,7 +139,7 @@ def _publish(args: argparse.Namespace, target: Destination, result: Result) -> i
             workers=args.publish_workers,
             progress=_show_publishing if args.progress else None,
             say=None if args.quiet else _notice if args.progress else _say,
-            waiting=args.waiting,
+            lock_timeout=None if args.single_publisher else args.lock_timeout,
         )
     line = summary(target, outcome, time.perf_counter() - started, args.check)
     if args.check:
@@ -246,8 +246,6 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         args.output = DEFAULT_OUTPUT
     if args.lock_timeout < lock.LEASE:  # a dead holder's lock goes stale only after its lease
         command.error(f"--lock-timeout must be at least the lock's lease, {lock.LEASE:g} s")
-    # How to take the lock; None: take none.
-    args.waiting = None if args.single_publisher else Waiting(args.lock_timeout)
     return args
 
 

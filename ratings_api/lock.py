@@ -74,13 +74,6 @@ def clock() -> float:
 
 
 @dataclass(frozen=True)
-class Waiting:
-    """How long a publish waits for another's lock."""
-
-    timeout: float = DEFAULT_TIMEOUT
-
-
-@dataclass(frozen=True)
 class Body:
     """A lock's body as read: its token, its lease, whether released, and who it names."""
 
@@ -130,8 +123,8 @@ class Lock:
     data: bytes = b""  # its body, as last written
     renewed: float = -float("inf")  # when the last renewal that landed was sent
 
-    async def take(self, waiting: Waiting) -> None:
-        """Take the lock: at once if free, released or stale, else wait for it."""
+    async def take(self, timeout: float) -> None:
+        """Take the lock: at once if free, released or stale, else wait for it up to ``timeout`` s."""
         started = self.clock()
         said, seen, since = -float(SAY_EVERY), Got(b"", ""), started
         while True:
@@ -150,16 +143,16 @@ class Lock:
                     return
                 continue
             waited = self.clock() - started
-            if waited >= waiting.timeout:
+            if waited >= timeout:
                 raise InputError(
                     f"{self.destination}: another publish holds the lock ({other.holder}); "
-                    f"waited {waiting.timeout:g} s (--lock-timeout); nothing was changed"
+                    f"waited {timeout:g} s (--lock-timeout); nothing was changed"
                 )
             if waited - said >= SAY_EVERY:
                 said = waited
                 self.say(
                     f"{self.destination}: waiting for the lock held by {other.holder} "
-                    f"({waited:.0f} of {waiting.timeout:g} s)"
+                    f"({waited:.0f} of {timeout:g} s)"
                 )
             await self.sleep(POLL)
 
@@ -268,9 +261,10 @@ class Fenced:
         await self.store.delete(paths)
 
 
-async def locked(lock: Lock, waiting: Waiting, work: Callable[[], Awaitable[T]]) -> T:
-    """Take ``lock``, check the store, run ``work`` holding it, release it."""
-    await lock.take(waiting)
+async def locked(lock: Lock, timeout: float, work: Callable[[], Awaitable[T]]) -> T:
+    """Take ``lock`` (waiting up to ``timeout`` s), check the store, run ``work`` holding it,
+    release it."""
+    await lock.take(timeout)
     try:
         await lock.check()
         result = await lock.holding(work())

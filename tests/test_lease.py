@@ -30,7 +30,7 @@ from ratings_api import lock
 from ratings_api.bucket_state import Site
 from ratings_api.cli import main
 from ratings_api.errors import InputError
-from ratings_api.lock import LEASE, LOCK_NAME, MAX_LEASE, POLL, Lock, Waiting, read_body
+from ratings_api.lock import DEFAULT_TIMEOUT, LEASE, LOCK_NAME, MAX_LEASE, POLL, Lock, read_body
 from ratings_api.store import Store
 from tests.memorystore import Before, Memory, Seen
 from tests.test_state_chain import TARGET, assert_holds, lies, publication, site_of_numbers
@@ -139,7 +139,7 @@ def run_together(memory: Memory, publishes: list[tuple[Site, Faults, float, floa
             if not (await run.plan_only(read)).plan.changes:
                 return "current"
             run.store = Paused(lock.Fenced(process, held), process)  # type: ignore[arg-type]
-            await lock.locked(held, Waiting(), lambda: run.carry_out(read, again=True))
+            await lock.locked(held, DEFAULT_TIMEOUT, lambda: run.carry_out(read, again=True))
         except Killed:
             return "killed"
         except (InputError, GenericError) as error:
@@ -273,7 +273,7 @@ def test_a_dead_holders_lock_is_taken_over_after_the_lease_its_body_gives(
     memory, now, said, timeout = Memory(), [0.0], [], MAX_LEASE + 60
     memory.put(LOCK_NAME, body)
     taker = waiter(memory, said, now)
-    asyncio.run(taker.take(Waiting(timeout)))
+    asyncio.run(taker.take(timeout))
     assert said == [*waiting(holder, timeout, lease), f"{TARGET}: took over the lock of {holder}"]
     assert lease < now[0] <= lease + POLL
     assert read_body(memory.contents()[LOCK_NAME]).token == taker.body["token"]
@@ -292,7 +292,7 @@ def test_a_takeover_another_publish_made_first_is_not_said() -> None:
             memory.put(LOCK_NAME, released)  # the other's takeover, then its release
 
     taker = waiter(memory, said, now, before)
-    asyncio.run(taker.take(Waiting()))
+    asyncio.run(taker.take(DEFAULT_TIMEOUT))
     assert said == waiting(HOLDER, 600, 0)
     assert read_body(memory.contents()[LOCK_NAME]).token == taker.body["token"]
 
