@@ -11,7 +11,7 @@ empty is unset first: obstore reads them all itself.
 
 from __future__ import annotations
 
-import importlib
+import importlib.util
 import os
 import re
 import urllib.error
@@ -119,13 +119,10 @@ def parse_destination(text: str) -> Destination:
 
 def require_client() -> None:
     """An InputError naming the requirements file if boto3 or obstore is not installed."""
-    try:
-        for name in ("boto3", "obstore"):
-            importlib.import_module(name)
-    except ImportError:
+    if not all(map(importlib.util.find_spec, ("boto3", "obstore"))):  # found, not imported
         raise InputError(
             f"--publish needs boto3 and obstore: pip install 'ratings-api[publish]' (in a checkout: -r {REQUIREMENTS})"
-        ) from None
+        )
 
 
 def open_store(destination: Destination) -> tuple[ObjectStoreAdapter, str]:
