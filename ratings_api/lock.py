@@ -39,7 +39,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 from ratings_api.errors import InputError
 from ratings_api.s3 import REQUEST_MAX, Destination
@@ -73,8 +73,7 @@ def clock() -> float:
     return time.clock_gettime(boottime) if boottime is not None else time.monotonic()
 
 
-@dataclass(frozen=True)
-class Body:
+class Body(NamedTuple):
     """A lock's body as read: its token, its lease, whether released, and who it names."""
 
     token: str

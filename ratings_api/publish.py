@@ -22,7 +22,7 @@ import secrets
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from itertools import chain, islice
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Final, NamedTuple, TypeVar
 
 from ratings_api import bucket_state
 from ratings_api.bucket_state import BucketState, Plan, Site
@@ -132,8 +132,7 @@ async def publishing(run: Publication, lock: Lock, timeout: float | None, check:
     return await locked(lock, timeout, lambda: run.carry_out(read, again=True))
 
 
-@dataclass(frozen=True)
-class Read:
+class Read(NamedTuple):
     """The state as read, with the version (ETag) a write over it is conditional on."""
 
     state: BucketState

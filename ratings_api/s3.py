@@ -16,9 +16,8 @@ import os
 import re
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 from urllib.parse import urlsplit
 
 from ratings_api.errors import InputError
@@ -86,8 +85,7 @@ ERROR_CODE: Final = re.compile(r"<Code>([A-Za-z][A-Za-z0-9.]{0,63})</Code>")
 FULL: Final = re.compile(r"Full|Quota|Insufficient")  # 507 Insufficient Storage, XMinioStorageFull
 
 
-@dataclass(frozen=True)
-class Destination:
+class Destination(NamedTuple):
     """Where to publish: a bucket and a key prefix ("" or without slashes at its ends)."""
 
     bucket: str
