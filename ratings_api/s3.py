@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 from urllib.parse import urlsplit
 
 from ratings_api.errors import InputError
+from ratings_api.rules import url_problem
 from ratings_api.store import ObjectStoreAdapter
 
 if TYPE_CHECKING:
@@ -177,14 +178,8 @@ def _endpoint(session: Session, destination: Destination) -> str | None:
     endpoint = os.environ.get("AWS_ENDPOINT_URL") or session.get_scoped_config().get("endpoint_url")
     if not endpoint:
         return None
-    # A URL obstore can send requests to (it panics on others).
-    try:
-        url = urlsplit(endpoint)  # an unmatched [ or ] raises
-        url.port  # noqa: B018  (a port out of range, or not a number, raises)
-        valid = url.scheme in ("http", "https") and bool(url.hostname)
-    except ValueError:
-        valid = False
-    if not valid or not endpoint.isprintable() or " " in endpoint:
+    # A URL obstore can send requests to (it panics on others): the base URL's rule.
+    if url_problem(endpoint):
         raise InputError(  # not quoted: a key may be written in it
             f"{destination}: the endpoint (AWS_ENDPOINT_URL, or endpoint_url in the AWS config) "
             "is not a URL such as https://HOST[:PORT]"
