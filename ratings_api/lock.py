@@ -155,7 +155,7 @@ class Lock:
                 )
             await self.sleep(POLL)
 
-    async def _write(self, mode: PutMode, released: bool = False) -> Got | None:
+    async def _write(self, mode: PutMode) -> Got | None:
         """Write our body as asked: None once it is ours (landed, or its lost reply
         retried); else the lock as read back (another's, or none: ``Got(b"", "")``).
 
@@ -164,9 +164,7 @@ class Lock:
         write of ours that landed after this one was sent (a renewal cancelled in
         flight): then this write is made again over it."""
         sent = self.clock()
-        self.body = {**self.body, "renewals": self.body.get("renewals", -1) + 1}
-        if released:
-            self.body["released"] = True
+        self.body["renewals"] = self.body.get("renewals", -1) + 1
         data = self.data = json.dumps(self.body, sort_keys=True).encode() + b"\n"
         try:
             self.version = await self.store.put(LOCK_NAME, data, ATTRIBUTES, mode=mode)
@@ -175,7 +173,7 @@ class Lock:
             if got is None or read_body(got.data).token != self.body["token"]:
                 return got or Got(b"", "")
             if got.data != data:
-                return await self._write({"e_tag": got.version}, released)
+                return await self._write({"e_tag": got.version})
             self.version = got.version
         self.renewed = sent
         return None
@@ -236,7 +234,8 @@ class Lock:
 
     async def release(self) -> None:
         """Write a released body over ours, if it is still ours; another's stays."""
-        await self._write({"e_tag": self.version}, released=True)
+        self.body["released"] = True
+        await self._write({"e_tag": self.version})
 
 
 @dataclass
