@@ -20,7 +20,7 @@ import contextlib
 import os
 import secrets
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import chain, islice
 from typing import TYPE_CHECKING, Final, NamedTuple, TypeVar
 
@@ -50,8 +50,7 @@ PROGRESS_EVERY: Final = 100  # uploads between two progress reports
 STATE_ATTRIBUTES: Final = {"Content-Type": "application/gzip", "Cache-Control": "no-store"}
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):
     """What a publish did (or, checking, would do): its last plan, and all its plans made."""
 
     plan: Plan
@@ -111,7 +110,7 @@ def publish(
         line = f"{destination}: waiting for {endpoint}: no request answered for {{}} s"
         watch = stalls(lambda: store.requests, line, say)
         outcome = run_stoppable(publishing(run, lock, lock_timeout, check), watch)
-        return replace(outcome, requests=store.requests)
+        return outcome._replace(requests=store.requests)
     except (BotoCoreError, BaseError, FileNotFoundError) as error:
         # The libraries' own messages may quote a request or a key: ours name no secret.
         raise InputError(explain(destination, error, endpoint)) from None
