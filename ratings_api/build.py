@@ -121,8 +121,8 @@ def render_site(
         raise InputError("this looks like CSV: add --format csv", name, 1, 1)
     else:
         catalogue = loader.load(name, data)
-    settings = name if form == "yaml" else None  # CSV holds no base_url
-    url = resolve_base_url(settings, base_url, environ, catalogue, fallback)
+    # A CSV input holds no base_url: no file to name where it is missing.
+    url = resolve_base_url(name if form == "yaml" else None, base_url, environ, catalogue, fallback)
     extras = {**describe_files(catalogue, url), **hosting_files(), **embed_files(catalogue)}
     return Result(len(catalogue.ids), Changes(), catalogue, Renderer(url), extras)
 
