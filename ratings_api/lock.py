@@ -184,11 +184,8 @@ class Lock:
         Each writes our body again: where the store ignores the condition, the lock is
         still ours, its ETag (an MD5) the same, and it is released as it should be.
         """
-        checks: tuple[tuple[str, PutMode], ...] = (
-            ("If-None-Match", "create"),
-            ("If-Match", {"e_tag": NO_SUCH_TAG}),
-        )
-        for condition, mode in checks:
+        checks: dict[str, PutMode] = {"If-None-Match": "create", "If-Match": {"e_tag": NO_SUCH_TAG}}
+        for condition, mode in checks.items():
             try:
                 await self.store.put(LOCK_NAME, self.data, ATTRIBUTES, mode=mode)
             except Refused:
