@@ -23,18 +23,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Final
 
-from ratings_api import lock
+from ratings_api import lock, publish
 from ratings_api.build import Reading, Result, build, count_articles
 from ratings_api.errors import InputError
-from ratings_api.lock import DEFAULT_TIMEOUT
-from ratings_api.publish import (
-    DEFAULT_MAX_REMOVALS,
-    DEFAULT_WORKERS,
-    first_changes,
-    publish,
-    site_of,
-    summary,
-)
 from ratings_api.rules import INT_TEXT
 from ratings_api.running import Interrupted, stoppable
 from ratings_api.s3 import Destination, parse_destination, require_client
@@ -53,9 +44,9 @@ MAX_WORKERS: Final = 256
 # they would do nothing, silently (a user could believe a bucket was repaired).
 PUBLISHING_ONLY: Final = {
     "repair": False,
-    "max_removals": DEFAULT_MAX_REMOVALS,
-    "publish_workers": DEFAULT_WORKERS,
-    "lock_timeout": DEFAULT_TIMEOUT,
+    "max_removals": publish.DEFAULT_MAX_REMOVALS,
+    "publish_workers": publish.DEFAULT_WORKERS,
+    "lock_timeout": lock.DEFAULT_TIMEOUT,
     "single_publisher": False,
 }
 
@@ -130,8 +121,8 @@ def _build_and_publish(args: argparse.Namespace) -> int:
 def _publish(args: argparse.Namespace, target: Destination, result: Result) -> int:
     started = time.perf_counter()
     with _stage(args, target):
-        outcome = publish(
-            site_of(result),
+        outcome = publish.publish(
+            publish.site_of(result),
             target,
             check=args.check,
             repair=args.repair,
@@ -141,9 +132,9 @@ def _publish(args: argparse.Namespace, target: Destination, result: Result) -> i
             say=None if args.quiet else _notice if args.progress else _say,
             lock_timeout=None if args.single_publisher else args.lock_timeout,
         )
-    line = summary(target, outcome, time.perf_counter() - started, args.check)
+    line = publish.summary(target, outcome, time.perf_counter() - started, args.check)
     if args.check:
-        return _report(line, first_changes(outcome.plan), outcome.plan.changes, args.quiet)
+        return _report(line, publish.first_changes(outcome.plan), outcome.plan.changes, args.quiet)
     if not args.quiet:
         print(line)
     return 0  # another publish meanwhile made it plan again, not fail (Outcome.plans)
@@ -316,7 +307,7 @@ def parser() -> argparse.ArgumentParser:
         type=_count,
         metavar="N",
         help=f"stop before changing anything if a publish would remove more than N "
-        f"files (default: {DEFAULT_MAX_REMOVALS})",
+        f"files (default: {publish.DEFAULT_MAX_REMOVALS})",
     )
     add(
         "--repair",
@@ -329,12 +320,12 @@ def parser() -> argparse.ArgumentParser:
         "--publish-workers",
         type=_workers,
         metavar="N",
-        help=f"uploads at once, 1 to {MAX_WORKERS} (default: {DEFAULT_WORKERS})",
+        help=f"uploads at once, 1 to {MAX_WORKERS} (default: {publish.DEFAULT_WORKERS})",
     )
     add = command.add_argument_group("one publish at a time").add_argument
     timeout = (
         f"wait up to SECONDS for another publish's lock, at least its lease ({lock.LEASE:g}; "
-        f"default: {DEFAULT_TIMEOUT})"
+        f"default: {lock.DEFAULT_TIMEOUT})"
     )
     add("--lock-timeout", type=_count, metavar="SECONDS", help=timeout)
     add(
