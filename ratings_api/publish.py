@@ -310,13 +310,12 @@ class Publication:
 
 def summary(destination: Destination, outcome: Outcome, seconds: float, check: bool) -> str:
     """The summary line of a publish: what all its plans did, and what the last left alone."""
-    requests = outcome.requests
     verbs = ("to upload", "to remove") if check else ("uploaded", "removed")
     again = "; planned {} times, as another publish wrote the state meanwhile"
     return (
         f"{'checked' if check else 'published'} {destination}: {outcome.uploaded:,} {verbs[0]}, "
         f"{outcome.removed:,} {verbs[1]}, {outcome.plan.unchanged:,} unchanged; "
-        f"{requests:,} request{'' if requests == 1 else 's'} in {seconds:.2f} s"
+        f"{outcome.requests:,} request{'' if outcome.requests == 1 else 's'} in {seconds:.2f} s"
         + (again.format(outcome.plans) if outcome.plans > 1 else "")
     )
 
