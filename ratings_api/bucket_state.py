@@ -27,7 +27,7 @@ from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import chain
-from typing import Final
+from typing import Final, NamedTuple
 
 from ratings_api.contract import ARTICLES_PATH, CACHE_CONTROL
 from ratings_api.errors import InputError
@@ -146,8 +146,7 @@ def _little_endian(column: Sequence[int]) -> array[int] | memoryview:
 # The site, and the plan that makes a bucket hold it
 
 
-@dataclass(frozen=True)
-class Site:
+class Site(NamedTuple):
     """The files a publish puts in the bucket: the documents, rendered when asked, and the rest."""
 
     catalogue: Catalogue
@@ -167,8 +166,7 @@ class Site:
         return self.render(numbers.ids[place], numbers.sums[place], numbers.counts[place])
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(NamedTuple):
     """The uploads and removals that make a bucket hold a site."""
 
     ids: Sequence[int]  # the catalogue's, recorded by numbers: the documents' paths
@@ -243,7 +241,7 @@ def listed_state(site: Site, listed: Mapping[str, str], recorded: set[str]) -> B
         if path in recorded or path in local.files or document_id(path) is not None
     }
     same = array("q")
-    for path, place in site.documents() if local.ids else ():
+    for path, place in site.documents():
         if ours.get(path) == _md5(site.body(path, place)):
             same.append(place)
             del ours[path]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from urllib.parse import urlsplit
 
 from ratings_api import csvinput, loader
 from ratings_api.build_lock import OnBuildWait
@@ -15,6 +14,7 @@ from ratings_api.hosting import hosting_files
 from ratings_api.limits import check as check_host_limits
 from ratings_api.loader import Catalogue
 from ratings_api.rating import Renderer
+from ratings_api.rules import url_problem
 from ratings_api.writer import Changes, sync_site
 
 
@@ -121,8 +121,8 @@ def render_site(
         raise InputError("this looks like CSV: add --format csv", name, 1, 1)
     else:
         catalogue = loader.load(name, data)
-    settings = name if form == "yaml" else None  # CSV holds no base_url
-    url = resolve_base_url(settings, base_url, environ, catalogue, fallback)
+    # A CSV input holds no base_url: no file to name where it is missing.
+    url = resolve_base_url(name if form == "yaml" else None, base_url, environ, catalogue, fallback)
     extras = {**describe_files(catalogue, url), **hosting_files(), **embed_files(catalogue)}
     return Result(len(catalogue.ids), Changes(), catalogue, Renderer(url), extras)
 
@@ -163,26 +163,7 @@ def _checked(
     url: str, source: str, path: str | None = None, at: tuple[int, int] | None = None
 ) -> str:
     """``url`` without its trailing slashes, or an InputError naming ``source``."""
-    problem = _url_problem(url)
+    problem = url_problem(url)
     if problem:
         raise InputError(f"{source}: {problem}, found '{url}'", path, *(at or ()))
     return url.rstrip("/")
-
-
-def _url_problem(url: str) -> str | None:
-    if not url.startswith(("http://", "https://")):
-        return "the base URL must start with http:// or https://"
-    if any(char.isspace() or not char.isprintable() for char in url):
-        return "the base URL must not contain spaces or control characters"
-    try:
-        parts = urlsplit(url)
-        port = parts.port  # urllib reads the port only when asked, and may fail then
-    except ValueError as error:  # "Invalid IPv6 URL", "Port out of range 0-65535", ...
-        return f"the base URL cannot be read as a URL ({error})"
-    if not parts.hostname:
-        return "the base URL has no host"
-    if port == 0:
-        return "the base URL's port must be a number from 1 to 65535"
-    if parts.query or parts.fragment or url.endswith(("?", "#")):
-        return "the base URL must not have a query or a fragment"
-    return None

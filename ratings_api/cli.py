@@ -19,21 +19,13 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Final
 
-from ratings_api import lock
+from ratings_api import lock, publish
 from ratings_api.build import Reading, Result, build, count_articles
 from ratings_api.errors import InputError
-from ratings_api.lock import DEFAULT_TIMEOUT, Waiting
-from ratings_api.publish import (
-    DEFAULT_MAX_REMOVALS,
-    DEFAULT_WORKERS,
-    first_changes,
-    publish,
-    site_of,
-    summary,
-)
 from ratings_api.rules import INT_TEXT
 from ratings_api.running import Interrupted, stoppable
 from ratings_api.s3 import Destination, parse_destination, require_client
@@ -52,9 +44,9 @@ MAX_WORKERS: Final = 256
 # they would do nothing, silently (a user could believe a bucket was repaired).
 PUBLISHING_ONLY: Final = {
     "repair": False,
-    "max_removals": DEFAULT_MAX_REMOVALS,
-    "publish_workers": DEFAULT_WORKERS,
-    "lock_timeout": DEFAULT_TIMEOUT,
+    "max_removals": publish.DEFAULT_MAX_REMOVALS,
+    "publish_workers": publish.DEFAULT_WORKERS,
+    "lock_timeout": lock.DEFAULT_TIMEOUT,
     "single_publisher": False,
 }
 
@@ -80,6 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as error:
         _say(error)
         return 2
+    except Interrupted as stop:  # said where it stopped (_stage)
+        return 128 + stop.signum
     except (SystemExit, KeyboardInterrupt):  # argparse's exit 2; Ctrl-C before the work
         raise
     except BaseException:  # noqa: BLE001  (a bug: pyo3's PanicException is a BaseException)
@@ -90,32 +84,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _build_and_publish(args: argparse.Namespace) -> int:
     started = time.perf_counter()
-    show_progress = not args.quiet and sys.stderr.isatty()
     output = args.output
-    try:
+    with _stage(args):
         # The --publish target, checked (with its library) before anything is built.
         target = None if args.publish is None else parse_destination(args.publish)
         if target is not None:
             require_client()
-        with stoppable():
-            result = build(
-                args.input,
-                output,  # None when publishing alone: nothing to write, no folder to lock
-                base_url=args.base_url,
-                environ=os.environ,
-                dry_run=args.check,
-                progress=_show_progress if show_progress else None,
-                # Not when publishing to object storage: no static host's limit applies.
-                host_notice=_say if target is None else None,
-                waiting=None if args.quiet else functools.partial(_waiting, output),
-                reading=args.reading,
-            )
-    except Interrupted as stop:
-        (_notice if show_progress else _say)(_interrupted(args, stop.signum))
-        return 128 + stop.signum
-    finally:
-        if show_progress:
-            _say("\r\x1b[K", end="")  # leave a clean line
+        result = build(
+            args.input,
+            output,  # None when publishing alone: nothing to write, no folder to lock
+            base_url=args.base_url,
+            environ=os.environ,
+            dry_run=args.check,
+            progress=_show_progress if args.progress else None,
+            # Not when publishing to object storage: no static host's limit applies.
+            host_notice=_say if target is None else None,
+            waiting=None if args.quiet else functools.partial(_waiting, output),
+            reading=args.reading,
+        )
     if output is not None and args.check:  # without a folder, the publish's line says it all
         changes = result.changes
         differs = changes.written + changes.removed
@@ -129,38 +115,44 @@ def _build_and_publish(args: argparse.Namespace) -> int:
             return built
     elif output is not None and not args.quiet:
         print(result.summary(output, time.perf_counter() - started))
-    return 0 if target is None else _publish(args, target, result, show_progress)
+    return 0 if target is None else _publish(args, target, result)
 
 
-def _publish(
-    args: argparse.Namespace, target: Destination, result: Result, show_progress: bool
-) -> int:
+def _publish(args: argparse.Namespace, target: Destination, result: Result) -> int:
     started = time.perf_counter()
-    try:
-        with stoppable():
-            outcome = publish(
-                site_of(result),
-                target,
-                check=args.check,
-                repair=args.repair,
-                max_removals=args.max_removals,
-                workers=args.publish_workers,
-                progress=_show_publishing if show_progress else None,
-                say=None if args.quiet else _notice if show_progress else _say,
-                waiting=args.waiting,
-            )
-    except Interrupted as stop:
-        (_notice if show_progress else _say)(_interrupted(args, stop.signum, target))
-        return 128 + stop.signum
-    finally:
-        if show_progress:
-            _say("\r\x1b[K", end="")
-    line = summary(target, outcome, time.perf_counter() - started, args.check)
+    with _stage(args, target):
+        outcome = publish.publish(
+            publish.site_of(result),
+            target,
+            check=args.check,
+            repair=args.repair,
+            max_removals=args.max_removals,
+            workers=args.publish_workers,
+            progress=_show_publishing if args.progress else None,
+            say=None if args.quiet else _notice if args.progress else _say,
+            lock_timeout=None if args.single_publisher else args.lock_timeout,
+        )
+    line = publish.summary(target, outcome, time.perf_counter() - started, args.check)
     if args.check:
-        return _report(line, first_changes(outcome.plan), outcome.plan.changes, args.quiet)
+        return _report(line, publish.first_changes(outcome.plan), outcome.plan.changes, args.quiet)
     if not args.quiet:
         print(line)
     return 0  # another publish meanwhile made it plan again, not fail (Outcome.plans)
+
+
+@contextmanager
+def _stage(args: argparse.Namespace, target: Destination | None = None) -> Iterator[None]:
+    """A build, or the publish to ``target``: Ctrl-C or SIGTERM stop it, said in one line
+    (main picks the exit code); its progress line is cleared after, however it ends."""
+    try:
+        with stoppable():
+            yield
+    except Interrupted as stop:
+        (_notice if args.progress else _say)(_interrupted(args, stop.signum, target))
+        raise
+    finally:
+        if args.progress:
+            _say("\r\x1b[K", end="")  # leave a clean line
 
 
 def _notice(line: str) -> None:
@@ -227,6 +219,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     command = parser()
     args = command.parse_args(argv)
     args.reading = Reading(args.format, args.scale)
+    args.progress = not args.quiet and sys.stderr.isatty()  # drawn on a terminal only
     for name, default in PUBLISHING_ONLY.items():  # None: not given
         if getattr(args, name) is None:
             setattr(args, name, default)
@@ -244,8 +237,6 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         args.output = DEFAULT_OUTPUT
     if args.lock_timeout < lock.LEASE:  # a dead holder's lock goes stale only after its lease
         command.error(f"--lock-timeout must be at least the lock's lease, {lock.LEASE:g} s")
-    # How to take the lock; None: take none.
-    args.waiting = None if args.single_publisher else Waiting(args.lock_timeout)
     return args
 
 
@@ -316,7 +307,7 @@ def parser() -> argparse.ArgumentParser:
         type=_count,
         metavar="N",
         help=f"stop before changing anything if a publish would remove more than N "
-        f"files (default: {DEFAULT_MAX_REMOVALS})",
+        f"files (default: {publish.DEFAULT_MAX_REMOVALS})",
     )
     add(
         "--repair",
@@ -329,12 +320,12 @@ def parser() -> argparse.ArgumentParser:
         "--publish-workers",
         type=_workers,
         metavar="N",
-        help=f"uploads at once, 1 to {MAX_WORKERS} (default: {DEFAULT_WORKERS})",
+        help=f"uploads at once, 1 to {MAX_WORKERS} (default: {publish.DEFAULT_WORKERS})",
     )
     add = command.add_argument_group("one publish at a time").add_argument
     timeout = (
         f"wait up to SECONDS for another publish's lock, at least its lease ({lock.LEASE:g}; "
-        f"default: {DEFAULT_TIMEOUT})"
+        f"default: {lock.DEFAULT_TIMEOUT})"
     )
     add("--lock-timeout", type=_count, metavar="SECONDS", help=timeout)
     add(

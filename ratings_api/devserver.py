@@ -123,8 +123,8 @@ def _listen(host: str, port: int, handler: type[WSGIRequestHandler]) -> _Server:
         host.encode("idna")
         return _Server((host, port), handler)
     except UnicodeError as error:
-        reason = error.__cause__ or error  # the codec's own words, without its wrapping
-        raise InputError(f"--host {host}: not a host name ({reason})") from None
+        # The codec's own words (the cause), without its wrapping.
+        raise InputError(f"--host {host}: not a host name ({error.__cause__ or error})") from None
     except OverflowError:
         raise InputError(f"--port {port}: a port is a number from 0 to 65535") from None
     except OSError as error:

@@ -39,7 +39,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 from ratings_api.errors import InputError
 from ratings_api.s3 import REQUEST_MAX, Destination
@@ -73,15 +73,7 @@ def clock() -> float:
     return time.clock_gettime(boottime) if boottime is not None else time.monotonic()
 
 
-@dataclass(frozen=True)
-class Waiting:
-    """How long a publish waits for another's lock."""
-
-    timeout: float = DEFAULT_TIMEOUT
-
-
-@dataclass(frozen=True)
-class Body:
+class Body(NamedTuple):
     """A lock's body as read: its token, its lease, whether released, and who it names."""
 
     token: str
@@ -130,8 +122,8 @@ class Lock:
     data: bytes = b""  # its body, as last written
     renewed: float = -float("inf")  # when the last renewal that landed was sent
 
-    async def take(self, waiting: Waiting) -> None:
-        """Take the lock: at once if free, released or stale, else wait for it."""
+    async def take(self, timeout: float) -> None:
+        """Take the lock: at once if free, released or stale, else wait for it up to ``timeout`` s."""
         started = self.clock()
         said, seen, since = -float(SAY_EVERY), Got(b"", ""), started
         while True:
@@ -150,20 +142,20 @@ class Lock:
                     return
                 continue
             waited = self.clock() - started
-            if waited >= waiting.timeout:
+            if waited >= timeout:
                 raise InputError(
                     f"{self.destination}: another publish holds the lock ({other.holder}); "
-                    f"waited {waiting.timeout:g} s (--lock-timeout); nothing was changed"
+                    f"waited {timeout:g} s (--lock-timeout); nothing was changed"
                 )
             if waited - said >= SAY_EVERY:
                 said = waited
                 self.say(
                     f"{self.destination}: waiting for the lock held by {other.holder} "
-                    f"({waited:.0f} of {waiting.timeout:g} s)"
+                    f"({waited:.0f} of {timeout:g} s)"
                 )
             await self.sleep(POLL)
 
-    async def _write(self, mode: PutMode, released: bool = False) -> Got | None:
+    async def _write(self, mode: PutMode) -> Got | None:
         """Write our body as asked: None once it is ours (landed, or its lost reply
         retried); else the lock as read back (another's, or none: ``Got(b"", "")``).
 
@@ -172,9 +164,7 @@ class Lock:
         write of ours that landed after this one was sent (a renewal cancelled in
         flight): then this write is made again over it."""
         sent = self.clock()
-        self.body = {**self.body, "renewals": self.body.get("renewals", -1) + 1}
-        if released:
-            self.body["released"] = True
+        self.body["renewals"] = self.body.get("renewals", -1) + 1
         data = self.data = json.dumps(self.body, sort_keys=True).encode() + b"\n"
         try:
             self.version = await self.store.put(LOCK_NAME, data, ATTRIBUTES, mode=mode)
@@ -183,7 +173,7 @@ class Lock:
             if got is None or read_body(got.data).token != self.body["token"]:
                 return got or Got(b"", "")
             if got.data != data:
-                return await self._write({"e_tag": got.version}, released)
+                return await self._write({"e_tag": got.version})
             self.version = got.version
         self.renewed = sent
         return None
@@ -194,11 +184,8 @@ class Lock:
         Each writes our body again: where the store ignores the condition, the lock is
         still ours, its ETag (an MD5) the same, and it is released as it should be.
         """
-        checks: tuple[tuple[str, PutMode], ...] = (
-            ("If-None-Match", "create"),
-            ("If-Match", {"e_tag": NO_SUCH_TAG}),
-        )
-        for condition, mode in checks:
+        checks: dict[str, PutMode] = {"If-None-Match": "create", "If-Match": {"e_tag": NO_SUCH_TAG}}
+        for condition, mode in checks.items():
             try:
                 await self.store.put(LOCK_NAME, self.data, ATTRIBUTES, mode=mode)
             except Refused:
@@ -244,7 +231,8 @@ class Lock:
 
     async def release(self) -> None:
         """Write a released body over ours, if it is still ours; another's stays."""
-        await self._write({"e_tag": self.version}, released=True)
+        self.body["released"] = True
+        await self._write({"e_tag": self.version})
 
 
 @dataclass
@@ -257,18 +245,21 @@ class Fenced:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)  # the reads
 
-    async def put(self, path: str, body: bytes, attributes: Mapping[str, str], **how: Any) -> str:
+    async def put(
+        self, path: str, body: bytes, attributes: Mapping[str, str], *, mode: PutMode = "overwrite"
+    ) -> str:
         self.lock.fence()
-        return await self.store.put(path, body, attributes, **how)
+        return await self.store.put(path, body, attributes, mode=mode)
 
     async def delete(self, paths: list[str]) -> None:
         self.lock.fence()
         await self.store.delete(paths)
 
 
-async def locked(lock: Lock, waiting: Waiting, work: Callable[[], Awaitable[T]]) -> T:
-    """Take ``lock``, check the store, run ``work`` holding it, release it."""
-    await lock.take(waiting)
+async def locked(lock: Lock, timeout: float, work: Callable[[], Awaitable[T]]) -> T:
+    """Take ``lock`` (waiting up to ``timeout`` s), check the store, run ``work`` holding it,
+    release it."""
+    await lock.take(timeout)
     try:
         await lock.check()
         result = await lock.holding(work())

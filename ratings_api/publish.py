@@ -20,16 +20,16 @@ import contextlib
 import os
 import secrets
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import chain, islice
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Final, NamedTuple, TypeVar
 
 from ratings_api import bucket_state
 from ratings_api.bucket_state import BucketState, Plan, Site
 from ratings_api.contract import CACHE_CONTROL, CONTENT_TYPES, ERROR_TYPE
 from ratings_api.errors import InputError
 from ratings_api.hosting import NOT_FOUND_PAGE, REDIRECTS
-from ratings_api.lock import Fenced, Lock, Say, Waiting, locked
+from ratings_api.lock import DEFAULT_TIMEOUT, Fenced, Lock, Say, locked
 from ratings_api.running import run_stoppable, stalls
 from ratings_api.s3 import Destination, explain, open_store
 from ratings_api.store import Refused, Store
@@ -50,8 +50,7 @@ PROGRESS_EVERY: Final = 100  # uploads between two progress reports
 STATE_ATTRIBUTES: Final = {"Content-Type": "application/gzip", "Cache-Control": "no-store"}
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):
     """What a publish did (or, checking, would do): its last plan, and all its plans made."""
 
     plan: Plan
@@ -91,13 +90,13 @@ def publish(
     workers: int = DEFAULT_WORKERS,
     progress: Progress | None = None,
     say: Say | None = None,
-    waiting: Waiting | None = Waiting(),  # noqa: B008  (frozen)
+    lock_timeout: float | None = DEFAULT_TIMEOUT,
 ) -> Outcome:
     """Make ``destination`` hold the files of ``site``; with ``check``, only plan it. Its
     libraries are there: the command checked them (s3.require_client) before the build.
 
     ``workers``: the uploads in flight at a time. ``say``: the lines while it
-    waits. ``waiting``: how to take the lock; None: take none.
+    waits. ``lock_timeout``: the seconds to wait for another publish's lock; None: take none.
     """
     from botocore.exceptions import BotoCoreError
     from obstore.exceptions import BaseError
@@ -110,15 +109,15 @@ def publish(
         lock = Lock(store, destination, endpoint, say)
         line = f"{destination}: waiting for {endpoint}: no request answered for {{}} s"
         watch = stalls(lambda: store.requests, line, say)
-        outcome = run_stoppable(publishing(run, lock, waiting, check), watch)
-        return replace(outcome, requests=store.requests)
+        outcome = run_stoppable(publishing(run, lock, lock_timeout, check), watch)
+        return outcome._replace(requests=store.requests)
     except (BotoCoreError, BaseError, FileNotFoundError) as error:
         # The libraries' own messages may quote a request or a key: ours name no secret.
         raise InputError(explain(destination, error, endpoint)) from None
 
 
-async def publishing(run: Publication, lock: Lock, waiting: Waiting | None, check: bool) -> Outcome:
-    """``run``, holding ``lock`` unless ``waiting`` is None; a publish that finds nothing to
+async def publishing(run: Publication, lock: Lock, timeout: float | None, check: bool) -> Outcome:
+    """``run``, holding ``lock`` unless ``timeout`` is None; a publish that finds nothing to
     do takes none: one request. The state read first is read again, inside the lock,
     only if it changed (If-None-Match)."""
     read = await run.read_state(repair=run.repair)
@@ -126,14 +125,13 @@ async def publishing(run: Publication, lock: Lock, waiting: Waiting | None, chec
         found = await run.plan_only(read)
         if check or not found.plan.changes:
             return found
-    if waiting is None:
+    if timeout is None:
         return await run.carry_out(read)
     run.store = Fenced(run.store, lock)
-    return await locked(lock, waiting, lambda: run.carry_out(read, again=True))
+    return await locked(lock, timeout, lambda: run.carry_out(read, again=True))
 
 
-@dataclass(frozen=True)
-class Read:
+class Read(NamedTuple):
     """The state as read, with the version (ETag) a write over it is conditional on."""
 
     state: BucketState
@@ -312,13 +310,12 @@ class Publication:
 
 def summary(destination: Destination, outcome: Outcome, seconds: float, check: bool) -> str:
     """The summary line of a publish: what all its plans did, and what the last left alone."""
-    requests = outcome.requests
     verbs = ("to upload", "to remove") if check else ("uploaded", "removed")
     again = "; planned {} times, as another publish wrote the state meanwhile"
     return (
         f"{'checked' if check else 'published'} {destination}: {outcome.uploaded:,} {verbs[0]}, "
         f"{outcome.removed:,} {verbs[1]}, {outcome.plan.unchanged:,} unchanged; "
-        f"{requests:,} request{'' if requests == 1 else 's'} in {seconds:.2f} s"
+        f"{outcome.requests:,} request{'' if outcome.requests == 1 else 's'} in {seconds:.2f} s"
         + (again.format(outcome.plans) if outcome.plans > 1 else "")
     )
 

@@ -1,5 +1,5 @@
 """The input rules, each stated once with its message: what an id, an integer, a rating and an
-article's totals may be, whatever the format they come in.
+article's totals may be, whatever the format they come in; and the base URL (``url_problem``).
 
 The readers (loader.py's walker of YAML, csvinput.py) parse their texts with these
 functions and place a ``RuleError`` at the value it names; fastpath.py's columns are
@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
+from urllib.parse import urlsplit
 
 from ratings_api.contract import MAX_ID
 
@@ -141,3 +142,24 @@ def keeps_the_rules(read: Articles, scale: Scale) -> bool:
     except RuleError:
         return False
     return len(set(read.ids)) == len(read.ids)
+
+
+def url_problem(url: str) -> str | None:
+    """What keeps ``url`` from being an absolute http(s) URL to build on, or None: the rule of
+    the base URL, in its words; the endpoint of object storage is held to it too."""
+    if not url.startswith(("http://", "https://")):
+        return "the base URL must start with http:// or https://"
+    if any(char.isspace() or not char.isprintable() for char in url):
+        return "the base URL must not contain spaces or control characters"
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # urllib reads the port only when asked, and may fail then
+    except ValueError as error:  # "Invalid IPv6 URL", "Port out of range 0-65535", ...
+        return f"the base URL cannot be read as a URL ({error})"
+    if not parts.hostname:
+        return "the base URL has no host"
+    if port == 0:
+        return "the base URL's port must be a number from 1 to 65535"
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        return "the base URL must not have a query or a fragment"
+    return None

@@ -39,10 +39,8 @@ class Interrupted(BaseException):
 @contextmanager
 def stoppable() -> Iterator[None]:
     """Ctrl-C and SIGTERM raise Interrupted at once, until the block ends."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # only the main thread may set handlers
-        return
-    previous = {number: signal.signal(number, _interrupt) for number in STOP_SIGNALS}
+    main = threading.current_thread() is threading.main_thread()  # only it may set handlers
+    previous = {number: signal.signal(number, _interrupt) for number in STOP_SIGNALS if main}
     try:
         yield
     finally:

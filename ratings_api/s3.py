@@ -11,17 +11,17 @@ empty is unset first: obstore reads them all itself.
 
 from __future__ import annotations
 
-import importlib
+import importlib.util
 import os
 import re
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 from urllib.parse import urlsplit
 
 from ratings_api.errors import InputError
+from ratings_api.rules import url_problem
 from ratings_api.store import ObjectStoreAdapter
 
 if TYPE_CHECKING:
@@ -86,8 +86,7 @@ ERROR_CODE: Final = re.compile(r"<Code>([A-Za-z][A-Za-z0-9.]{0,63})</Code>")
 FULL: Final = re.compile(r"Full|Quota|Insufficient")  # 507 Insufficient Storage, XMinioStorageFull
 
 
-@dataclass(frozen=True)
-class Destination:
+class Destination(NamedTuple):
     """Where to publish: a bucket and a key prefix ("" or without slashes at its ends)."""
 
     bucket: str
@@ -119,13 +118,10 @@ def parse_destination(text: str) -> Destination:
 
 def require_client() -> None:
     """An InputError naming the requirements file if boto3 or obstore is not installed."""
-    try:
-        for name in ("boto3", "obstore"):
-            importlib.import_module(name)
-    except ImportError:
+    if not all(map(importlib.util.find_spec, ("boto3", "obstore"))):  # found, not imported
         raise InputError(
             f"--publish needs boto3 and obstore: pip install 'ratings-api[publish]' (in a checkout: -r {REQUIREMENTS})"
-        ) from None
+        )
 
 
 def open_store(destination: Destination) -> tuple[ObjectStoreAdapter, str]:
@@ -182,14 +178,8 @@ def _endpoint(session: Session, destination: Destination) -> str | None:
     endpoint = os.environ.get("AWS_ENDPOINT_URL") or session.get_scoped_config().get("endpoint_url")
     if not endpoint:
         return None
-    # A URL obstore can send requests to (it panics on others).
-    try:
-        url = urlsplit(endpoint)  # an unmatched [ or ] raises
-        url.port  # noqa: B018  (a port out of range, or not a number, raises)
-        valid = url.scheme in ("http", "https") and bool(url.hostname)
-    except ValueError:
-        valid = False
-    if not valid or not endpoint.isprintable() or " " in endpoint:
+    # A URL obstore can send requests to (it panics on others): the base URL's rule.
+    if url_problem(endpoint):
         raise InputError(  # not quoted: a key may be written in it
             f"{destination}: the endpoint (AWS_ENDPOINT_URL, or endpoint_url in the AWS config) "
             "is not a URL such as https://HOST[:PORT]"

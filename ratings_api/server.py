@@ -61,15 +61,13 @@ UNSERVABLE: Final = frozenset(
 def route(url: str) -> tuple[str, bool] | None:
     """The file that the URL path ``url`` may name, relative to the root, and whether the
     URL is an article's rating without its trailing slash; None when it can name none."""
-    if len(url) > MAX_URL_PATH:
+    if len(url) > MAX_URL_PATH or not url.startswith("/"):
         return None
     article = ARTICLE_URL.fullmatch(url)
     if article:
         return f"{contract.ARTICLES_PATH}/{article[1]}/rating/index.json", not article[2]
     # The generator's folder: nothing there but the ratings (/AWAY/ too: a disk may ignore case).
     if f"{url.lower()}/".startswith(ARTICLES_FOLDER):
-        return None
-    if not url.startswith("/"):
         return None
     # A folder's page, as static hosts serve it.
     relative = f"{url[1:]}index.html" if url.endswith("/") else url[1:]

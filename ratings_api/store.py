@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from obstore import PutMode
@@ -25,8 +25,7 @@ class Refused(Exception):  # noqa: N818  (an answer, not a failure)
     """The store refused a conditional write: the object is not (or is) there as asked."""
 
 
-@dataclass(frozen=True)
-class Got:
+class Got(NamedTuple):
     """An object read: its bytes and version (ETag)."""
 
     data: bytes

@@ -24,14 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from ratings_api.build_lock import (
-    TEMP_FILE,
-    OnBuildWait,
-    build_lock,
-    real_folder,
-    remove_file,
-    symlink_error,
-)
+from ratings_api import build_lock
 from ratings_api.contract import ARTICLES_PATH
 from ratings_api.errors import InputError
 from ratings_api.loader import Catalogue
@@ -94,7 +87,7 @@ def sync_site(
     extras: Mapping[str, bytes] | None = None,
     dry_run: bool = False,
     progress: Callable[[int], None] | None = None,
-    waiting: OnBuildWait | None = None,
+    waiting: build_lock.OnBuildWait | None = None,
 ) -> Changes:
     """Write each file that differs and remove the stale documents; ``dry_run``: only count.
 
@@ -107,9 +100,9 @@ def sync_site(
         if not dry_run:
             os.makedirs(root, exist_ok=True)
         there = os.path.isdir(root)  # false for a check only: nothing to lock, all to write
-        lock = build_lock(root, write=not dry_run, waiting=waiting)
+        lock = build_lock.build_lock(root, write=not dry_run, waiting=waiting)
         with lock if there else contextlib.nullcontext(None) as folder:
-            tmp = "" if folder is None else os.path.join(folder, TEMP_FILE)
+            tmp = "" if folder is None else os.path.join(folder, build_lock.TEMP_FILE)
             writer = _Writer(root, tmp, dry_run)
             stale = _sync_documents(writer, catalogue, render, progress)
             _sync_extras(writer, extras or {})
@@ -159,7 +152,7 @@ def _sync_document(writer: _Writer, folder: str, body: bytes, there: bool) -> No
         writer.changes.unchanged += 1
         return
     if there and not writer.dry_run:  # listed by _entries, no link: its rating folder checked
-        real_folder(f"{folder}/rating", create=True)
+        build_lock.real_folder(f"{folder}/rating", create=True)
     elif not writer.dry_run:  # a new article: its folders are made, no question asked
         os.mkdir(folder)
         os.mkdir(f"{folder}/rating")
@@ -172,7 +165,7 @@ def _entries(articles: str) -> set[str]:
     with os.scandir(articles) as entries:
         for entry in entries:
             if entry.is_symlink() and ID_TEXT.fullmatch(entry.name):
-                raise symlink_error(entry.path)
+                raise build_lock.symlink_error(entry.path)
             names.add(entry.name)
     return names
 
@@ -209,7 +202,8 @@ def _folders(root: str, path: str, *, create: bool) -> bool:
     """Whether each folder of ``path`` below ``root`` is there (made if ``create``), no link."""
     parts = path.split("/")
     return all(
-        real_folder(os.path.join(root, *parts[: n + 1]), create=create) for n in range(len(parts))
+        build_lock.real_folder(os.path.join(root, *parts[: n + 1]), create=create)
+        for n in range(len(parts))
     )
 
 
@@ -242,7 +236,7 @@ def _remove_old_state(writer: _Writer) -> None:
     for name in names:
         path = os.path.join(writer.root, name)
         if not writer.dry_run:
-            remove_file(path)
+            build_lock.remove_file(path)
         writer.changes.removed += 1
         writer.changes.example(path)
 

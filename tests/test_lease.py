@@ -30,7 +30,7 @@ from ratings_api import lock
 from ratings_api.bucket_state import Site
 from ratings_api.cli import main
 from ratings_api.errors import InputError
-from ratings_api.lock import LEASE, LOCK_NAME, MAX_LEASE, POLL, Lock, Waiting, read_body
+from ratings_api.lock import DEFAULT_TIMEOUT, LEASE, LOCK_NAME, MAX_LEASE, POLL, Lock, read_body
 from ratings_api.store import Store
 from tests.memorystore import Memory, Seen
 from tests.test_state_chain import TARGET, assert_holds, lies, publication, site_of_numbers
@@ -134,7 +134,7 @@ def run_together(memory: Memory, publishes: list[tuple[Site, Faults, float, floa
             if not (await run.plan_only(read)).plan.changes:
                 return "current"
             run.store = Paused(lock.Fenced(process, held), process)  # type: ignore[arg-type]
-            await lock.locked(held, Waiting(), lambda: run.carry_out(read, again=True))
+            await lock.locked(held, DEFAULT_TIMEOUT, lambda: run.carry_out(read, again=True))
         except Killed:
             return "killed"
         except (InputError, GenericError) as error:
@@ -265,7 +265,7 @@ def test_a_dead_holders_lock_is_taken_over_after_the_lease_its_body_gives(case: 
     taker = Lock(
         Seen(memory, before), TARGET, "memory", said.append, clock=lambda: now[0], sleep=sleep
     )
-    asyncio.run(taker.take(Waiting(timeout)))
+    asyncio.run(taker.take(timeout))
     took = [] if first else [f"{TARGET}: took over the lock of {holder}"]
     waiting = f"{TARGET}: waiting for the lock held by {holder} ({{}} of {timeout:g} s)"
     assert said == [*(waiting.format(n) for n in range(0, int(lease) + 1, 10)), *took]  # each 10 s

@@ -236,7 +236,7 @@ PLANS: Final = {  # the state, the site, the files to upload and to remove
     ),
     "another-base-url": (
         published(OLD),
-        replace(site_of_numbers(FOUR), render=Renderer("https://other.example")),
+        site_of_numbers(FOUR)._replace(render=Renderer("https://other.example")),
         [document(n) for n in FOUR],
         [],
     ),
