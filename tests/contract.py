@@ -16,9 +16,8 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from email.message import Message
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 from wsgiref.util import setup_testing_defaults
 
 from filelock import FileLock
@@ -178,14 +177,14 @@ class Host:
         after_head: float = 0.0,
     ) -> Reply:
         """The host's answer to ``method`` on ``target``, sent byte for byte as no client would
-        tidy it (a host in this process is asked directly); ``after_head``: raw_request's."""
+        tidy it (a host in this process is asked directly); ``after_head``: request's."""
         target = target.encode() if isinstance(target, str) else target
         if self.answer is not None:
             return self.answer(method, target, headers or {})
         if self.restart and self.process and self.process.poll() is not None:
             fresh = self.restart()  # on a new port
             self.port, self.process, self.log = fresh.port, fresh.process, fresh.log
-        return raw_request(self.port, target, method, headers, body, timeout, after_head)
+        return request(self.port, method, target, headers, body, timeout, after_head)
 
     @property
     def address(self) -> str:
@@ -297,7 +296,7 @@ def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
         process.kill()
         process.wait()
     deadline = time.monotonic() + STOP_SECONDS
-    while started := {pid for pid in started if running(pid)}:
+    while started := {pid for pid in started if (stat(pid) or ["Z"])[0] != "Z"}:  # Z: exited
         for pid in started if time.monotonic() > deadline else ():
             with contextlib.suppress(ProcessLookupError):  # it may exit meanwhile
                 os.kill(pid, signal.SIGKILL)
@@ -311,12 +310,6 @@ def stat(pid: int) -> list[str] | None:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return None
-
-
-def running(pid: int) -> bool:
-    """Whether process ``pid`` exists and has not exited (a zombie has)."""
-    fields = stat(pid)
-    return fields is not None and fields[0] != "Z"
 
 
 def wait_answering(port: int) -> None:
@@ -347,15 +340,16 @@ def process_tree(root: int) -> set[int]:
 # A client
 
 
-@dataclass
-class Reply:
+class Reply(NamedTuple):
+    """An answer: its status, its headers in the order sent, its body."""
+
     status: int
-    headers: Message
+    headers: list[tuple[str, str]]
     body: bytes
 
     def header(self, name: str) -> str | None:
         """The header's value; a header sent twice is a failure, not a choice."""
-        values = self.headers.get_all(name) or []
+        values = [value for sent, value in self.headers if sent.lower() == name.lower()]
         assert len(values) <= 1, f"{name} sent {len(values)} times: {values}"
         return values[0] if values else None
 
@@ -363,18 +357,7 @@ class Reply:
 def request(
     port: int,
     method: str,
-    path: str,
-    headers: Mapping[str, str] | None = None,
-    body: bytes | None = None,
-    timeout: float = REQUEST_SECONDS,
-) -> Reply:
-    return raw_request(port, path.encode(), method, headers, body, timeout)
-
-
-def raw_request(
-    port: int,
-    target: bytes,
-    method: str = "GET",
+    target: str | bytes,
     headers: Mapping[str, str] | None = None,
     body: bytes | None = None,
     timeout: float = REQUEST_SECONDS,
@@ -387,6 +370,7 @@ def raw_request(
     headers (nothing, by HTTP) is read to the end, or for ``after_head`` seconds where the
     server keeps it open (workerd does): HEAD_SECONDS where a check asks for it.
     """
+    target = target.encode() if isinstance(target, str) else target
     sent = {"Host": f"127.0.0.1:{port}", "Accept-Encoding": "identity", **(headers or {})}
     if body is not None or method in ("POST", "PUT"):
         sent["Content-Length"] = str(len(body or b""))
@@ -398,21 +382,21 @@ def raw_request(
         try:
             response.begin()
             if method != "HEAD":
-                return Reply(response.status, response.headers, response.read())
+                return Reply(response.status, response.getheaders(), response.read())
             body = b""
             if after_head:
                 connection.settimeout(after_head)
                 with contextlib.suppress(TimeoutError):
                     while chunk := response.fp.read1(65536):
                         body += chunk
-            return Reply(response.status, response.headers, body)
+            return Reply(response.status, response.getheaders(), body)
         finally:
             response.close()
 
 
 def call_app(
     app: WSGIApplication, method: str, target: bytes, headers: Mapping[str, str] | None = None
-) -> tuple[int, list[tuple[str, str]], bytes]:
+) -> Reply:
     """The app's answer to ``target``, called in this process as gunicorn calls it (PEP 3333)."""
     path, _, query = target.partition(b"?")
     environ = {
@@ -431,20 +415,7 @@ def call_app(
     chunks = app(environ, lambda status, sent, *_: said.append((status, sent)))
     body = b"".join(chunks)
     getattr(chunks, "close", lambda: None)()  # the file it read from
-    return int(said[0][0].split()[0]), said[0][1], body
-
-
-def reply(status: int, headers: Iterable[tuple[str, str]], body: bytes) -> Reply:
-    """A reply from its parts, as a host in this process gives them."""
-    message = Message()
-    for name, value in headers:
-        message[name] = value
-    return Reply(status, message, body)
-
-
-def app_answer(app: WSGIApplication) -> Answer:
-    """The app as a host in this process: called as gunicorn calls it."""
-    return lambda method, target, headers: reply(*call_app(app, method, target, headers))
+    return Reply(int(said[0][0].split()[0]), said[0][1], body)
 
 
 # tests/hosts-contract.md's table

@@ -33,11 +33,10 @@ from tests.contract import (
     USER_FILES,
     Host,
     Reply,
-    app_answer,
+    call_app,
     hermetic_environ,
     make_project,
     read_differences,
-    reply,
     run_installer,
     run_ok,
     start,
@@ -88,7 +87,7 @@ def started(
 def start_app(folder: Path) -> Host:
     """The app, called in this process as gunicorn calls it, on the contract's test project."""
     site = build_project(folder)
-    answer = app_answer(create_app(str(site)))
+    answer = functools.partial(call_app, create_app(str(site)))
     return Host("the app", 0, site, BASE_URL, None, folder / "no.log", answer=answer)
 
 
@@ -449,7 +448,7 @@ def start_cloudfront(folder: Path) -> Host:
         sent = [(name, value["value"]) for name, value in result["headers"].items()]
         # CloudFront says the body's length, and sends none after HEAD.
         sent.append(("Content-Length", str(len(body))))
-        return reply(result["statusCode"], sent, b"" if method == "HEAD" else body)
+        return Reply(result["statusCode"], sent, b"" if method == "HEAD" else body)
 
     cloudfront = Host("CloudFront", 0, site, BASE_URL, None, function.log, answer=answer)
     cloudfront.differences, cloudfront.methods = DIFFERENCES["CloudFront"], CLOUDFRONT_METHODS

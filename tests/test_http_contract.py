@@ -609,7 +609,7 @@ def _traversals(host: Host, point: str, targets: tuple[bytes, ...]) -> object:
             said.append(STOPS)
             continue
         reply = host.request("GET", target)
-        answer = bytes(reply.headers) + reply.body
+        answer = str(reply.headers).encode() + reply.body
         assert SECRET not in answer
         assert b"root:" not in answer
         said.append(found(reply, host.document(7)))  # the document, inside the root, at most
