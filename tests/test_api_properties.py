@@ -15,7 +15,7 @@ from typing import Final
 
 import pytest
 
-from tests.api_checks import CHECKED_LOG, LISTED, MAX_ID, RATINGS, UNLISTED
+from tests.api_checks import CHECKED_LOG, LISTED, MAX_ID, RATINGS, SITE, UNLISTED
 from tests.served import hermetic_environ, serving
 
 # A server (`--serve`) and Schemathesis's own command line: not the app in-process.
@@ -37,44 +37,39 @@ parameters."path.id" = {{ dictionary = "article-ids", probability = 0.5 }}
 
 
 def test_schemathesis_finds_nothing_and_ran_the_catalogue_check(tmp_path: Path) -> None:
-    """One ``schemathesis run`` against ``--serve``, as the CLI runs it."""
-    config = tmp_path / "schemathesis.toml"
+    """One ``schemathesis run`` against ``--serve``, as the CLI runs it: it exits 0 (no issue)."""
+    config, checked = tmp_path / "schemathesis.toml", tmp_path / "checked.log"
     config.write_text(CONFIG, encoding="utf-8")
-    checked = tmp_path / "checked.log"
     checked.write_text("")
-    environ = hermetic_environ() | {
-        "HYPOTHESIS_STORAGE_DIRECTORY": str(tmp_path / "hypothesis"),  # not in the checkout
-        "NO_COLOR": "1",
-        "COLUMNS": "100",
-        CHECKED_LOG: str(checked),
-    }
-    (tmp_path / "project").mkdir()
     # No base URL anywhere: the build uses the served address, so the
     # document's server is the one the tests talk to.
-    with serving(tmp_path / "project", RATINGS) as served:
+    with serving(tmp_path, RATINGS) as served:
+        environ = hermetic_environ() | {
+            "HYPOTHESIS_STORAGE_DIRECTORY": str(tmp_path / "hypothesis"),  # not in the checkout
+            "NO_COLOR": "1",
+            "COLUMNS": "100",
+            CHECKED_LOG: str(checked),
+            SITE: str(served.site),
+        }
+        command = [sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run"]
+        command += ["--checks", "all", f"{served.address}/away/api/openapi.json"]
         done = subprocess.run(
-            [
-                *(sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run"),
-                *("--checks", "all", f"{served.address}/away/api/openapi.json"),
-            ],
+            command,
+            check=False,
             cwd=tmp_path,
             env=environ,
-            check=False,  # the exit code is what the test reads
             capture_output=True,
             text=True,
             timeout=RUN_SECONDS,
         )
     output = done.stdout
-    assert done.returncode == 0, output + done.stderr
-    assert done.stderr == ""
+    assert (done.returncode, done.stderr) == (0, ""), output + done.stderr
     assert "Dictionaries:     1 dictionary / 15 entries\n" in output, output
-    assert re.search(r"\n=+ No issues found in [\d.]+s =+\n$", output), output
     for phase in ("Examples", "Coverage", "Fuzzing"):
         assert f"  ✅ {phase}\n" in output, output
-    cases = re.search(r"\nTest cases:\n  (\d+) generated, (\d+) passed\n", output)
+    cases = re.search(r"\nTest cases:\n  (\d+) generated, \1 passed\n", output)
     assert cases, output
-    assert cases[1] == cases[2]
-    assert int(cases[1]) >= MAX_EXAMPLES, f"only {cases[1]} cases: the run tested little"
+    assert int(cases[1]) >= MAX_EXAMPLES, output  # else the run tested little
     # Proof that Schemathesis loaded the hooks file and ran its check, on listed articles
     # only (an unlisted id answering 200 fails it), the document's examples among them: the
     # best rated, the largest id there can be, and one not rated yet. What the other ids

@@ -400,30 +400,29 @@ def _options(host: Host, path: str) -> object:
 LONG_AGO: Final = "Thu, 01 Jan 1998 00:00:00 GMT"
 
 
-@observes("`If-None-Match` with the `ETag`, GET and HEAD")
-def _if_none_match(host: Host) -> object:
-    said = []
-    for method in ("GET", "HEAD"):
+@observes(
+    "`If-None-Match` with the `ETag`, GET and HEAD",
+    "`If-None-Match: *`, a list, or the weak form of the `ETag`",
+    "`If-None-Match` with the `ETag` and an older or invalid `If-Modified-Since`",
+    "`If-Modified-Since` the `Last-Modified` or later",
+)
+def _conditions(host: Host) -> tuple[object, ...]:
+    assert host.request("GET", R7, {"If-None-Match": '"0-0"'}).body == host.document(7)
+    assert host.request("GET", R7, {"If-Modified-Since": LONG_AGO}).status == 200
+    matched = []
+    for method in ("GET", "HEAD"):  # netlify dev's ETag on HEAD is not GET's
         etag = host.request(method, R7).header("ETag") or ""
         reply = host.request(method, R7, {"If-None-Match": etag})
         if reply.status != 304:
-            said.append(str(reply.status))
+            matched.append(str(reply.status))
             continue
         assert reply.body == b""
         sent = reply.header("ETag")
         with_etag = "with the `ETag`" if sent == etag else f"with `ETag: {sent}`"
-        said.append(f"304 {'without an `ETag`' if sent is None else with_etag}")
-    return one(said)
-
-
-@observes(
-    "`If-None-Match: *`, a list, or the weak form of the `ETag`",
-    "`If-None-Match` with the `ETag` and an older or invalid `If-Modified-Since`",
-)
-def _if_none_match_forms(host: Host) -> tuple[object, object]:
-    assert host.request("GET", R7, {"If-None-Match": '"0-0"'}).body == host.document(7)
-    etag = host.request("GET", R7).header("ETag") or '"none"'
-    said: dict[str, set[str]] = {}
+        matched.append(f"304 {'without an `ETag`' if sent is None else with_etag}")
+    got = host.request("GET", R7)
+    etag, modified = got.header("ETag") or '"none"', got.header("Last-Modified")
+    forms: dict[str, set[str]] = {}
     for form, value in (
         ("`*`", "*"),
         ("a list", f'"0-0", {etag}'),
@@ -432,32 +431,27 @@ def _if_none_match_forms(host: Host) -> tuple[object, object]:
     ):
         reply = host.request("GET", R7, {"If-None-Match": value})
         if reply.status == 200 and not reply.body:
-            said.setdefault(form, set()).add("200 with an empty body")
+            forms.setdefault(form, set()).add("200 with an empty body")
         else:
             assert reply.body == (b"" if reply.status == 304 else host.document(7))
-            said.setdefault(form, set()).add(str(reply.status))
-    statuses = set().union(*said.values())
-    forms = "; ".join(f"{form}: {' or '.join(sorted(found))}" for form, found in said.items())
-    first = [{"If-None-Match": etag, "If-Modified-Since": s} for s in (LONG_AGO, "garbage")]
+            forms.setdefault(form, set()).add(str(reply.status))
+    statuses = set().union(*forms.values())
+    both = [{"If-None-Match": etag, "If-Modified-Since": since} for since in (LONG_AGO, "garbage")]
+    since = []
+    if modified is not None:
+        later = email.utils.parsedate_to_datetime(modified) + datetime.timedelta(days=1)
+        for value in (modified, email.utils.format_datetime(later, usegmt=True)):
+            reply = host.request("GET", R7, {"If-Modified-Since": value})
+            assert reply.body == (b"" if reply.status == 304 else host.document(7))
+            since.append(reply.status)
     return (
-        int(min(statuses)) if statuses in ({"304"}, {"200"}) else forms,
-        one(host.request("GET", R7, headers).status for headers in first),
+        one(matched),
+        int(min(statuses))
+        if statuses in ({"304"}, {"200"})
+        else "; ".join(f"{form}: {' or '.join(sorted(found))}" for form, found in forms.items()),
+        one(host.request("GET", R7, headers).status for headers in both),
+        one(since) if since else "no `Last-Modified` to send",
     )
-
-
-@observes("`If-Modified-Since` the `Last-Modified` or later")
-def _if_modified_since(host: Host) -> object:
-    assert host.request("GET", R7, {"If-Modified-Since": LONG_AGO}).status == 200
-    modified = host.request("GET", R7).header("Last-Modified")
-    if modified is None:
-        return "no `Last-Modified` to send"
-    later = email.utils.parsedate_to_datetime(modified) + datetime.timedelta(days=1)
-    said = []
-    for since in (modified, email.utils.format_datetime(later, usegmt=True)):
-        reply = host.request("GET", R7, {"If-Modified-Since": since})
-        assert reply.body == (b"" if reply.status == 304 else host.document(7))
-        said.append(reply.status)
-    return one(said)
 
 
 def range_said(host: Host, reply: Reply) -> str:
@@ -522,35 +516,33 @@ def _ranges(host: Host) -> list[object]:
 # Other files
 
 
-OTHER_FILES: Final = (
-    ("/", "index.html", "text/html"),  # the front page the build writes
-    ("/away/api/openapi.json", "away/api/openapi.json", "application/json"),
-    ("/CNAME", "CNAME", "application/octet-stream"),
-    ("/robots.txt", "robots.txt", "text/plain"),
-    ("/about/", "about/index.html", "text/html"),
-)
+# Each path, its file, and its type; the front page's policy is on the first two alone.
+OTHER_FILES: Final = {
+    "/": ("index.html", "text/html"),  # the front page the build writes
+    "/index.html": ("index.html", None),  # a redirect on some hosts
+    R7: (DOCUMENT, "application/json"),
+    "/away/api/openapi.json": ("away/api/openapi.json", "application/json"),
+    "/CNAME": ("CNAME", "application/octet-stream"),
+    "/robots.txt": ("robots.txt", "text/plain"),
+    "/about/": ("about/index.html", "text/html"),
+}
 
 
-@observes("the `charset` of HTML and text files")
-def _charset(host: Host) -> object:
-    said = []
-    for path, file, content_type in OTHER_FILES:
+@observes("the `charset` of HTML and text files", "the front page's `Content-Security-Policy`")
+def _other_files(host: Host) -> tuple[object, object]:
+    said, sent = [], []
+    for path, (file, content_type) in OTHER_FILES.items():
         reply = host.request("GET", path)
+        sent.append(reply.header("Content-Security-Policy"))
+        if content_type is None:
+            continue
         assert (reply.status, reply.body) == (200, (host.site / file).read_bytes()), path
         kind, _, parameter = (reply.header("Content-Type") or "").partition("; ")
         assert kind == content_type, reply.header("Content-Type")
-        if kind.startswith("text/"):
-            said.append(f"`{parameter}`")
-    return one(said)
-
-
-@observes("the front page's `Content-Security-Policy`")
-def _front_page_policy(host: Host) -> object:
-    paths = ("/", "/index.html", R7, "/away/api/openapi.json", "/robots.txt", "/about/")
-    sent = [host.request("GET", path).header("Content-Security-Policy") for path in paths]
-    if sent == [FRONT_PAGE_CSP] * 2 + [None] * 4:
-        return POINTS["the front page's `Content-Security-Policy`"]
-    return f"sent {dict(zip(paths, sent, strict=True))}"
+        said += [f"`{parameter}`"] if kind.startswith("text/") else []
+    policy = POINTS["the front page's `Content-Security-Policy`"]
+    ok = sent == [FRONT_PAGE_CSP] * 2 + [None] * 5
+    return one(said), policy if ok else f"sent {dict(zip(OTHER_FILES, sent, strict=True))}"
 
 
 # Requests that try to leave the root, sent byte for byte. A WSGI server
