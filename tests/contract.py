@@ -288,8 +288,7 @@ def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
     after STOP_SECONDS is killed.
     """
     started = process_tree(process.pid) - {process.pid}
-    if process.poll() is None:
-        process.send_signal(sig)
+    process.send_signal(sig)  # none, to a process already reaped
     try:
         process.wait(STOP_SECONDS)
     except subprocess.TimeoutExpired:

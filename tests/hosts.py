@@ -51,7 +51,6 @@ NODE_PROJECT: Final = REPO / "tests" / "hosts-node"
 NODE_BIN: Final = NODE_PROJECT / "node_modules" / ".bin"
 NGINX_CONF: Final = REPO / "deploy" / "nginx.conf"
 NETLIFY_TOML: Final = REPO / "netlify.toml"
-CLOUDFLARE_HEADERS: Final = REPO / "deploy" / "cloudflare-pages" / "_headers"
 CLOUDFLARE_BUILD: Final = REPO / "deploy" / "cloudflare-pages" / "build"
 BASE_URL: Final = "https://ratings.example.com"
 
@@ -242,10 +241,11 @@ BUCKET: Final = "ratings"
 PREFIX: Final = "live"  # a prefix, so that the edges are shown to honour one
 
 
-def bucket_object(site: Path, name: str) -> dict[str, str]:
-    """The file ``name`` of the site as an object under PREFIX, with its headers."""
+def bucket_object(file: Path, name: str) -> dict[str, str]:
+    """``file`` as the object ``name`` under PREFIX, with the headers --publish gives it."""
     kind = "text/plain; charset=utf-8" if name.endswith(".txt") else content_type(name)
-    return {"key": f"{PREFIX}/{name}", "file": str(site / name), "contentType": kind}
+    headers = {"contentType": kind, "cacheControl": CACHE_CONTROL}
+    return {"key": f"{PREFIX}/{name}", "file": str(file), **headers}
 
 
 def publish_with_cli(folder: Path, store: Store) -> None:
@@ -257,8 +257,8 @@ def publish_with_cli(folder: Path, store: Store) -> None:
     run_ok(command, cwd=folder, env={**hermetic_environ(), **store.environ()})
     client = store.client()
     for name in USER_FILES:
-        entry = bucket_object(folder / "site", name)
-        extra = {"ContentType": entry["contentType"], "CacheControl": CACHE_CONTROL}
+        entry = bucket_object(folder / "site" / name, name)
+        extra = {"ContentType": entry["contentType"], "CacheControl": entry["cacheControl"]}
         client.upload_file(entry["file"], BUCKET, entry["key"], ExtraArgs=extra)
 
 
@@ -272,16 +272,11 @@ def fill_r2(folder: Path, site: Path) -> None:
     the site (no link, and not `_redirects`, which only Netlify and Pages read and
     --publish leaves out) with the headers --publish gives it, and a state object.
     """
-    walked = [(top, name) for top, _, names in os.walk(site) for name in names]
-    files = [os.path.relpath(os.path.join(*file), site) for file in walked]
-    kept = [name for name in files if name != "_redirects" and not (site / name).is_symlink()]
-    objects = [bucket_object(site, name) for name in kept]
+    files = [path for path in site.rglob("*") if path.is_file() and not path.is_symlink()]
+    names = [path.relative_to(site).as_posix() for path in files]
+    objects = [bucket_object(site / name, name) for name in names if name != "_redirects"]
     (folder / "state.gz").write_bytes(b"the publisher's state, never served")
-    objects.append({"key": f"{PREFIX}/{STATE_NAME}", "file": str(folder / "state.gz")})
-    for entry in objects:
-        entry.update(
-            cacheControl=CACHE_CONTROL, contentType=entry.get("contentType", "application/gzip")
-        )
+    objects.append(bucket_object(folder / "state.gz", STATE_NAME))
     (folder / "objects.json").write_text(json.dumps(objects), encoding="utf-8")
     objects_file = str(folder / "objects.json")
     run_ok(["node", str(FILL_R2), str(folder / "state"), BUCKET, objects_file], cwd=folder)
@@ -355,8 +350,8 @@ def nginx_edge(folder: Path) -> Host:
     return edge
 
 
-def store_reads(store: Store, bucket: str = BUCKET) -> int:
-    """How many GET and HEAD requests the store has answered on ``bucket`` (its own count).
+def store_reads(store: Store) -> int:
+    """How many GET and HEAD requests the store has answered on BUCKET (its own count).
 
     SeaweedFS counts a request once its answer is sent: a count read the moment the
     answer arrives can miss it, so the count is read a moment later.
@@ -365,7 +360,7 @@ def store_reads(store: Store, bucket: str = BUCKET) -> int:
     url = f"http://127.0.0.1:{store.ports['metricsPort']}/metrics"
     with urllib.request.urlopen(url, timeout=10) as answer:
         text = answer.read().decode()
-    kind = rf'\{{bucket="{bucket}",code="\d+",type="(?:GET|HEAD)"\}}'
+    kind = rf'\{{bucket="{BUCKET}",code="\d+",type="(?:GET|HEAD)"\}}'
     found = re.findall(rf"^SeaweedFS_s3_request_total{kind} (\d+)$", text, re.MULTILINE)
     return sum(int(count) for count in found)
 
