@@ -241,10 +241,14 @@ BUCKET: Final = "ratings"
 PREFIX: Final = "live"  # a prefix, so that the edges are shown to honour one
 
 
+def object_type(name: str) -> str:
+    """The type of the object ``name`` in the bucket: --publish's, and a user's for robots.txt."""
+    return "text/plain; charset=utf-8" if name.endswith(".txt") else content_type(name)
+
+
 def bucket_object(file: Path, name: str) -> dict[str, str]:
     """``file`` as the object ``name`` under PREFIX, with the headers --publish gives it."""
-    kind = "text/plain; charset=utf-8" if name.endswith(".txt") else content_type(name)
-    headers = {"contentType": kind, "cacheControl": CACHE_CONTROL}
+    headers = {"contentType": object_type(name), "cacheControl": CACHE_CONTROL}
     return {"key": f"{PREFIX}/{name}", "file": str(file), **headers}
 
 
@@ -437,7 +441,7 @@ def start_cloudfront(folder: Path) -> Host:
             links = [site.joinpath(*key.split("/")[:n]) for n in range(1, key.count("/") + 2)]
             found = links[-1].is_file() and not any(path.is_symlink() for path in links)
             key = key if found else "404.html"
-            event = viewer_response(result["uri"], 200 if found else 404, content_type(key))
+            event = viewer_response(result["uri"], 200 if found else 404, object_type(key))
             result = function(event) | {"body": {"data": (site / key).read_text("utf-8")}}
         body = result.get("body", {}).get("data", "").encode()
         sent = [(name, value["value"]) for name, value in result["headers"].items()]
