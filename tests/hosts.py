@@ -409,16 +409,15 @@ class CloudFrontFunction:
     def __init__(self, log: Path) -> None:
         command = ["node", str(CLOUDFRONT_RUNNER), str(CLOUDFRONT_FUNCTION)]
         with open(log, "wb") as errors:
-            self.process = subprocess.Popen(command, stdin=PIPE, stdout=PIPE, stderr=errors)
-        self.log = log
+            self.process = subprocess.Popen(
+                command, stdin=PIPE, stdout=PIPE, stderr=errors, encoding="utf-8"
+            )
+        assert self.process.stdout is not None
+        self.results, self.log = self.process.stdout, log
 
     def __call__(self, event: Event) -> Any:
-        events, results = self.process.stdin, self.process.stdout
-        assert events is not None
-        assert results is not None
-        events.write(json.dumps(event).encode() + b"\n")
-        events.flush()
-        line = results.readline()
+        print(json.dumps(event), file=self.process.stdin, flush=True)
+        line = self.results.readline()
         assert line, self.log.read_text()
         return json.loads(line)
 

@@ -16,7 +16,8 @@ from typing import Final
 import pytest
 
 from tests.api_checks import CHECKED_LOG, LISTED, MAX_ID, RATINGS, SITE, UNLISTED
-from tests.served import hermetic_environ, serving
+from tests.contract import hermetic_environ
+from tests.served import serving
 
 # A server (`--serve`) and Schemathesis's own command line: not the app in-process.
 pytestmark = pytest.mark.real_world

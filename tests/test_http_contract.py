@@ -50,7 +50,6 @@ from tests.contract import (
     Host,
     Reply,
     process_tree,
-    request,
     wait_until,
 )
 from tests.hosts import (
@@ -112,8 +111,11 @@ def quoted(reply: Reply, name: str) -> str:
     return f"`{reply.header(name)}`"
 
 
-def outcome(host: Host, reply: Reply, path: str) -> object:
-    """The status; a redirect is followed once: ``"308 to the path with a slash, then 200"``."""
+def outcome(host: Host, reply: Reply, path: str, body: bytes | None = None) -> object:
+    """The status, or FOUND for a 200 with ``body``; a redirect is followed once: ``"308 to the
+    path with a slash, then 200"``."""
+    if reply.status == 200 and body is not None:
+        return found(reply, body)
     location = reply.header("Location")
     if not 300 <= reply.status < 400 or location is None:
         return reply.status
@@ -307,24 +309,18 @@ def _not_found_paths(host: Host) -> list[object]:
     ]
 
 
-ENCODED: Final = "/away/api/articles/7%2Frating"
-DOCUMENT: Final = "away/api/articles/7/rating/index.json"
-# Paths answered with a file: the file.
-FOUND_PATHS: Final = {
-    "an encoded slash (`7%2Frating%2F`)": (ENCODED + "%2F", DOCUMENT),
-    "an encoded slash and no slash (`7%2Frating`)": (ENCODED, DOCUMENT),
-    "the front page `/index.html`": ("/index.html", "index.html"),
+ENCODED: Final = {
+    "an encoded slash (`7%2Frating%2F`)": "/away/api/articles/7%2Frating%2F",
+    "an encoded slash and no slash (`7%2Frating`)": "/away/api/articles/7%2Frating",
 }
 
 
-@observes(*FOUND_PATHS)
-def _found_paths(host: Host) -> list[object]:
-    said = []
-    for path, file in FOUND_PATHS.values():
-        reply = host.request("GET", path)
-        body = (host.site / file).read_bytes()
-        said.append(found(reply, body) if reply.status == 200 else outcome(host, reply, path))
-    return said
+@observes(*ENCODED)
+def _encoded_slashes(host: Host) -> list[object]:
+    return [
+        outcome(host, host.request("GET", path), path, host.document(7))
+        for path in ENCODED.values()
+    ]
 
 
 # Methods
@@ -511,8 +507,8 @@ def _ranges(host: Host) -> list[object]:
 # Each path, its file, and its type; the front page's policy is on the first two alone.
 OTHER_FILES: Final = {
     "/": ("index.html", "text/html"),  # the front page the build writes
-    "/index.html": ("index.html", None),  # a redirect on some hosts
-    R7: (DOCUMENT, "application/json"),
+    "/index.html": ("index.html", None),  # its own point: a redirect on some hosts
+    R7: ("away/api/articles/7/rating/index.json", "application/json"),
     "/away/api/openapi.json": ("away/api/openapi.json", "application/json"),
     "/CNAME": ("CNAME", "application/octet-stream"),
     "/robots.txt": ("robots.txt", "text/plain"),
@@ -520,13 +516,18 @@ OTHER_FILES: Final = {
 }
 
 
-@observes("the `charset` of HTML and text files", "the front page's `Content-Security-Policy`")
-def _other_files(host: Host) -> tuple[object, object]:
+@observes(
+    "the `charset` of HTML and text files",
+    "the front page's `Content-Security-Policy`",
+    "the front page `/index.html`",
+)
+def _other_files(host: Host) -> tuple[object, object, object]:
     said, sent = [], []
     for path, (file, content_type) in OTHER_FILES.items():
         reply = host.request("GET", path)
         sent.append(reply.header("Content-Security-Policy"))
         if content_type is None:
+            index = outcome(host, reply, path, (host.site / file).read_bytes())
             continue
         assert (reply.status, reply.body) == (200, (host.site / file).read_bytes()), path
         kind, _, parameter = (reply.header("Content-Type") or "").partition("; ")
@@ -534,7 +535,7 @@ def _other_files(host: Host) -> tuple[object, object]:
         said += [f"`{parameter}`"] if kind.startswith("text/") else []
     policy = POINTS["the front page's `Content-Security-Policy`"]
     ok = sent == [FRONT_PAGE_CSP] * 2 + [None] * 5
-    return one(said), policy if ok else f"sent {dict(zip(OTHER_FILES, sent, strict=True))}"
+    return one(said), policy if ok else f"sent {dict(zip(OTHER_FILES, sent, strict=True))}", index
 
 
 # Requests that try to leave the root, sent byte for byte. A WSGI server
@@ -722,42 +723,42 @@ def test_a_hot_article_reaches_the_store_once_per_cache_lifetime(server: Host) -
     that `GET /7/exists` could read, and a 404 cached for `GET /12/exists` does not take
     `12/rating`'s redirect offline."""
     before = server.reads()
-    first = request(server.port, "GET", R7)
+    first = server.request("GET", R7)
     assert (first.status, first.header("X-Cache-Status")) == (200, "MISS")
     assert server.reads() == before + 1
     started = time.monotonic()
     # A query is not a new copy.
     asked = [R7, f"{R7}?v=1"] * 10
-    statuses = [request(server.port, "GET", path).header("X-Cache-Status") for path in asked]
+    statuses = [server.request("GET", path).header("X-Cache-Status") for path in asked]
     assert time.monotonic() - started < NGINX_EDGE_CACHE_SECONDS, "too slow to tell"
     assert statuses == ["HIT"] * 20
     assert server.reads() == before + 1  # none of the 20 reached the store
     time.sleep(NGINX_EDGE_STALE_SECONDS + 0.1)  # every copy expired, article 31's too
     # Expired: asked again with If-None-Match, and the store's 304 renews the copy.
-    again = request(server.port, "GET", R7)
+    again = server.request("GET", R7)
     assert (again.status, again.body) == (200, first.body)
     assert again.header("X-Cache-Status") == "REVALIDATED"
     assert server.reads() == before + 2
     # One key per object: the redirect's check reads the store, its document is then a HIT.
-    assert request(server.port, "GET", "/away/api/articles/31/rating").status == 301
-    reply = request(server.port, "GET", "/away/api/articles/31/rating/")
+    assert server.request("GET", "/away/api/articles/31/rating").status == 301
+    reply = server.request("GET", "/away/api/articles/31/rating/")
     assert (reply.status, reply.header("X-Cache-Status")) == (200, "HIT")
     assert reply.body == server.document(31)
     assert server.reads() == before + 3
     # A 404 is cached too.
-    replies = [request(server.port, "GET", "/away/api/articles/2/rating/") for _ in range(3)]
+    replies = [server.request("GET", "/away/api/articles/2/rating/") for _ in range(3)]
     assert [(reply.status, reply.body) for reply in replies] == [(404, NOT_FOUND)] * 3
     assert server.reads() == before + 4
     # No path reads or poisons the cache entry of the existence check.
-    assert request(server.port, "GET", "/away/api/articles/7/rating").status == 301
+    assert server.request("GET", "/away/api/articles/7/rating").status == 301
     for path in ("/12/exists", "/away/api/articles/12/rating/index.json", "/1000000/exists"):
-        assert request(server.port, "GET", path).status == 404
+        assert server.request("GET", path).status == 404
     for method in ("GET", "HEAD"):
-        reply = request(server.port, method, "/7/exists")
+        reply = server.request(method, "/7/exists")
         assert (reply.status, reply.header("Content-Type")) == (404, ERROR_TYPE)
         assert reply.body == (NOT_FOUND if method == "GET" else b"")
         for article in (12, 1000000):
-            reply = request(server.port, method, f"/away/api/articles/{article}/rating?v=1")
+            reply = server.request(method, f"/away/api/articles/{article}/rating?v=1")
             assert (reply.status, reply.header("Location")) == (301, "rating/?v=1")
 
 
