@@ -287,19 +287,16 @@ def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
     wrangler's workerd outlives wrangler for a moment. Any process still there
     after STOP_SECONDS is killed.
     """
-    started = process_tree(process.pid) - {process.pid}
+    tree = process_tree(process.pid)
     process.send_signal(sig)  # none, to a process already reaped
-    try:
-        process.wait(STOP_SECONDS)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
     deadline = time.monotonic() + STOP_SECONDS
-    while started := {pid for pid in started if (stat(pid) or ["Z"])[0] != "Z"}:  # Z: exited
-        for pid in started if time.monotonic() > deadline else ():
+    # Gone, or a zombie (Z): exited. A zombie child of this process is reaped at the end.
+    while tree := {pid for pid in tree if (stat(pid) or ["Z"])[0] != "Z"}:
+        for pid in tree if time.monotonic() > deadline else ():
             with contextlib.suppress(ProcessLookupError):  # it may exit meanwhile
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.02)
+    process.wait()
 
 
 def stat(pid: int) -> list[str] | None:
