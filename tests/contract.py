@@ -172,19 +172,17 @@ class Host:
         method: str,
         target: str | bytes,
         headers: Mapping[str, str] | None = None,
-        body: bytes | None = None,
-        timeout: float = REQUEST_SECONDS,
-        after_head: float = 0.0,
+        **options: Any,
     ) -> Reply:
         """The host's answer to ``method`` on ``target``, sent byte for byte as no client would
-        tidy it (a host in this process is asked directly); ``after_head``: request's."""
+        tidy it (a host in this process is asked directly); ``options``: request()'s."""
         target = target.encode() if isinstance(target, str) else target
         if self.answer is not None:
             return self.answer(method, target, headers or {})
         if self.restart and self.process and self.process.poll() is not None:
             fresh = self.restart()  # on a new port
             self.port, self.process, self.log = fresh.port, fresh.process, fresh.log
-        return request(self.port, method, target, headers, body, timeout, after_head)
+        return request(self.port, method, target, headers, **options)
 
     @property
     def address(self) -> str:

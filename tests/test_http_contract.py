@@ -357,7 +357,8 @@ def _not_allowed(host: Host, paths: tuple[str, ...], methods: tuple[str, ...]) -
         body = None if method == "TRACE" else b'{"rating": 5}'  # TRACE carries none
         try:
             timeout = NO_ANSWER_SECONDS if silent else REQUEST_SECONDS
-            said.append(not_allowed_said(host.request(method, path, None, body, timeout), method))
+            reply = host.request(method, path, body=body, timeout=timeout)
+            said.append(not_allowed_said(reply, method))
         except TimeoutError:
             unanswered = f"; {method}: {NO_ANSWER}"
     if not_asked := [method for method in methods if method not in asked]:
