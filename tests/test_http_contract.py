@@ -328,14 +328,6 @@ def _encoded_slashes(host: Host) -> list[object]:
 NOT_ALLOWED_METHODS: Final = ("POST", "PUT", "PATCH", "DELETE", "PROPFIND")
 
 
-def not_allowed_said(reply: Reply, method: str) -> str:
-    body, names = not_allowed(method), ("Allow", "Content-Type", "Content-Length")
-    sent = (reply.status, *map(reply.header, names), reply.body)
-    return (
-        NOT_ALLOWED if sent == (405, ALLOW, ERROR_TYPE, str(len(body)), body) else other_said(reply)
-    )
-
-
 def other_said(reply: Reply) -> str:
     allow = f", `Allow: {reply.header('Allow')}`" if reply.header("Allow") else ", no `Allow`"
     return f"{reply.status}{allow}, {body_said(reply)}"
@@ -358,19 +350,16 @@ def _not_allowed(host: Host, paths: tuple[str, ...], methods: tuple[str, ...]) -
         try:
             timeout = NO_ANSWER_SECONDS if silent else REQUEST_SECONDS
             reply = host.request(method, path, body=body, timeout=timeout)
-            said.append(not_allowed_said(reply, method))
+            error, names = not_allowed(method), ("Allow", "Content-Type", "Content-Length")
+            sent = (reply.status, *map(reply.header, names), reply.body)
+            ok = sent == (405, ALLOW, ERROR_TYPE, str(len(error)), error)
+            said.append(NOT_ALLOWED if ok else other_said(reply))
         except TimeoutError:
             unanswered = f"; {method}: {NO_ANSWER}"
     if not_asked := [method for method in methods if method not in asked]:
         answered = "as the app" if one(said) == NOT_ALLOWED else one(said)
         return f"{', '.join(asked)}: {answered}; {', '.join(not_asked)}: {NOT_RUN}"
     return f"{one(said)}{unanswered}"
-
-
-def options_said(reply: Reply) -> str:
-    sent = [(name, reply.header(name)) for name, _ in CONTRACT_PREFLIGHT]
-    ok = (reply.status, reply.body, sent) == (204, b"", list(CONTRACT_PREFLIGHT))
-    return PREFLIGHT if ok else other_said(reply)
 
 
 @observes("OPTIONS, with or without CORS, on a rating", path=R7)
@@ -381,7 +370,12 @@ def _options(host: Host, path: str) -> object:
         "Access-Control-Request-Method": "GET",
         "Access-Control-Request-Headers": "if-none-match",
     }
-    return one(options_said(host.request("OPTIONS", path, h)) for h in (preflight, {}))
+    said = []
+    for reply in (host.request("OPTIONS", path, headers) for headers in (preflight, {})):
+        sent = [(name, reply.header(name)) for name, _ in CONTRACT_PREFLIGHT]
+        ok = (reply.status, reply.body, sent) == (204, b"", list(CONTRACT_PREFLIGHT))
+        said.append(PREFLIGHT if ok else other_said(reply))
+    return one(said)
 
 
 # Conditional and partial requests
