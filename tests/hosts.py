@@ -62,12 +62,11 @@ def started(
     ready: str,
     environ: dict[str, str] | None = None,
     port: int | None = None,
-    log: Path | None = None,
     answering: bool = False,
 ) -> Host:
     """Start ``command`` in the folder of ``site``; wait for ``ready`` in its log (group 1: the
     port if none is given), and if ``answering``, until it answers: the host ``name``."""
-    log = log or site.parent / "server.log"
+    log = site.parent / "server.log"
     process = start(command, site.parent, log, environ)
     try:
         found = wait_for(ready, log, process)
@@ -137,7 +136,7 @@ def build_project(folder: Path) -> Path:
 NGINX_LISTEN: Final = "    listen 80;  # EDIT: the port (and address) to listen on\n"
 NGINX_MAIN: Final = """\
 {user}pid {folder}/nginx.pid;
-error_log {folder}/nginx-error.log notice;
+error_log {folder}/server.log notice;
 events {{ worker_connections 256; }}
 http {{
     include /etc/nginx/mime.types;
@@ -168,14 +167,13 @@ def run_nginx(name: str, folder: Path, shipped: Path, edits: dict[str, str]) -> 
     user = "user root;\n" if os.geteuid() == 0 else ""
     main = folder / "nginx.conf"
     main.write_text(NGINX_MAIN.format(user=user, folder=folder), encoding="utf-8")
-    log = folder / "nginx-error.log"
-    log.touch()
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-    command = [nginx, "-p", str(folder), "-c", str(main), "-e", str(log), "-g", "daemon off;"]
-    nginx = started(name, folder / "site", command, "start worker process", port=port, log=log)
-    if "[warn]" in log.read_text():
+    log = str(folder / "server.log")  # its error log, started's log
+    command = [nginx, "-p", str(folder), "-c", str(main), "-e", log, "-g", "daemon off;"]
+    nginx = started(name, folder / "site", command, "start worker process", port=port)
+    if "[warn]" in nginx.log.read_text():
         nginx.stop()
-        raise AssertionError(log.read_text())
+        raise AssertionError(nginx.log.read_text())
     return nginx
 
 
