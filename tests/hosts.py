@@ -259,9 +259,8 @@ def publish_with_cli(folder: Path, store: Store) -> None:
     run_ok(command, cwd=folder, env={**hermetic_environ(), **store.environ()})
     client = store.client()
     for name in USER_FILES:
-        entry = bucket_object(folder / "site" / name, name)
-        extra = {"ContentType": entry["contentType"], "CacheControl": entry["cacheControl"]}
-        client.upload_file(entry["file"], BUCKET, entry["key"], ExtraArgs=extra)
+        extra = {"ContentType": object_type(name), "CacheControl": CACHE_CONTROL}
+        client.upload_file(str(folder / "site" / name), BUCKET, f"{PREFIX}/{name}", ExtraArgs=extra)
 
 
 # Worker → R2
