@@ -172,6 +172,9 @@ def observes(*points: str, **arguments: object) -> Callable[[Callable[..., objec
     "`ETag`",
     "`Last-Modified`",
     "HEAD: the headers of GET, no body",
+    "CORS and `nosniff` on every answer",
+    "`Cache-Control` of a file (200, 206, 304)",
+    "`Cache-Control` of a redirect, 405 or OPTIONS",
 )
 def _a_rating(host: Host) -> tuple[object, ...]:
     expected = f'{{"article_url": "{host.base_url}/away/api/articles/7/", "id": 7, '
@@ -184,25 +187,8 @@ def _a_rating(host: Host) -> tuple[object, ...]:
     json_files = (got, host.request("GET", "/away/api/openapi.json"))
     if modified := got.header("Last-Modified"):  # an HTTP date, in GMT
         assert email.utils.parsedate_to_datetime(modified).utcoffset() == datetime.timedelta(0)
-    return (
-        one(found(host.request("GET", rating_path(i)), host.document(i)) for i in ARTICLES),
-        one(quoted(reply, "Content-Type") for reply in json_files),
-        length(got, len(host.document(7))),
-        etag_form(got.header("ETag")),
-        "an HTTP date" if modified else "none",
-        "not the same " + ", ".join(differ) if differ else "the same",
-    )
-
-
-@observes(
-    "CORS and `nosniff` on every answer",
-    "`Cache-Control` of a file (200, 206, 304)",
-    "`Cache-Control` of a redirect, 405 or OPTIONS",
-)
-def _common_headers(host: Host) -> tuple[object, ...]:
-    origin = {"Origin": "https://news.example.org"}
-    etag = host.request("GET", R7).header("ETag") or ""
     # A file's 200, 206 and 304; a 405, OPTIONS and a redirect; others.
+    origin, etag = {"Origin": "https://news.example.org"}, got.header("ETag") or ""
     asked = [("GET", R7, h) for h in (origin, {"Range": "bytes=0-9"}, {"If-None-Match": etag})]
     asked += [("POST", R7, {}), ("OPTIONS", R7, {}), ("GET", NO_SLASH, {}), ("HEAD", R7, {})]
     asked += [("GET", path, {}) for path in (rating_path(2), "/", "/robots.txt")]
@@ -214,6 +200,12 @@ def _common_headers(host: Host) -> tuple[object, ...]:
     ]
     others = replies[3:6] if replies[5].status == 301 else replies[3:5]  # none from netlify dev
     return (
+        one(found(host.request("GET", rating_path(i)), host.document(i)) for i in ARTICLES),
+        one(quoted(reply, "Content-Type") for reply in json_files),
+        length(got, len(host.document(7))),
+        etag_form(got.header("ETag")),
+        "an HTTP date" if modified else "none",
+        "not the same " + ", ".join(differ) if differ else "the same",
         f"not on {lacking}" if lacking else "both",
         one(quoted(reply, "Cache-Control") for reply in replies[:3]),
         one(quoted(reply, "Cache-Control") for reply in others),
@@ -286,25 +278,21 @@ NOT_FOUND_PATHS: Final = {
     "`Content-Type` of a 404",
     "`Cache-Control` of a 404",
     "`Content-Length` of a 404",
+    *NOT_FOUND_PATHS,
 )
 def _not_found(host: Host) -> tuple[object, ...]:
     got = [host.request("GET", path) for path in MISSING]
     heads = [host.request("HEAD", path, after_head=HEAD_SECONDS) for path in MISSING]
     assert [reply.body for reply in heads] == [b""] * len(MISSING)
+    both = ("GET", "HEAD")
+    asked = [[(m, path) for path in paths for m in both] for paths in NOT_FOUND_PATHS.values()]
     return (
         one(JSON_ERROR if reply.body == NOT_FOUND else body_said(reply) for reply in got),
         one(quoted(reply, "Content-Type") for reply in got),
         one(quoted(reply, "Cache-Control") for reply in got),
         one(length(reply, len(NOT_FOUND)) for reply in got + heads),
+        *(one(outcome(host, host.request(m, path), path) for m, path in point) for point in asked),
     )
-
-
-@observes(*NOT_FOUND_PATHS)
-def _not_found_paths(host: Host) -> list[object]:
-    return [
-        one(outcome(host, host.request(m, path), path) for path in paths for m in ("GET", "HEAD"))
-        for paths in NOT_FOUND_PATHS.values()
-    ]
 
 
 ENCODED: Final = {
