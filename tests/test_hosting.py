@@ -41,13 +41,11 @@ def test_each_host_file_is_its_rendering_of_the_contract(path: str) -> None:
 def test_netlify_builds_with_the_deploy_s_own_url() -> None:
     """ratings.yaml's base_url would win over Netlify's variables: --base-url wins over it."""
     config = tomllib.loads(NETLIFY_TOML.read_text(encoding="utf-8"))
-    assert config["build"]["publish"] == "site"
-    assert config["build"]["command"] == 'python generate.py --base-url "$URL"'
-    for context in ("deploy-preview", "branch-deploy"):
-        assert config["context"][context]["command"] == (
-            'python generate.py --base-url "$DEPLOY_PRIME_URL"'
-        )
-    assert re.fullmatch(r"3\.1[1-9]", config["build"]["environment"]["PYTHON_VERSION"])
+    build, contexts = config["build"], config["context"]
+    assert (build["publish"], build["command"]) == ("site", 'python generate.py --base-url "$URL"')
+    previews = [contexts[name]["command"] for name in ("deploy-preview", "branch-deploy")]
+    assert previews == ['python generate.py --base-url "$DEPLOY_PRIME_URL"'] * 2
+    assert re.fullmatch(r"3\.1[1-9]", build["environment"]["PYTHON_VERSION"])
 
 
 # deploy/cloudflare-pages/build

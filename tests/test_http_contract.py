@@ -465,9 +465,8 @@ def _ranges(host: Host) -> list[object]:
     for value in itertools.chain(*RANGES.values()):
         replies[value] = reply = host.request("GET", R7, {"Range": value})
         head = host.request("HEAD", R7, {"Range": value})
-        assert (head.status, head.header("Content-Range"), head.body) == (
-            *(reply.status, reply.header("Content-Range"), b""),
-        )
+        said = [(answer.status, answer.header("Content-Range")) for answer in (reply, head)]
+        assert (said[1], head.body) == (said[0], b""), value  # HEAD: GET's answer, no body
     said = [one(range_said(host, replies[v]) for v in values) for values in RANGES.values()]
     unsatisfiable = replies["bytes=500-"]
     said.append(empty(unsatisfiable) if unsatisfiable.status == 416 else "no 416")
