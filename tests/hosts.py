@@ -434,8 +434,8 @@ def start_cloudfront(folder: Path) -> Host:
         if "statusCode" not in result:  # sent on to the bucket
             assert ONE_KEY.fullmatch(result["uri"]), result  # S3 would read `?`, `#` or `;`
             key = urllib.parse.unquote(result["uri"])[1:]
-            links = [site.joinpath(*key.split("/")[:n]) for n in range(1, key.count("/") + 2)]
-            found = links[-1].is_file() and not any(path.is_symlink() for path in links)
+            # An object: a regular file reached by no link (its real path is its path).
+            found = (site / key).is_file() and os.path.realpath(site / key) == str(site / key)
             key = key if found else "404.html"
             event = viewer_response(result["uri"], 200 if found else 404, object_type(key))
             result = function(event) | {"body": {"data": (site / key).read_text("utf-8")}}

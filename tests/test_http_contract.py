@@ -690,12 +690,8 @@ def test_the_host_listens_on_loopback_only(server: Host) -> None:
 
 # What only the nginx edge in front of a bucket does: its cache, counted at the store. Before
 # the points, on the edge they use, so that its cache is fresh.
-EDGE: Final = pytest.mark.parametrize(
-    "server", [pytest.param("nginx → S3", marks=pytest.mark.real_world)], indirect=True
-)
-
-
-@EDGE
+@pytest.mark.real_world
+@pytest.mark.parametrize("server", ["nginx → S3"], indirect=True)
 def test_a_hot_article_reaches_the_store_once_per_cache_lifetime(server: Host) -> None:
     """With or without a query; the check behind a redirect fills the very entry its document
     is read from; a 404 is cached too. The check behind `7/rating`'s redirect fills no entry
