@@ -320,10 +320,8 @@ def wait_answering(port: int) -> None:
 
 def process_tree(root: int) -> set[int]:
     """``root`` and its descendants, from /proc."""
-    parents = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (fields := stat(int(entry.name))) is not None:
-            parents[int(entry.name)] = int(fields[1])
+    pids = [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+    parents = {pid: int(fields[1]) for pid in pids if (fields := stat(pid)) is not None}
     tree = {root}
     while more := {pid for pid, parent in parents.items() if parent in tree} - tree:
         tree |= more
@@ -374,10 +372,8 @@ def request(
         response = http.client.HTTPResponse(connection, method=method)
         try:
             response.begin()
-            if method != "HEAD":
-                return Reply(response.status, response.getheaders(), response.read())
-            body = b""
-            if after_head:
+            body = b"" if method == "HEAD" else response.read()
+            if method == "HEAD" and after_head:
                 connection.settimeout(after_head)
                 with contextlib.suppress(TimeoutError):
                     while chunk := response.fp.read1(65536):
