@@ -235,12 +235,12 @@ def empty(reply: Reply) -> str:
 
 @observes("280 requests from 32 threads at once")
 def _parallel(host: Host) -> object:
-    cases = [(rating_path(i), 200) for i in ARTICLES] + [(rating_path(2), 404), ("/abc", 404)]
+    cases = [(rating_path(i), 200, host.document(i)) for i in ARTICLES]
+    cases += [(rating_path(2), 404, NOT_FOUND), ("/abc", 404, NOT_FOUND)]
 
-    def wrong(case: tuple[str, int]) -> str | None:
+    def wrong(case: tuple[str, int, bytes]) -> str | None:
         reply = host.request("GET", case[0])
-        expected = NOT_FOUND if case[1] == 404 else host.document(int(case[0].split("/")[4]))
-        return None if (reply.status, reply.body) == (case[1], expected) else case[0]
+        return None if (reply.status, reply.body) == case[1:] else case[0]
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=32) as pool:
         wrongs = [path for path in pool.map(wrong, cases * 40) if path is not None]
@@ -437,11 +437,8 @@ def range_said(host: Host, reply: Reply) -> str:
     first, last = int(found[1]), int(found[2])
     assert reply.body == whole[first : last + 1]
     assert reply.header("Content-Length") == str(last - first + 1)
-    if (first, last) == (0, len(whole) - 1):
-        return WHOLE_206
-    if last - first == 9:
-        return "206 and those 10 bytes"
-    return "206 and that byte" if first == last else f"206 and bytes {first}-{last}"
+    sizes = {len(whole): WHOLE_206, 10: "206 and those 10 bytes", 1: "206 and that byte"}
+    return sizes.get(last - first + 1, f"206 and bytes {first}-{last}")
 
 
 RANGES: Final = {
