@@ -97,10 +97,8 @@ def test_the_template_holds_this_function_and_turns_a_missing_key_into_the_404_p
     assert len(FUNCTION.read_bytes()) < MAX_FUNCTION_BYTES
     distribution = resources["RatingsDistribution"]["Properties"]["DistributionConfig"]
     errors = distribution["CustomErrorResponses"]
-    assert [(e["ErrorCode"], e["ResponseCode"], e["ResponsePagePath"]) for e in errors] == [
-        (403, 404, "/404.html"),
-        (404, 404, "/404.html"),
-    ]
+    pages = [(e["ErrorCode"], e["ResponseCode"], e["ResponsePagePath"]) for e in errors]
+    assert pages == [(403, 404, "/404.html"), (404, 404, "/404.html")]
     associations = distribution["DefaultCacheBehavior"]["FunctionAssociations"]
     assert [a["EventType"] for a in associations] == ["viewer-request", "viewer-response"]
     # The error page CloudFront sends is the published 404.html (its body, the JSON error, is
