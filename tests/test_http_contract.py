@@ -83,6 +83,7 @@ def rating_path(article_id: int | str) -> str:
 
 R7: Final = rating_path(7)
 NO_SLASH: Final = "/away/api/articles/7/rating"
+ORIGIN: Final = {"Origin": "https://news.example.org"}  # a page elsewhere that embeds a rating
 # 127.0.0.1 and ::1 as /proc/net/tcp and tcp6 write them: 32-bit words in the machine's order.
 LOOPBACK: Final = ("0100007F", "00000000000000000000000001000000")
 REBUILD: Final = "a rebuild (in the same second, same size)"
@@ -188,8 +189,8 @@ def _a_rating(host: Host) -> tuple[object, ...]:
     if modified := got.header("Last-Modified"):  # an HTTP date, in GMT
         assert email.utils.parsedate_to_datetime(modified).utcoffset() == datetime.timedelta(0)
     # A file's 200, 206 and 304; a 405, OPTIONS and a redirect; others.
-    origin, etag = {"Origin": "https://news.example.org"}, got.header("ETag") or ""
-    asked = [("GET", R7, h) for h in (origin, {"Range": "bytes=0-9"}, {"If-None-Match": etag})]
+    etag = got.header("ETag") or ""
+    asked = [("GET", R7, h) for h in (ORIGIN, {"Range": "bytes=0-9"}, {"If-None-Match": etag})]
     asked += [("POST", R7, {}), ("OPTIONS", R7, {}), ("GET", NO_SLASH, {}), ("HEAD", R7, {})]
     asked += [("GET", path, {}) for path in (rating_path(2), "/", "/robots.txt")]
     asked += [("GET", R7, {"Range": "bytes=500-"})]
@@ -351,11 +352,8 @@ def _not_allowed(host: Host, paths: tuple[str, ...], methods: tuple[str, ...]) -
 @observes("OPTIONS, with or without CORS, on a rating", path=R7)
 @observes("OPTIONS on an unknown id", path=rating_path(2))
 def _options(host: Host, path: str) -> object:
-    preflight = {
-        "Origin": "https://news.example.org",
-        "Access-Control-Request-Method": "GET",
-        "Access-Control-Request-Headers": "if-none-match",
-    }
+    preflight = ORIGIN | {"Access-Control-Request-Method": "GET"}
+    preflight["Access-Control-Request-Headers"] = "if-none-match"
     said = []
     for reply in (host.request("OPTIONS", path, headers) for headers in (preflight, {})):
         sent = [(name, reply.header(name)) for name, _ in CONTRACT_PREFLIGHT]
