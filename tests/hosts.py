@@ -33,11 +33,10 @@ from tests.contract import (
     USER_FILES,
     Host,
     Reply,
-    app_answer,
+    call_app,
     hermetic_environ,
     make_project,
     read_differences,
-    reply,
     run_installer,
     run_ok,
     start,
@@ -52,7 +51,6 @@ NODE_PROJECT: Final = REPO / "tests" / "hosts-node"
 NODE_BIN: Final = NODE_PROJECT / "node_modules" / ".bin"
 NGINX_CONF: Final = REPO / "deploy" / "nginx.conf"
 NETLIFY_TOML: Final = REPO / "netlify.toml"
-CLOUDFLARE_HEADERS: Final = REPO / "deploy" / "cloudflare-pages" / "_headers"
 CLOUDFLARE_BUILD: Final = REPO / "deploy" / "cloudflare-pages" / "build"
 BASE_URL: Final = "https://ratings.example.com"
 
@@ -64,12 +62,11 @@ def started(
     ready: str,
     environ: dict[str, str] | None = None,
     port: int | None = None,
-    log: Path | None = None,
     answering: bool = False,
 ) -> Host:
     """Start ``command`` in the folder of ``site``; wait for ``ready`` in its log (group 1: the
     port if none is given), and if ``answering``, until it answers: the host ``name``."""
-    log = log or site.parent / "server.log"
+    log = site.parent / "server.log"
     process = start(command, site.parent, log, environ)
     try:
         found = wait_for(ready, log, process)
@@ -88,7 +85,7 @@ def started(
 def start_app(folder: Path) -> Host:
     """The app, called in this process as gunicorn calls it, on the contract's test project."""
     site = build_project(folder)
-    answer = app_answer(create_app(str(site)))
+    answer = functools.partial(call_app, create_app(str(site)))
     return Host("the app", 0, site, BASE_URL, None, folder / "no.log", answer=answer)
 
 
@@ -139,7 +136,7 @@ def build_project(folder: Path) -> Path:
 NGINX_LISTEN: Final = "    listen 80;  # EDIT: the port (and address) to listen on\n"
 NGINX_MAIN: Final = """\
 {user}pid {folder}/nginx.pid;
-error_log {folder}/nginx-error.log notice;
+error_log {folder}/server.log notice;
 events {{ worker_connections 256; }}
 http {{
     include /etc/nginx/mime.types;
@@ -170,14 +167,13 @@ def run_nginx(name: str, folder: Path, shipped: Path, edits: dict[str, str]) -> 
     user = "user root;\n" if os.geteuid() == 0 else ""
     main = folder / "nginx.conf"
     main.write_text(NGINX_MAIN.format(user=user, folder=folder), encoding="utf-8")
-    log = folder / "nginx-error.log"
-    log.touch()
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-    command = [nginx, "-p", str(folder), "-c", str(main), "-e", str(log), "-g", "daemon off;"]
-    nginx = started(name, folder / "site", command, "start worker process", port=port, log=log)
-    if "[warn]" in log.read_text():
+    log = str(folder / "server.log")  # its error log, started's log
+    command = [nginx, "-p", str(folder), "-c", str(main), "-e", log, "-g", "daemon off;"]
+    nginx = started(name, folder / "site", command, "start worker process", port=port)
+    if "[warn]" in nginx.log.read_text():
         nginx.stop()
-        raise AssertionError(log.read_text())
+        raise AssertionError(nginx.log.read_text())
     return nginx
 
 
@@ -243,10 +239,15 @@ BUCKET: Final = "ratings"
 PREFIX: Final = "live"  # a prefix, so that the edges are shown to honour one
 
 
-def bucket_object(site: Path, name: str) -> dict[str, str]:
-    """The file ``name`` of the site as an object under PREFIX, with its headers."""
-    kind = "text/plain; charset=utf-8" if name.endswith(".txt") else content_type(name)
-    return {"key": f"{PREFIX}/{name}", "file": str(site / name), "contentType": kind}
+def object_type(name: str) -> str:
+    """The type of the object ``name`` in the bucket: --publish's, and a user's for robots.txt."""
+    return "text/plain; charset=utf-8" if name.endswith(".txt") else content_type(name)
+
+
+def bucket_object(file: Path, name: str) -> dict[str, str]:
+    """``file`` as the object ``name`` under PREFIX, with the headers --publish gives it."""
+    headers = {"contentType": object_type(name), "cacheControl": CACHE_CONTROL}
+    return {"key": f"{PREFIX}/{name}", "file": str(file), **headers}
 
 
 def publish_with_cli(folder: Path, store: Store) -> None:
@@ -258,9 +259,8 @@ def publish_with_cli(folder: Path, store: Store) -> None:
     run_ok(command, cwd=folder, env={**hermetic_environ(), **store.environ()})
     client = store.client()
     for name in USER_FILES:
-        entry = bucket_object(folder / "site", name)
-        extra = {"ContentType": entry["contentType"], "CacheControl": CACHE_CONTROL}
-        client.upload_file(entry["file"], BUCKET, entry["key"], ExtraArgs=extra)
+        extra = {"ContentType": object_type(name), "CacheControl": CACHE_CONTROL}
+        client.upload_file(str(folder / "site" / name), BUCKET, f"{PREFIX}/{name}", ExtraArgs=extra)
 
 
 # Worker → R2
@@ -273,16 +273,11 @@ def fill_r2(folder: Path, site: Path) -> None:
     the site (no link, and not `_redirects`, which only Netlify and Pages read and
     --publish leaves out) with the headers --publish gives it, and a state object.
     """
-    walked = [(top, name) for top, _, names in os.walk(site) for name in names]
-    files = [os.path.relpath(os.path.join(*file), site) for file in walked]
-    kept = [name for name in files if name != "_redirects" and not (site / name).is_symlink()]
-    objects = [bucket_object(site, name) for name in kept]
+    files = [path for path in site.rglob("*") if path.is_file() and not path.is_symlink()]
+    names = [path.relative_to(site).as_posix() for path in files]
+    objects = [bucket_object(site / name, name) for name in names if name != "_redirects"]
     (folder / "state.gz").write_bytes(b"the publisher's state, never served")
-    objects.append({"key": f"{PREFIX}/{STATE_NAME}", "file": str(folder / "state.gz")})
-    for entry in objects:
-        entry.update(
-            cacheControl=CACHE_CONTROL, contentType=entry.get("contentType", "application/gzip")
-        )
+    objects.append(bucket_object(folder / "state.gz", STATE_NAME))
     (folder / "objects.json").write_text(json.dumps(objects), encoding="utf-8")
     objects_file = str(folder / "objects.json")
     run_ok(["node", str(FILL_R2), str(folder / "state"), BUCKET, objects_file], cwd=folder)
@@ -356,8 +351,8 @@ def nginx_edge(folder: Path) -> Host:
     return edge
 
 
-def store_reads(store: Store, bucket: str = BUCKET) -> int:
-    """How many GET and HEAD requests the store has answered on ``bucket`` (its own count).
+def store_reads(store: Store) -> int:
+    """How many GET and HEAD requests the store has answered on BUCKET (its own count).
 
     SeaweedFS counts a request once its answer is sent: a count read the moment the
     answer arrives can miss it, so the count is read a moment later.
@@ -366,7 +361,7 @@ def store_reads(store: Store, bucket: str = BUCKET) -> int:
     url = f"http://127.0.0.1:{store.ports['metricsPort']}/metrics"
     with urllib.request.urlopen(url, timeout=10) as answer:
         text = answer.read().decode()
-    kind = rf'\{{bucket="{bucket}",code="\d+",type="(?:GET|HEAD)"\}}'
+    kind = rf'\{{bucket="{BUCKET}",code="\d+",type="(?:GET|HEAD)"\}}'
     found = re.findall(rf"^SeaweedFS_s3_request_total{kind} (\d+)$", text, re.MULTILINE)
     return sum(int(count) for count in found)
 
@@ -411,16 +406,15 @@ class CloudFrontFunction:
     def __init__(self, log: Path) -> None:
         command = ["node", str(CLOUDFRONT_RUNNER), str(CLOUDFRONT_FUNCTION)]
         with open(log, "wb") as errors:
-            self.process = subprocess.Popen(command, stdin=PIPE, stdout=PIPE, stderr=errors)
-        self.log = log
+            self.process = subprocess.Popen(
+                command, stdin=PIPE, stdout=PIPE, stderr=errors, encoding="utf-8"
+            )
+        assert self.process.stdout is not None
+        self.results, self.log = self.process.stdout, log
 
     def __call__(self, event: Event) -> Any:
-        events, results = self.process.stdin, self.process.stdout
-        assert events is not None
-        assert results is not None
-        events.write(json.dumps(event).encode() + b"\n")
-        events.flush()
-        line = results.readline()
+        print(json.dumps(event), file=self.process.stdin, flush=True)
+        line = self.results.readline()
         assert line, self.log.read_text()
         return json.loads(line)
 
@@ -440,16 +434,16 @@ def start_cloudfront(folder: Path) -> Host:
         if "statusCode" not in result:  # sent on to the bucket
             assert ONE_KEY.fullmatch(result["uri"]), result  # S3 would read `?`, `#` or `;`
             key = urllib.parse.unquote(result["uri"])[1:]
-            links = [site.joinpath(*key.split("/")[:n]) for n in range(1, key.count("/") + 2)]
-            found = links[-1].is_file() and not any(path.is_symlink() for path in links)
+            # An object: a regular file reached by no link (its real path is its path).
+            found = (site / key).is_file() and os.path.realpath(site / key) == str(site / key)
             key = key if found else "404.html"
-            event = viewer_response(result["uri"], 200 if found else 404, content_type(key))
+            event = viewer_response(result["uri"], 200 if found else 404, object_type(key))
             result = function(event) | {"body": {"data": (site / key).read_text("utf-8")}}
         body = result.get("body", {}).get("data", "").encode()
         sent = [(name, value["value"]) for name, value in result["headers"].items()]
         # CloudFront says the body's length, and sends none after HEAD.
         sent.append(("Content-Length", str(len(body))))
-        return reply(result["statusCode"], sent, b"" if method == "HEAD" else body)
+        return Reply(result["statusCode"], sent, b"" if method == "HEAD" else body)
 
     cloudfront = Host("CloudFront", 0, site, BASE_URL, None, function.log, answer=answer)
     cloudfront.differences, cloudfront.methods = DIFFERENCES["CloudFront"], CLOUDFRONT_METHODS

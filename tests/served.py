@@ -9,10 +9,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.contract import Host, hermetic_environ, stop
+from tests.contract import Host, stop
 from tests.hosts import SERVING, serve_command, started
-
-__all__ = ["Served", "hermetic_environ", "serving"]
 
 # A running server: its address, the folder it serves (beside ratings.yaml), its log (the
 # build's summary, then a line per request) and its process.

@@ -31,7 +31,6 @@ from tests.contract import (
     STOP_SECONDS,
     Host,
     call_app,
-    raw_request,
     request,
     wait_until,
 )
@@ -262,7 +261,7 @@ def answers_absolute_forms_by_their_paths(server: Host) -> None:
     """A rating, the same without its slash and a path outside the site, each asked by an
     absolute-form target (RFC 9112, 3.2.2), are answered as their paths are."""
     targets = [f"{server.address}{path}" for path in (R7, R7[:-1], "/../secret.txt")]
-    replies = [raw_request(server.port, target.encode()) for target in targets]
+    replies = [request(server.port, "GET", target) for target in targets]
     assert [(reply.status, reply.header("Location"), reply.body) for reply in replies] == [
         (200, None, server.document(7)),
         (301, "rating/", b""),
