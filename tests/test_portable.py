@@ -12,14 +12,15 @@ import ast
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
 from tests.contract import READY_SECONDS, REPO
 from tests.test_user_errors import run
-from tests.test_writers import hold_lock, ratings_file
-from tests.trees import built, read_tree, tree_diff
+from tests.test_writers import LINK, hold_lock, ratings_file
+from tests.trees import build, read_tree, tree_diff
 
 MODULES: Final = ("os", "signal", "fcntl", "mmap", "select", "socket", "time")
 # Every name the package reads from those modules directly, each available on
@@ -128,42 +129,47 @@ def on_windows(*args: str, then: str = "") -> list[str]:
     return [sys.executable, "-W", "error", "-c", code, *args]
 
 
-def test_the_build_runs_without_what_macos_and_windows_lack(tmp_path: Path) -> None:
-    ratings = ratings_file(tmp_path / "ratings.yaml", range(1, 601), "https://ratings.example.com")
-    (tmp_path / "expected").mkdir()
-    expected = read_tree(built(tmp_path / "expected", ratings.read_text(encoding="utf-8")))
-    lock = hold_lock(tmp_path / "site", b"4242\n")
-    try:  # a second build waits for the first, through Windows's lock
+def waited(tmp_path: Path, holder: bytes, *args: str) -> tuple[str, int, str, str]:
+    """``on_windows(*args)`` in ``tmp_path``, started while ``holder`` holds site/'s build lock
+    (its process id written, or not yet), which is released once it says it waits: that line,
+    then its exit code, stdout and stderr."""
+    lock = hold_lock(tmp_path / "site", holder)
+    try:
+        pipe = subprocess.PIPE
         process = subprocess.Popen(
-            on_windows(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            on_windows(*args), cwd=tmp_path, stdout=pipe, stderr=pipe, text=True
         )
         assert process.stderr is not None
         waiting = process.stderr.readline()
+        time.sleep(0.2)
+        assert process.poll() is None  # still waiting
     finally:
         os.close(lock)
     stdout, stderr = process.communicate(timeout=READY_SECONDS)
-    assert (waiting, stderr, process.returncode) == (
+    return waiting, process.returncode, stdout, stderr
+
+
+def test_the_build_runs_without_what_macos_and_windows_lack(tmp_path: Path) -> None:
+    """A build waits for the build in process 4242, then builds, and --check for a build that
+    has not written its process id yet, each through Windows's lock; a link is refused."""
+    ratings = ratings_file(tmp_path / "ratings.yaml", range(1, 601), "https://ratings.example.com")
+    assert build(ratings, tmp_path / "expected", "--quiet") == 0
+    waiting, code, stdout, stderr = waited(tmp_path, b"4242\n")
+    assert (waiting, code, stderr) == (
         "site: waiting for the build in process 4242 to finish\n",
-        "",
         0,
+        "",
     )
     assert stdout.startswith("built site: 600 articles; files: 609 written, 0 removed, 0 unchanged")
-    assert read_tree(tmp_path / "site") == expected, tree_diff(
-        read_tree(tmp_path / "site"), expected
-    )
-
-    assert run(tmp_path, command=on_windows("--check")) == (
+    tree, expected = read_tree(tmp_path / "site"), read_tree(tmp_path / "expected")
+    assert tree == expected, tree_diff(tree, expected)
+    assert waited(tmp_path, b"", "--check") == (
+        "site: waiting for another build to finish\n",
         0,
         "site is up to date: 600 articles\n",
         "",
     )
-    (tmp_path / "site" / "away" / "api" / "articles" / "7").rename(tmp_path / "moved")
-    (tmp_path / "site" / "away" / "api" / "articles" / "7").symlink_to(tmp_path / "moved")
-    assert run(tmp_path, command=on_windows("--check")) == (
-        2,
-        "",
-        (
-            "site/away/api/articles/7: is a symbolic link: the build follows none where it "
-            "writes; remove it\n"
-        ),
-    )
+    (tmp_path / "site/away/api/articles/7").rename(tmp_path / "moved")
+    (tmp_path / "site/away/api/articles/7").symlink_to(tmp_path / "moved")
+    said = f"site/away/api/articles/7: {LINK}\n"
+    assert run(tmp_path, command=on_windows("--check")) == (2, "", said)
