@@ -24,17 +24,7 @@ from ratings_api.contract import COMMON_HEADERS, ERROR_TYPE, SERVER_ERROR
 from ratings_api.devserver import POLL_SECONDS
 from ratings_api.errors import InputError
 from ratings_api.server import KEEP_BYTES, create_app
-from tests.contract import (
-    NOT_FOUND,
-    RATINGS,
-    SECRET,
-    STOP_SECONDS,
-    Host,
-    call_app,
-    raw_request,
-    request,
-    wait_until,
-)
+from tests.contract import NOT_FOUND, RATINGS, SECRET, STOP_SECONDS, Host, call_app, wait_until
 from tests.hosts import start_gunicorn
 from tests.served import serving
 from tests.test_portable import on_windows
@@ -219,9 +209,7 @@ def test_serve_rebuilds_on_each_change_outlives_a_failed_rebuild_and_stops_on_ct
             (tmp_path / "saved").write_text(edit, encoding="utf-8")
             os.replace(tmp_path / "saved", source)
             wait_until(lambda n=count: sum(map(log.read_text().count, told)) > n, process, log)
-            replies = [
-                request(served.port, "GET", f"/away/api/articles/{n}/rating/") for n in (7, 8)
-            ]
+            replies = [served.request("GET", f"/away/api/articles/{n}/rating/") for n in (7, 8)]
             answers.append([(reply.status, reply.body) for reply in replies])
         process.send_signal(signal.SIGINT)
         assert process.wait(STOP_SECONDS) == 0
@@ -252,8 +240,7 @@ def test_serve_rebuilds_on_each_change_outlives_a_failed_rebuild_and_stops_on_ct
 def answers_absolute_forms_by_their_paths(server: Host) -> None:
     """A rating, and the same without its slash, each asked by an absolute-form target (RFC 9112,
     3.2.2), are answered as their paths are (a path out of the site: the contract's point)."""
-    targets = [f"{server.address}{path}".encode() for path in (R7, R7[:-1])]
-    replies = [raw_request(server.port, target) for target in targets]
+    replies = [server.request("GET", f"{server.address}{path}") for path in (R7, R7[:-1])]
     assert [(reply.status, reply.header("Location"), reply.body) for reply in replies] == [
         (200, None, server.document(7)),
         (301, "rating/", b""),
@@ -265,7 +252,7 @@ def test_serve_quiet_says_where_then_only_what_fails(tmp_path: Path) -> None:
     an unreadable file is the JSON 404, and the site's folder gone from under it a JSON 500,
     with one line and no traceback. An absolute-form target is answered by its path."""
     with serving(tmp_path, RATINGS, "--quiet") as served:
-        port, site = served.port, served.site
+        site = served.site
         answers_absolute_forms_by_their_paths(served)
         os.mkfifo(site / "fifo")
         (site / "unreadable.txt").write_bytes(SECRET)
@@ -273,17 +260,17 @@ def test_serve_quiet_says_where_then_only_what_fails(tmp_path: Path) -> None:
         with socket.socket(socket.AF_UNIX) as listening:
             listening.bind(str(site / "socket"))
             for path in ("/fifo", "/socket", *(["/unreadable.txt"] if os.geteuid() else [])):
-                reply = request(port, "GET", path)
+                reply = served.request("GET", path)
                 assert (reply.status, reply.body) == (404, NOT_FOUND), path
         os.rename(site, tmp_path / "elsewhere")
         for method in ("GET", "HEAD"):
-            reply = request(port, method, R7)
+            reply = served.request(method, R7)
             assert (reply.status, reply.body) == (500, SERVER_ERROR if method == "GET" else b"")
             sent = (reply.header("Content-Type"), reply.header("Content-Length"))
             assert sent == (ERROR_TYPE, str(len(SERVER_ERROR)))
             assert reply.header("Access-Control-Allow-Origin") == "*"
         os.rename(tmp_path / "elsewhere", site)
-        assert request(port, "GET", R7).status == 200
+        assert served.request("GET", R7).status == 200
     lost = f"{site}: cannot open the site's folder: No such file or directory"
     assert served.log.read_text() == (
         f"Serving site/ at {served.address}/ — try {served.address}/away/api/articles/1/rating/\n"
