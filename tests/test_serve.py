@@ -77,21 +77,18 @@ def test_the_answers_describe_the_bytes_sent_while_a_rebuild_replaces_the_file(
     site.mkdir()
     (tmp_path / "secret.txt").write_bytes(b"a file outside the site\n")
 
-    def swap(turn: int) -> None:
-        if versions[turn % 2] == LINK:
-            os.symlink("../secret.txt", site / "next")
-        else:
-            (site / "next").write_bytes(versions[turn % 2])
-        os.replace(site / "next", site / "file.txt")
-
-    swap(0)
+    (site / "file.txt").write_bytes(versions[0])
     app = create_app(str(site))
     done = threading.Event()
 
     def swapping() -> None:
         turn = 1
         while not done.is_set():
-            swap(turn)
+            if versions[turn % 2] == LINK:
+                os.symlink("../secret.txt", site / "next")
+            else:
+                (site / "next").write_bytes(versions[turn % 2])
+            os.replace(site / "next", site / "file.txt")
             turn += 1
 
     thread = threading.Thread(target=swapping)
