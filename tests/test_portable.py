@@ -9,6 +9,7 @@ Windows's Pythons lack (``O_DIRECTORY``, ``O_NOFOLLOW``, ``fcntl``: Windows's
 from __future__ import annotations
 
 import ast
+import fcntl
 import os
 import subprocess
 import sys
@@ -18,8 +19,8 @@ from typing import Final
 
 from tests.contract import READY_SECONDS, REPO
 from tests.test_user_errors import run
-from tests.test_writers import LINK, hold_lock, ratings_file
-from tests.trees import build, read_tree, tree_diff
+from tests.test_writers import LINK, ratings_file
+from tests.trees import build, lock_folder_of, read_tree, tree_diff
 
 MODULES: Final = ("os", "signal", "fcntl", "mmap", "select", "socket", "time")
 # Every name the package reads from those modules directly, each available on
@@ -120,10 +121,20 @@ def on_windows(*args: str, then: str = "") -> list[str]:
     return [sys.executable, "-W", "error", "-c", code, *args]
 
 
-def waited(tmp_path: Path, holder: bytes, *args: str) -> tuple[str, int, str, str]:
+def hold_lock(site: Path, pid: bytes) -> int:
+    """Take the build lock of ``site`` as a build would, ``pid`` not yet written or written."""
+    lock_folder_of(site).mkdir(exist_ok=True)
+    fd = os.open(lock_folder_of(site) / "lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.ftruncate(fd, 0)
+    os.write(fd, pid)
+    return fd
+
+
+def waited(tmp_path: Path, holder: bytes, *args: str) -> tuple[int, str, str]:
     """``on_windows(*args)`` in ``tmp_path``, started while ``holder`` holds site/'s build lock
-    (its process id written, or not yet), which is released once it says it waits: that line,
-    then its exit code, stdout and stderr."""
+    (its process id written, or not yet), released once it says it waits: as ``run`` does, its
+    exit code, stdout and stderr."""
     lock = hold_lock(tmp_path / "site", holder)
     try:
         pipe = subprocess.PIPE
@@ -137,7 +148,7 @@ def waited(tmp_path: Path, holder: bytes, *args: str) -> tuple[str, int, str, st
     finally:
         os.close(lock)
     stdout, stderr = process.communicate(timeout=READY_SECONDS)
-    return waiting, process.returncode, stdout, stderr
+    return process.returncode, stdout, waiting + stderr
 
 
 def test_the_build_runs_without_what_macos_and_windows_lack(tmp_path: Path) -> None:
@@ -145,21 +156,13 @@ def test_the_build_runs_without_what_macos_and_windows_lack(tmp_path: Path) -> N
     has not written its process id yet, each through Windows's lock; a link is refused."""
     ratings = ratings_file(tmp_path / "ratings.yaml", range(1, 601), "https://ratings.example.com")
     assert build(ratings, tmp_path / "expected", "--quiet") == 0
-    waiting, code, stdout, stderr = waited(tmp_path, b"4242\n")
-    assert (waiting, code, stderr) == (
-        "site: waiting for the build in process 4242 to finish\n",
-        0,
-        "",
-    )
+    code, stdout, stderr = waited(tmp_path, b"4242\n")
+    assert (code, stderr) == (0, "site: waiting for the build in process 4242 to finish\n")
     assert stdout.startswith("built site: 600 articles; files: 609 written, 0 removed, 0 unchanged")
     tree, expected = read_tree(tmp_path / "site"), read_tree(tmp_path / "expected")
     assert tree == expected, tree_diff(tree, expected)
-    assert waited(tmp_path, b"", "--check") == (
-        "site: waiting for another build to finish\n",
-        0,
-        "site is up to date: 600 articles\n",
-        "",
-    )
+    said = (0, "site is up to date: 600 articles\n", "site: waiting for another build to finish\n")
+    assert waited(tmp_path, b"", "--check") == said
     (tmp_path / "site/away/api/articles/7").rename(tmp_path / "moved")
     (tmp_path / "site/away/api/articles/7").symlink_to(tmp_path / "moved")
     said = f"site/away/api/articles/7: {LINK}\n"

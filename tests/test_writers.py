@@ -40,16 +40,6 @@ def generate(
     )
 
 
-def hold_lock(site: Path, pid: bytes) -> int:
-    """Take the build lock of ``site`` as a build would, ``pid`` not yet written or written."""
-    lock_folder_of(site).mkdir(exist_ok=True)
-    fd = os.open(lock_folder_of(site) / "lock", os.O_RDWR | os.O_CREAT)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    os.ftruncate(fd, 0)
-    os.write(fd, pid)
-    return fd
-
-
 def test_builds_started_together_leave_one_inputs_tree(tmp_path: Path) -> None:
     """Two CI jobs on one workspace: never a mixture, never a listed article without its file."""
     inputs = [
