@@ -194,9 +194,9 @@ def test_serve_rebuilds_on_each_change_outlives_a_failed_rebuild_and_stops_on_ct
     served address is the base URL. In an interpreter without what macOS's and Windows's
     Pythons lack."""
     source = tmp_path / "ratings.yaml"
+    windows = partial(on_windows, "--serve", "--port", "0", then=FAILING_WRITES)
     told = ("still serving the last good build", "ratings.yaml changed: built")
     answers = []
-    windows = partial(on_windows, "--serve", "--port", "0", then=FAILING_WRITES)
     with serving(tmp_path, "articles: {}\n", command=windows) as served:
         log, process = served.log, served.process
         source.unlink()
