@@ -29,13 +29,6 @@ def ratings_file(folder: Path, articles: str, base_url: str = "https://example.c
     return path
 
 
-def built(tmp_path: Path, articles: str, *extra: str) -> tuple[Path, Path]:
-    """``articles`` in ``tmp_path``'s ratings.yaml, and ``tmp_path / "site"`` built from it."""
-    ratings = ratings_file(tmp_path, articles)
-    assert build(ratings, tmp_path / "site", *extra) == 0
-    return ratings, tmp_path / "site"
-
-
 # Files of the user's in the site: kept, whatever looks like the generator's.
 USERS: Final = {
     "CNAME": b"ratings.example.com\n",
@@ -162,7 +155,8 @@ def test_a_rebuild_leaves_what_a_fresh_build_makes(
 ) -> None:
     """Whatever happened to the folder, or was built there before."""
     (tmp_path / "outside").write_bytes(b"precious\n")
-    ratings, site = built(tmp_path, RATINGS, "--quiet")
+    ratings, site = ratings_file(tmp_path, RATINGS), tmp_path / "site"
+    assert build(ratings, site, "--quiet") == 0
     damage(site, lock_folder_of(site))
     fresh = tmp_path / "fresh"
     assert build(ratings, fresh, "--quiet") == 0
@@ -180,7 +174,8 @@ def test_a_rebuild_leaves_what_a_fresh_build_makes(
 
 def test_a_write_cut_short_leaves_whole_documents(tmp_path: Path) -> None:
     """As on a full disk: the kernel writes part of a file, then refuses the rest."""
-    ratings, site = built(tmp_path, "  1: [5]\n  2: [4]\n")
+    ratings, site = ratings_file(tmp_path, "  1: [5]\n  2: [4]\n"), tmp_path / "site"
+    assert build(ratings, site, "--quiet") == 0
     old = documents(site)
     # Article 1's new document fits in the limit; article 2's is longer and does not.
     ratings_file(tmp_path, "  1: [5, 5]\n  2: {sum: 40000000000000, count: 10000000000000}\n")
