@@ -20,13 +20,12 @@ EXTRAS: Final = (
 )
 
 
-def free_plan_note(files: str, over: str) -> str:
-    """The notice of a deployment of ``files`` files, ``over`` over the Free plan's limit."""
-    return (
-        f"note: {files} files (and any of yours) are over Cloudflare Pages' Free plan limit of "
-        f"20,000 files a deployment by {over}: the deploy fails unless the project is on a "
-        f"paid plan (100,000); or {OBJECT_STORAGE}"
-    )
+# The notice of a deployment of {} files, {} over the Free plan's limit.
+FREE_PLAN_NOTE: Final = (
+    "note: {} files (and any of yours) are over Cloudflare Pages' Free plan limit of "
+    "20,000 files a deployment by {}: the deploy fails unless the project is on a "
+    f"paid plan (100,000); or {OBJECT_STORAGE}"
+)
 
 
 NETLIFY_NOTE: Final = (
@@ -40,8 +39,8 @@ NETLIFY_NOTE: Final = (
 @pytest.mark.parametrize(
     ("articles", "environ", "said"),
     [
-        (99_994, {"CF_PAGES": "1"}, [free_plan_note("100,000", "80,000")]),
-        (19_995, {"CF_PAGES": "1"}, [free_plan_note("20,001", "1")]),
+        (99_994, {"CF_PAGES": "1"}, [FREE_PLAN_NOTE.format("100,000", "80,000")]),
+        (19_995, {"CF_PAGES": "1"}, [FREE_PLAN_NOTE.format("20,001", "1")]),
         (19_994, {"CF_PAGES": "1"}, []),
         (54_001, {"NETLIFY": "true"}, [NETLIFY_NOTE]),
         (54_001, {"CONTEXT": "production"}, [NETLIFY_NOTE]),

@@ -9,17 +9,18 @@ Windows's Pythons lack (``O_DIRECTORY``, ``O_NOFOLLOW``, ``fcntl``: Windows's
 from __future__ import annotations
 
 import ast
+import fcntl
 import os
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+import time
 from pathlib import Path
 from typing import Final
 
 from tests.contract import READY_SECONDS, REPO
 from tests.test_user_errors import run
-from tests.test_writers import hold_lock, ratings_file
-from tests.trees import built, read_tree, tree_diff
+from tests.test_writers import LINK, ratings_file
+from tests.trees import build, lock_folder_of, read_tree, tree_diff
 
 MODULES: Final = ("os", "signal", "fcntl", "mmap", "select", "socket", "time")
 # Every name the package reads from those modules directly, each available on
@@ -92,32 +93,24 @@ runpy.run_path({script!r}, run_name="__main__")
 """
 
 
-def used_names() -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+def test_every_call_the_package_makes_is_one_macos_and_windows_have() -> None:
     """The names the package reads from MODULES: directly, and through getattr/hasattr."""
-    direct, guarded = set(), set()
+    direct: dict[str, set[str]] = {}
+    guarded = set()
     for path in [*(REPO / "ratings_api").glob("*.py"), REPO / "generate.py"]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             match node:
                 case ast.Attribute(value=ast.Name(id=module), attr=name) if module in MODULES:
-                    direct.add((module, name))
+                    direct.setdefault(module, set()).add(name)
                 case ast.Call(
                     func=ast.Name(id="getattr" | "hasattr"),
                     args=[ast.Name(id=module), ast.Constant(value=str(name)), *_],
                 ) if module in MODULES:
                     guarded.add((module, name))
-    return direct, guarded
-
-
-def pairs(names: Mapping[str, Iterable[str]]) -> set[tuple[str, str]]:
-    return {(module, name) for module, listed in names.items() for name in listed}
-
-
-def test_every_call_the_package_makes_is_one_macos_and_windows_have() -> None:
-    direct, guarded = used_names()
 
     # A new name: look up its availability in the Python docs, then list it.
-    assert (direct, guarded) == (pairs(PORTABLE), WITH_FALLBACK)
-    assert not pairs(PORTABLE) & pairs(MISSING)
+    assert (direct, guarded) == (PORTABLE, WITH_FALLBACK)
+    assert [m for m, names in PORTABLE.items() if names & set(MISSING.get(m, ()))] == []
 
 
 def on_windows(*args: str, then: str = "") -> list[str]:
@@ -128,42 +121,49 @@ def on_windows(*args: str, then: str = "") -> list[str]:
     return [sys.executable, "-W", "error", "-c", code, *args]
 
 
-def test_the_build_runs_without_what_macos_and_windows_lack(tmp_path: Path) -> None:
-    ratings = ratings_file(tmp_path / "ratings.yaml", range(1, 601), "https://ratings.example.com")
-    (tmp_path / "expected").mkdir()
-    expected = read_tree(built(tmp_path / "expected", ratings.read_text(encoding="utf-8")))
-    lock = hold_lock(tmp_path / "site", b"4242\n")
-    try:  # a second build waits for the first, through Windows's lock
+def hold_lock(site: Path, pid: bytes) -> int:
+    """Take the build lock of ``site`` as a build would, ``pid`` not yet written or written."""
+    lock_folder_of(site).mkdir(exist_ok=True)
+    fd = os.open(lock_folder_of(site) / "lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.ftruncate(fd, 0)
+    os.write(fd, pid)
+    return fd
+
+
+def waited(tmp_path: Path, holder: bytes, *args: str) -> tuple[int, str, str]:
+    """``on_windows(*args)`` in ``tmp_path``, started while ``holder`` holds site/'s build lock
+    (its process id written, or not yet), released once it says it waits: as ``run`` does, its
+    exit code, stdout and stderr."""
+    lock = hold_lock(tmp_path / "site", holder)
+    try:
+        pipe = subprocess.PIPE
         process = subprocess.Popen(
-            on_windows(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            on_windows(*args), cwd=tmp_path, stdout=pipe, stderr=pipe, text=True
         )
         assert process.stderr is not None
         waiting = process.stderr.readline()
+        time.sleep(0.2)
+        assert process.poll() is None  # still waiting
     finally:
         os.close(lock)
     stdout, stderr = process.communicate(timeout=READY_SECONDS)
-    assert (waiting, stderr, process.returncode) == (
-        "site: waiting for the build in process 4242 to finish\n",
-        "",
-        0,
-    )
-    assert stdout.startswith("built site: 600 articles; files: 609 written, 0 removed, 0 unchanged")
-    assert read_tree(tmp_path / "site") == expected, tree_diff(
-        read_tree(tmp_path / "site"), expected
-    )
+    return process.returncode, stdout, waiting + stderr
 
-    assert run(tmp_path, command=on_windows("--check")) == (
-        0,
-        "site is up to date: 600 articles\n",
-        "",
-    )
-    (tmp_path / "site" / "away" / "api" / "articles" / "7").rename(tmp_path / "moved")
-    (tmp_path / "site" / "away" / "api" / "articles" / "7").symlink_to(tmp_path / "moved")
-    assert run(tmp_path, command=on_windows("--check")) == (
-        2,
-        "",
-        (
-            "site/away/api/articles/7: is a symbolic link: the build follows none where it "
-            "writes; remove it\n"
-        ),
-    )
+
+def test_the_build_runs_without_what_macos_and_windows_lack(tmp_path: Path) -> None:
+    """A build waits for the build in process 4242, then builds, and --check for a build that
+    has not written its process id yet, each through Windows's lock; a link is refused."""
+    ratings = ratings_file(tmp_path / "ratings.yaml", range(1, 601), "https://ratings.example.com")
+    assert build(ratings, tmp_path / "expected", "--quiet") == 0
+    code, stdout, stderr = waited(tmp_path, b"4242\n")
+    assert (code, stderr) == (0, "site: waiting for the build in process 4242 to finish\n")
+    assert stdout.startswith("built site: 600 articles; files: 609 written, 0 removed, 0 unchanged")
+    tree, expected = read_tree(tmp_path / "site"), read_tree(tmp_path / "expected")
+    assert tree == expected, tree_diff(tree, expected)
+    said = (0, "site is up to date: 600 articles\n", "site: waiting for another build to finish\n")
+    assert waited(tmp_path, b"", "--check") == said
+    (tmp_path / "site/away/api/articles/7").rename(tmp_path / "moved")
+    (tmp_path / "site/away/api/articles/7").symlink_to(tmp_path / "moved")
+    said = f"site/away/api/articles/7: {LINK}\n"
+    assert run(tmp_path, command=on_windows("--check")) == (2, "", said)

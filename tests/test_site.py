@@ -9,11 +9,12 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Final
 
 import pytest
 
 from tests.contract import unmeasured_environ
-from tests.trees import build, document, documents, lock_folder_of, read_tree, snapshot
+from tests.trees import build, document, documents, lock_folder_of, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD_TIME = 1_000_000_000_000_000_000  # 2001, in nanoseconds: far from any build's clock
@@ -28,38 +29,64 @@ def ratings_file(folder: Path, articles: str, base_url: str = "https://example.c
     return path
 
 
-def built(tmp_path: Path, articles: str, *extra: str) -> tuple[Path, Path]:
-    """``articles`` in ``tmp_path``'s ratings.yaml, and ``tmp_path / "site"`` built from it."""
-    ratings = ratings_file(tmp_path, articles)
-    assert build(ratings, tmp_path / "site", *extra) == 0
-    return ratings, tmp_path / "site"
+# Files of the user's in the site: kept, whatever looks like the generator's.
+USERS: Final = {
+    "CNAME": b"ratings.example.com\n",
+    "_headers": b"/*\n  X-Frame-Options: DENY\n",
+    "away/api/articles/3/rating/notes.txt": b"kept, in the folder of an article removed\n",
+    "away/api/articles/drafts/index.html": b"<p>draft</p>\n",
+    "away/api/articles/0099/rating/index.json": b"not an id the generator writes\n",
+    "away/api/articles/9/README": b"a folder that looks like an id, without a document\n",
+    "away/api/articles/10/rating/README": b"one without a document either\n",
+    "away/api/articles/11": b"a file named as an article's folder\n",
+}
+# What --check says of a site not built, then of one whose input changed: documents first,
+# then the files describing the API (article 3 leaves the front page's table and the OpenAPI
+# document's examples), then removals.
+CHECKED: Final = (
+    "{site} is out of date: 13 to write, 0 to remove:\n  {site}/{doc1}\n  {site}/{doc2}\n"
+    "  {site}/{doc3}\n  {site}/{doc40}\n  {site}/404.html\n  and 8 more\n"
+    "{site} is out of date: 3 to write, 2 to remove:\n  {site}/{doc2}\n"
+    "  {site}/away/api/openapi.json\n  {site}/index.html\n  {site}/{doc3}\n"
+    "  {site}/.generate-1.tmp\n"
+)
 
 
-def test_a_rebuild_writes_only_the_files_that_changed(
+def test_check_names_what_a_rebuild_then_writes_and_it_writes_nothing_else(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    ratings, site = built(tmp_path, RATINGS)
+    """--check writes nothing, nor the lock folder; a rebuild writes the files it named, keeps
+    the user's files and the others as they were (their times too), and removes what it named;
+    built again, nothing at all."""
+    ratings, site = ratings_file(tmp_path, RATINGS), tmp_path / "site"
+    assert build(ratings, site, "--check") == 1
+    assert os.listdir(tmp_path) == ["ratings.yaml"]
+    assert build(ratings, site, "--quiet") == 0
+    for name, content in {**USERS, ".generate-1.tmp": b'{"article_url": "ht'}.items():
+        put_file(site / name, content)
     for path in site.rglob("*"):
         os.utime(path, ns=(OLD_TIME, OLD_TIME))
-    ratings_file(tmp_path, RATINGS.replace("[4, 4]", "[4, 4, 1]"))
-    capsys.readouterr()
+    ratings_file(tmp_path, RATINGS.replace("[4, 4]", "[4, 4, 1]").replace("  3: []\n", ""))
+    before = snapshot(tmp_path)
+    assert build(ratings, site, "--check") == 1
+    assert snapshot(tmp_path) == before
 
     assert build(ratings, site) == 0
-    changed = {name for name, (_, time) in snapshot(site).items() if time != OLD_TIME}
-    before = snapshot(site)
+    after = snapshot(site)
     assert build(ratings, site) == 0
 
-    # Article 2's document (and its folder, where it was renamed in), and the front
-    # page, whose table of the best rated changed; then nothing at all.
-    assert changed == {document(2), document(2).removesuffix("/index.json"), "index.html"}
-    assert (
-        b'"rating_sum": 9, "rating_count": 3, "rating_value": "3.0"}'
-        in documents(site)[document(2)]
-    )
-    assert snapshot(site) == before
-    first, second = capsys.readouterr().out.splitlines()
-    assert first.startswith(f"built {site}: 4 articles; files: 2 written, 0 removed, 11 unchanged")
-    assert second.startswith(f"built {site}: 4 articles; files: 0 written, 0 removed, 13 unchanged")
+    assert snapshot(site) == after
+    changed = {
+        name for name, (data, time) in after.items() if data is not None and time != OLD_TIME
+    }
+    assert changed == {document(2), "away/api/openapi.json", "index.html"}
+    assert {name: after[name][0] for name in USERS} == USERS
+    assert document(3) not in after
+    out, err = capsys.readouterr()
+    assert err == CHECKED.format(site=site, **{f"doc{n}": document(n) for n in (1, 2, 3, 40)})
+    first, second = out.splitlines()
+    assert first.startswith(f"built {site}: 3 articles; files: 3 written, 2 removed, 9 unchanged")
+    assert second.startswith(f"built {site}: 3 articles; files: 0 written, 0 removed, 12 unchanged")
 
 
 def tamper_in_place(site: Path, lock: Path) -> None:
@@ -117,6 +144,8 @@ DAMAGES: dict[str, tuple[Damage, int]] = {
     "other-base-url": (built_from(RATINGS, "https://cdn.example.org"), 1),
     # The same input in another order: the same tree.
     "other-order": (built_from("".join(reversed(RATINGS.splitlines(keepends=True)))), 0),
+    # The input emptied since: no article's folder is left, nor articles/ itself.
+    "input-emptied": (lambda site, _: ratings_file(site.parent, "  {}\n"), 1),
 }
 
 
@@ -126,10 +155,11 @@ def test_a_rebuild_leaves_what_a_fresh_build_makes(
 ) -> None:
     """Whatever happened to the folder, or was built there before."""
     (tmp_path / "outside").write_bytes(b"precious\n")
-    ratings, site = built(tmp_path, RATINGS, "--quiet")
+    ratings, site = ratings_file(tmp_path, RATINGS), tmp_path / "site"
+    assert build(ratings, site, "--quiet") == 0
+    damage(site, lock_folder_of(site))
     fresh = tmp_path / "fresh"
     assert build(ratings, fresh, "--quiet") == 0
-    damage(site, lock_folder_of(site))
 
     assert build(ratings, site, "--check", "--quiet") == check
     assert build(ratings, site, "--quiet") == 0
@@ -142,104 +172,19 @@ def test_a_rebuild_leaves_what_a_fresh_build_makes(
     assert os.listdir(lock_folder_of(site)) == ["lock"]
 
 
-def test_files_the_generator_did_not_make_are_kept(tmp_path: Path) -> None:
-    ratings, site = built(tmp_path, "  7: [5]\n  8: [4]\n")
-    users = {
-        "CNAME": b"ratings.example.com\n",
-        "_headers": b"/*\n  X-Frame-Options: DENY\n",
-        "away/api/articles/7/rating/notes.txt": b"kept\n",
-        "away/api/articles/drafts/index.html": b"<p>draft</p>\n",
-        "away/api/articles/0099/rating/index.json": b"not an id the generator writes\n",
-        "away/api/articles/9/README": b"a folder that looks like an id, without a document\n",
-        "away/api/articles/10/rating/README": b"one without a document either\n",
-        "away/api/articles/11": b"a file named as an article's folder\n",
-    }
-    for name, content in users.items():
-        (site / name).parent.mkdir(parents=True, exist_ok=True)
-        (site / name).write_bytes(content)
-    ratings_file(tmp_path, "  8: [4]\n")
-
-    assert build(ratings, site) == 0
-
-    tree = read_tree(site)
-    assert {name: tree.get(name) for name in users} == users
-    assert document(7) not in tree
-
-
-def test_an_empty_catalogue_removes_the_article_folders_but_not_the_users_files(
-    tmp_path: Path,
-) -> None:
-    ratings, site = built(tmp_path, "  7: [5]\n")
-    (site / "CNAME").write_text("ratings.example.com\n")
-    ratings_file(tmp_path, "  {}\n")
-
-    assert build(ratings, site) == 0
-
-    listed = sorted(os.listdir(site))
-    assert listed == ["404.html", "CNAME", "_redirects", "assets", "away", "index.html"]
-    assert sorted(os.listdir(site / "away/api")) == ["embed.d.ts", "embed.js", "openapi.json"]
-
-
-def edited_stale_and_old(tmp_path: Path) -> Path:
-    built(tmp_path, "  1: [5]\n  2: [4]\n  3: [3]\n", "--quiet")
-    (tmp_path / "site" / document(2)).write_text('{"edited": true}\n')
-    (tmp_path / "site" / ".generate-1.tmp").write_bytes(b'{"article_url": "ht')
-    return ratings_file(tmp_path, "  1: [5]\n  2: [4]\n")
-
-
-# How the site came to be, and what --check then prints (exit 1; up to date, exit 0, and its
-# line: tests/test_portable.py).
-CHECKS: dict[str, tuple[Callable[[Path], Path], str]] = {
-    "missing-site": (
-        lambda tmp_path: ratings_file(tmp_path, "  1: [5]\n  2: [4]\n"),
-        (
-            "{site} is out of date: 11 to write, 0 to remove:\n  {site}/{doc1}\n  {site}/{doc2}\n"
-            "  {site}/404.html\n  {site}/_redirects\n  {site}/assets/front-page.css\n  and 6 more\n"
-        ),
-    ),
-    # The documents first, then the files describing the API (article 3 leaves the
-    # front page's table and the OpenAPI document's examples), then removals.
-    "edited-stale-and-old": (
-        edited_stale_and_old,
-        (
-            "{site} is out of date: 3 to write, 2 to remove:\n  {site}/{doc2}\n"
-            "  {site}/away/api/openapi.json\n  {site}/index.html\n  {site}/{doc3}\n"
-            "  {site}/.generate-1.tmp\n"
-        ),
-    ),
-}
-
-
-@pytest.mark.parametrize("name", list(CHECKS))
-def test_check_names_what_a_build_would_change_and_writes_nothing(
-    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    prepare, message = CHECKS[name]
-    site = tmp_path / "site"
-    ratings = prepare(tmp_path)
-    before = (snapshot(tmp_path), snapshot(lock_folder_of(site)))
-    capsys.readouterr()
-
-    assert build(ratings, site, "--check") == 1
-
-    names = {f"doc{n}": document(n) for n in (1, 2, 3)}
-    assert capsys.readouterr().err == message.format(site=site, **names)
-    assert (snapshot(tmp_path), snapshot(lock_folder_of(site))) == before  # nor the lock folder
-
-
 def test_a_write_cut_short_leaves_whole_documents(tmp_path: Path) -> None:
     """As on a full disk: the kernel writes part of a file, then refuses the rest."""
-    ratings, site = built(tmp_path, "  1: [5]\n  2: [4]\n")
+    ratings, site = ratings_file(tmp_path, "  1: [5]\n  2: [4]\n"), tmp_path / "site"
+    assert build(ratings, site, "--quiet") == 0
     old = documents(site)
     # Article 1's new document fits in the limit; article 2's is longer and does not.
     ratings_file(tmp_path, "  1: [5, 5]\n  2: {sum: 40000000000000, count: 10000000000000}\n")
     limit = len((site / document(1)).read_bytes()) + 20
-    # Coverage's data file, written at exit, would meet the same limit and fail there.
-    environ = unmeasured_environ()
 
     done = subprocess.run(
         [sys.executable, str(ROOT / "generate.py"), "--input", str(ratings), "--output", str(site)],
-        env=environ,
+        # Coverage's data file, written at exit, would meet the same limit and fail there.
+        env=unmeasured_environ(),
         capture_output=True,
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)),
         timeout=60,

@@ -14,7 +14,7 @@ from typing import Final
 import pytest
 
 from tests.contract import unmeasured_environ
-from tests.trees import build, document, documents, lock_folder_of, read_tree, snapshot
+from tests.trees import build, document, documents, lock_folder_of, read_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD, NEW = "https://old.example", "https://new.example"
@@ -38,48 +38,6 @@ def generate(
     return subprocess.Popen(
         [*command, str(site), *extra], stdout=pipe, stderr=pipe, start_new_session=True, env=environ
     )
-
-
-def rewriting(tmp_path: Path, size: int) -> tuple[Path, Path, dict[str, bytes]]:
-    """A site of ``size`` articles built for OLD, and its input changed to NEW."""
-    site, ratings = tmp_path / "site", ratings_file(tmp_path / "ratings.yaml", range(1, size + 1))
-    assert build(ratings, site) == 0
-    ratings_file(ratings, range(1, size + 1), NEW)
-    return site, ratings, documents(site)
-
-
-def hold_lock(site: Path, pid: bytes) -> int:
-    """Take the build lock of ``site`` as a build would, ``pid`` not yet written or written."""
-    lock_folder_of(site).mkdir(exist_ok=True)
-    fd = os.open(lock_folder_of(site) / "lock", os.O_RDWR | os.O_CREAT)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    os.ftruncate(fd, 0)
-    os.write(fd, pid)
-    return fd
-
-
-def test_a_second_build_waits_for_the_first(tmp_path: Path) -> None:
-    """A --check here, before the first has written its process id; a build that waits for
-    the build in process 4242, then builds: tests/test_portable.py."""
-    site, ratings, _ = rewriting(tmp_path, 10)
-    before = snapshot(site)
-    lock = hold_lock(site, b"")
-    try:
-        process = generate(ratings, site, "--check")
-        assert process.stderr is not None
-        waiting = process.stderr.readline()
-        time.sleep(0.2)
-        assert (waiting, process.poll(), snapshot(site)) == (
-            f"{site}: waiting for another build to finish\n".encode(),
-            None,
-            before,
-        )
-    finally:
-        os.close(lock)
-    _, stderr = process.communicate(timeout=60)
-
-    assert (process.returncode, stderr.startswith(f"{site} is out of date".encode())) == (1, True)
-    assert snapshot(site) == before
 
 
 def test_builds_started_together_leave_one_inputs_tree(tmp_path: Path) -> None:
@@ -107,7 +65,10 @@ def test_builds_started_together_leave_one_inputs_tree(tmp_path: Path) -> None:
 def test_a_stopped_build_stops_at_once_and_leaves_whole_documents(
     tmp_path: Path, number: signal.Signals
 ) -> None:
-    site, ratings, old = rewriting(tmp_path, 6000)
+    site, ratings = tmp_path / "site", ratings_file(tmp_path / "ratings.yaml", range(1, 6001))
+    assert build(ratings, site) == 0
+    ratings_file(ratings, range(1, 6001), NEW)
+    old = documents(site)
     process = generate(ratings, site, measured=False)
     # Stopped once it has rewritten some documents, but not all (it goes in order).
     while OLD.encode() in (site / document(200)).read_bytes() and process.poll() is None:
@@ -134,7 +95,6 @@ def test_a_stopped_build_stops_at_once_and_leaves_whole_documents(
     assert 0 < len(new) < len(old)
     with open(lock_folder_of(site) / "lock") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the kernel released it at once
-    assert build(ratings, site, "--check") == 1
     assert build(ratings, site) == 0
     assert build(ratings, site, "--check") == 0
     assert os.listdir(lock_folder_of(site)) == ["lock"]
@@ -160,7 +120,7 @@ def test_a_link_or_a_folder_where_the_build_writes_is_an_error(
     (outside / "rating").mkdir(parents=True)
     (outside / "rating" / "index.json").write_bytes(b"precious\n")
     site, ratings = tmp_path / "site", ratings_file(tmp_path / "ratings.yaml", [1, 9])
-    assert build(ratings, site) == 0
+    assert build(ratings, site, "--quiet") == 0
     where = tmp_path / path
     os.rename(where, tmp_path / "moved")  # the build's own folder or file, set aside
     if path in LINKS:
@@ -168,42 +128,34 @@ def test_a_link_or_a_folder_where_the_build_writes_is_an_error(
     else:
         where.mkdir()
     ratings_file(ratings, [1], NEW)
-    capsys.readouterr()
 
-    assert build(ratings, site) == 2
+    assert build(ratings, site, "--quiet") == 2
 
     said = LINK if path in LINKS else "cannot write: Is a directory"
     assert capsys.readouterr().err == f"{where}: {said}\n"
     assert read_tree(outside) == {"rating/index.json": b"precious\n"}
 
 
-def test_an_output_folder_that_is_a_mount_point_is_refused(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_the_lock_folder_is_beside_the_output_folder_so_a_mount_point_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """/dev/shm is one: beside it is another file system. (The root: test_user_errors.py.)"""
-    before = sorted(os.listdir("/dev/shm"))
+    """Beside ``.`` too: the output holds only what is published. /dev/shm is a mount point:
+    beside it is another file system. (The root: test_user_errors.py.)"""
+    ratings = ratings_file(tmp_path / "ratings.yaml", [7])
+    assert build(ratings, tmp_path / "named", "--quiet") == 0
+    (tmp_path / "dot").mkdir()
+    monkeypatch.chdir(tmp_path / "dot")
+    assert build(ratings, Path("."), "--quiet") == 0
+    shm = sorted(os.listdir("/dev/shm"))
 
-    assert build(ratings_file(tmp_path / "ratings.yaml", [7]), Path("/dev/shm"), "--check") == 2
+    assert build(ratings, Path("/dev/shm"), "--check") == 2
 
+    assert sorted(os.listdir("/dev/shm")) == shm
     assert capsys.readouterr().err == (
         "/dev/shm: a mount point: the build keeps its lock and temporary file beside the "
         "output folder, in /dev/.shm.generate, on the same file system; build into a "
         "folder inside the mount instead\n"
     )
-    assert sorted(os.listdir("/dev/shm")) == before
-
-
-def test_the_lock_folder_is_beside_the_output_folder(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Beside ``.`` too: the output holds only what is published."""
-    ratings = ratings_file(tmp_path / "ratings.yaml", [7])
-    assert build(ratings, tmp_path / "named") == 0
-    (tmp_path / "dot").mkdir()
-    monkeypatch.chdir(tmp_path / "dot")
-
-    assert build(ratings, Path(".")) == 0
-
     assert read_tree(tmp_path / "dot") == read_tree(tmp_path / "named")
     listed = sorted(os.listdir(tmp_path))
     assert listed == [".dot.generate", ".named.generate", "dot", "named", "ratings.yaml"]
