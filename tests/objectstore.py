@@ -50,21 +50,20 @@ articles:
 ACCESS_KEY: Final = "ratings-test-access"
 SECRET_KEY: Final = "ratings-test-secret-d41d8cd98f00b204"
 REGION: Final = "us-east-1"
-# Each bucket takes 7 volumes; 8 MB volumes keep the data folder small.
-VOLUME_MAX: Final = 300
-VOLUME_SIZE_LIMIT_MB: Final = 8
 START_TIMEOUT: Final = 60.0
 STOP_TIMEOUT: Final = 20.0
 # The probe bucket proves that writes work (volumes allocated) before a test starts.
 PROBE_BUCKET: Final = "objectstore-ready"
 # SeaweedFS's port options: each server's and its gRPC's, the metrics' and the debug one.
-SERVERS: Final = ("master", "volume", "filer", "s3")
 PORT_NAMES: Final = [
-    *(f"{server}.port{grpc}" for server in SERVERS for grpc in ("", ".grpc")),
+    *(
+        f"{name}.port{grpc}"
+        for name in ("master", "volume", "filer", "s3")
+        for grpc in ("", ".grpc")
+    ),
     "metricsPort",
     "debug.port",
 ]
-LOG: Final = "store.log"  # in the store's folder: what its process writes
 
 
 def free_port() -> int:
@@ -133,16 +132,14 @@ class Store:
 
     def stop(self) -> None:
         """Stop the store and wait until it has exited (its data stays in ``folder``)."""
-        client, self._client = self._client, None
-        if client is not None:
-            client.close()
-        process, self.process = self.process, None
-        if process is None:
-            return
-        # SIGKILL, not SIGTERM: on SIGTERM SeaweedFS's filer waits 15 s for its own S3
-        # gateway's subscription to end; moto keeps nothing to lose.
-        process.kill()
-        process.wait(timeout=STOP_TIMEOUT)
+        if self._client is not None:
+            self._client.close()
+        if self.process is not None:
+            # SIGKILL, not SIGTERM: on SIGTERM SeaweedFS's filer waits 15 s for its own S3
+            # gateway's subscription to end; moto keeps nothing to lose.
+            self.process.kill()
+            self.process.wait(timeout=STOP_TIMEOUT)
+        self._client = self.process = None
 
 
 def start_store(folder: Path) -> Store:
@@ -159,8 +156,9 @@ def start_store(folder: Path) -> Store:
         "-ip=127.0.0.1",
         "-ip.bind=127.0.0.1",
         f"-dir={folder / 'data'}",
-        f"-volume.max={VOLUME_MAX}",
-        f"-master.volumeSizeLimitMB={VOLUME_SIZE_LIMIT_MB}",
+        # Each bucket takes 7 volumes; 8 MB volumes keep the data folder small.
+        "-volume.max=300",
+        "-master.volumeSizeLimitMB=8",
         # Without these, stopping waits 10 s and the master phones home.
         "-volume.preStopSeconds=0",
         "-master.telemetry=false",
@@ -189,49 +187,38 @@ STORES: Final[dict[str, Callable[[Path], Store]]] = {"SeaweedFS": start_store, "
 
 def _started(store: Store, command: list[str]) -> Store:
     """``store``, its ``command`` started, once it answers a signed request and accepts a
-    write; stopped if it never does."""
+    write; stopped if it never does (its log, store.log, in the message)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    with (store.folder / LOG).open("ab") as log:
+    log, client = store.folder / "store.log", store.client()
+    with log.open("ab") as output:
         store.process = subprocess.Popen(
             command,
             cwd=store.folder,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
+            stdout=output,
             stderr=subprocess.STDOUT,
             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(store.folder)},
         )
-    deadline, last = time.monotonic() + START_TIMEOUT, "no answer"
+    deadline = time.monotonic() + START_TIMEOUT
     try:
-        while time.monotonic() < deadline:
-            if store.process.poll() is not None:
-                raise AssertionError(f"exited with {store.process.returncode}:\n{_tail(store)}")
+        while True:
             try:
-                _probe(store)
+                # A connection first: it fails fast while the port is closed.
+                address = urllib.parse.urlsplit(store.endpoint)
+                socket.create_connection((address.hostname, address.port), timeout=2).close()
+                if PROBE_BUCKET not in {each["Name"] for each in client.list_buckets()["Buckets"]}:
+                    client.create_bucket(Bucket=PROBE_BUCKET)
+                client.put_object(Bucket=PROBE_BUCKET, Key="probe", Body=b"ready\n")
                 return store
             except (OSError, BotoCoreError, ClientError) as error:
-                last = str(error)
+                last = error
+            exited, tail = store.process.poll(), log.read_text(errors="replace")[-4000:]
+            ready = exited is None and time.monotonic() < deadline
+            assert ready, f"exit status {exited}, not ready ({last}):\n{tail}"
             time.sleep(0.3)
-        raise AssertionError(f"not ready after {START_TIMEOUT} s ({last}):\n{_tail(store)}")
     except BaseException:
         store.stop()
         raise
-
-
-def _probe(store: Store) -> None:
-    # An anonymous request first: cheap, and it fails fast while the port is closed.
-    try:
-        urllib.request.urlopen(store.endpoint + "/", timeout=2).close()
-    except urllib.error.HTTPError as answer:
-        answer.close()  # any HTTP answer means the gateway listens
-    client = store.client()
-    if PROBE_BUCKET not in {bucket["Name"] for bucket in client.list_buckets()["Buckets"]}:
-        client.create_bucket(Bucket=PROBE_BUCKET)
-    client.put_object(Bucket=PROBE_BUCKET, Key="probe", Body=b"ready\n")
-
-
-def _tail(store: Store) -> str:
-    return (store.folder / LOG).read_text(errors="replace")[-4000:]
 
 
 def remove_store(store: Store) -> None:
@@ -246,7 +233,7 @@ HOP_BY_HOP: Final = frozenset(
     {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade"}
 )
 # What the proxy does to a request a rule matches: see CountingProxy.on.
-Action = Literal["hold", "drop"] | Callable[[], None]
+Action = Literal["hold", "drop"] | Callable[[], object]
 
 
 @dataclass
@@ -315,18 +302,15 @@ class Rule:
     method: str
     key: str
     action: Action
-    after: int = 0  # such requests let through before the rule acts
-    taken: bool = False  # by a request: a rule acts once
+    after: int = 0  # such requests let through before the rule acts, once
     reached: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
 
     def matches(self, method: str, path: str) -> bool:
-        ours = method == self.method and urllib.parse.urlsplit(path).path.endswith("/" + self.key)
-        if not ours or self.taken:
+        if method != self.method or not urllib.parse.urlsplit(path).path.endswith("/" + self.key):
             return False
         self.after -= 1
-        self.taken = self.after < 0
-        return self.taken
+        return self.after == -1
 
 
 class _Forward(http.server.BaseHTTPRequestHandler):
@@ -348,17 +332,14 @@ class _Forward(http.server.BaseHTTPRequestHandler):
         try:
             if rule is not None and callable(rule.action):
                 rule.action()
-            if proxy.full and self.command == "PUT":
-                status, reason, headers, data = 500, "Internal Server Error", [], b""
-            else:
+            status, reason, headers, data = 500, "Internal Server Error", [], b""
+            if not (proxy.full and self.command == "PUT"):
+                skip = HOP_BY_HOP | proxy.strip
+                sent = {
+                    name: value for name, value in self.headers.items() if name.lower() not in skip
+                }
                 connection = http.client.HTTPConnection(proxy.upstream, timeout=60)
-                connection.putrequest(
-                    self.command, self.path, skip_host=True, skip_accept_encoding=True
-                )
-                for name, value in self.headers.items():
-                    if name.lower() not in HOP_BY_HOP | proxy.strip:
-                        connection.putheader(name, value)
-                connection.endheaders(body)
+                connection.request(self.command, self.path, body or None, sent)
                 answer = connection.getresponse()
                 data = answer.read()
                 status, reason, headers = answer.status, answer.reason, answer.getheaders()
@@ -373,11 +354,11 @@ class _Forward(http.server.BaseHTTPRequestHandler):
             # The store's headers, but those the proxy sets: its own, and the body's length.
             replaced = HOP_BY_HOP | {"content-length", *map(str.lower, proxy.added_headers)}
             kept = [(name, value) for name, value in headers if name.lower() not in replaced]
-            for name, value in [*kept, *proxy.added_headers.items()]:
+            length = ("Content-Length", str(len(data)))  # a HEAD's data: none
+            for name, value in [*kept, *proxy.added_headers.items(), length]:
                 self.send_header(name, value)
-            self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(data if self.command != "HEAD" else b"")
+            self.wfile.write(data)
         except ConnectionError:
             self.close_connection = True  # the client went away (a publish killed midway)
         finally:
@@ -401,9 +382,10 @@ UNSET: Final = "\0unset"  # a variable's value in Project.environ that removes i
 PUBLISHED: Final = RATINGS + "  31: []\n"
 LOCK_KEY: Final = ".ratings-api/lock"
 # The lease's figures shortened, so that a test waits seconds, not minutes; in a
-# process of its own (SHORT_MAIN) or in this one (monkeypatch).
+# process of its own (MAIN) or in this one (monkeypatch).
 SHORT: Final = {"LEASE": 2.5, "RENEW": 0.5, "SAFE": 2.0}
-SHORT_MAIN: Final = (
+# generate.py's main, in a process of its own, the lock's figures set first (none, or SHORT).
+MAIN: Final = (
     "import sys; from ratings_api import lock; from ratings_api.cli import main; "
     "[setattr(lock, name, value) for name, value in {}.items()]; sys.exit(main(sys.argv[1:]))"
 )
@@ -412,14 +394,6 @@ SHORT_MAIN: Final = (
 def many(count: int, first: int = 1) -> str:
     lines = "".join(f"  {n}: [{n % 5 + 1}]\n" for n in range(first, first + count))
     return f"base_url: {BASE}\nscale: [1, 5]\narticles:\n{lines}"
-
-
-def catalogue(project: Project, name: str, text: str) -> Path:
-    """A folder with the ratings file ``text`` (its output goes beside it)."""
-    folder = project.folder / name
-    folder.mkdir()
-    (folder / "ratings.yaml").write_text(text)
-    return folder
 
 
 class Done(NamedTuple):
@@ -437,12 +411,16 @@ class Project:
         self.folder, self.store, self.proxy, self.bucket = folder, store, proxy, bucket
         self.capsys = capsys
         self.target = f"s3://{bucket}/p"
-        self.use(folder)
-        self.ratings.write_text(PUBLISHED)
+        self.use("", PUBLISHED)
 
-    def use(self, folder: Path) -> None:
-        """Publish the ratings file in ``folder`` from now on, built beside it."""
+    def use(self, name: str, text: str | None = None) -> None:
+        """Publish the ratings file in the folder ``name`` from now on, built beside it;
+        ``text``: the ratings file written there first."""
+        folder = self.folder / name
         self.ratings, self.output = folder / "ratings.yaml", folder / "site"
+        if text is not None:
+            folder.mkdir(exist_ok=True)
+            self.ratings.write_text(text)
 
     def environ(self, **changes: str) -> dict[str, str]:
         """The AWS variables of a publish through the proxy (UNSET: not set)."""
@@ -468,8 +446,7 @@ class Project:
                 if value != UNSET:  # an AWS variable, deleted above
                     patch.setenv(name, value)
             code = main(argv)
-        out, err = self.capsys.readouterr()
-        return Done(code, out, err)
+        return Done(code, *self.capsys.readouterr())
 
     def main(self, *options: str, **environ: str) -> Done:
         return self.run(self.arguments(*options), **environ)
@@ -478,18 +455,15 @@ class Project:
         return self.main("--quiet", "--publish", self.target, *options, **environ)
 
     def start(
-        self, *options: str, short: bool = False, clock: Sequence[str] = (), **environ: str
+        self, *options: str, short: bool = False, clock: Sequence[str] = ()
     ) -> subprocess.Popen[str]:
         """``generate.py --publish`` with ``options``, started in a process of its own;
         ``short``: with the lease's figures SHORT; ``clock``: the command that runs it."""
         variables = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        generate = [sys.executable, "-W", "error", str(REPO / "generate.py")]
-        if short:
-            generate[-1:] = ["-c", SHORT_MAIN.format(SHORT)]
-            variables["PYTHONPATH"] = str(REPO)
+        command = [*clock, sys.executable, "-W", "error", "-c", MAIN.format(SHORT if short else {})]
         return subprocess.Popen(
-            [*clock, *generate, *self.arguments("--publish", self.target, *options)],
-            env={**variables, **self.environ(**environ)},
+            [*command, *self.arguments("--publish", self.target, *options)],
+            env={**variables, "PYTHONPATH": str(REPO), **self.environ()},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -516,9 +490,6 @@ class Project:
         """Each file the state records, and whether it knows its bytes."""
         body = self.store.client().get_object(Bucket=self.bucket, Key=f"p/{STATE_KEY}")
         return dict(decode(body["Body"].read()).entries())
-
-    def put_state(self, data: bytes) -> None:
-        self.store.client().put_object(Bucket=self.bucket, Key=f"p/{STATE_KEY}", Body=data)
 
     def assert_published(self, prefix: str = "p/", theirs: dict[str, bytes] | None = None) -> None:
         """The bucket under ``prefix`` holds exactly the site, its state (all known), and theirs."""

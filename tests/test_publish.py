@@ -5,7 +5,6 @@ from __future__ import annotations
 import builtins
 import signal
 import sys
-import threading
 import time
 from pathlib import Path, PurePosixPath
 from typing import Final
@@ -16,7 +15,7 @@ from ratings_api.cli import main
 from ratings_api.contract import CACHE_CONTROL, CONTENT_TYPES, ERROR_TYPE
 from ratings_api.s3 import Destination, explain
 from tests import objectstore
-from tests.objectstore import LOCK_KEY, STATE_KEY, UNSET, Project, catalogue, free_port, many
+from tests.objectstore import LOCK_KEY, STATE_KEY, UNSET, Project, free_port, many
 from tests.objectstore import PUBLISHED as RATINGS
 from tests.test_state_chain import GOOD_HEAD, NEWER, UNREADABLE, state_of
 from tests.trees import document
@@ -135,12 +134,10 @@ def test_check_and_publish_store_each_file_then_only_what_changed(
             summary(project, len(changed), 0, 12 - len(changed), len(project.proxy.requests))
         )
         project.assert_published(prefix, theirs=theirs)
-    for key in project.site(prefix).keys() - theirs.keys():
-        path = key.removeprefix(prefix)
-        kind = ERROR_TYPE if path == "404.html" else CONTENT_TYPES[PurePosixPath(path).suffix]
-        got = project.store.client().get_object(Bucket=project.bucket, Key=key)
-        headers = (got["ContentType"], got["CacheControl"])
-        assert (headers, got["Body"].read()) == ((kind, CACHE_CONTROL), project.site(prefix)[key])
+    for key in project.site(prefix).keys() - theirs.keys():  # their bytes: assert_published
+        kind = ERROR_TYPE if key.endswith("404.html") else CONTENT_TYPES[PurePosixPath(key).suffix]
+        head = project.store.client().head_object(Bucket=project.bucket, Key=key)
+        assert (head["ContentType"], head["CacheControl"]) == (kind, CACHE_CONTROL), key
     project.ratings.write_text(RATINGS.replace("  2: [2, 3, 2]\n", "").replace("  31: []\n", ""))
     project.proxy.requests.clear()
     done = project.run(["--check", "--publish", project.target])
@@ -235,7 +232,7 @@ def test_a_state_it_cannot_read_stops_it_and_repair_puts_back_what_was_changed_b
     assert project.objects()["p/index.html"] == b"defaced\n"  # the state was trusted
     newer = state_of({**GOOD_HEAD, "format": 3, "shards": 4})
     for data, line in [(b"not gzip", UNREADABLE), (newer, NEWER)]:
-        project.put_state(data)
+        client.put_object(Bucket=project.bucket, Key=f"p/{STATE_KEY}", Body=data)
         assert project.publish() == (2, "", line.replace("s3://b/p", project.target) + "\n")
     project.proxy.requests.clear()
     done = project.main("--publish", project.target, "--repair")
@@ -248,7 +245,7 @@ def test_a_state_it_cannot_read_stops_it_and_repair_puts_back_what_was_changed_b
     project.assert_published(theirs={"p/away/mine.json": b"{}\n"})
     head = client.head_object(Bucket=project.bucket, Key="p/assets/star.svg")
     assert (head["ContentType"], head["CacheControl"]) == ("image/svg+xml", CACHE_CONTROL)
-    project.put_state(b"not gzip")
+    client.put_object(Bucket=project.bucket, Key=f"p/{STATE_KEY}", Body=b"not gzip")
     done = project.main("--publish", project.target, "--repair")
     # get (twice), list, a HEAD of each file, state: every object was right
     assert done.out.splitlines()[1].startswith(summary(project, 0, 0, 12, 16 + TAKING))
@@ -265,8 +262,9 @@ NOT_A_URL: Final = (
     "the endpoint (AWS_ENDPOINT_URL, or endpoint_url in the AWS "
     "config) is not a URL such as https://HOST[:PORT]"
 )
-REACH: Final = "cannot reach {scheme}://127.0.0.1:{port} (AWS_ENDPOINT_URL)"
-# Each case: the variables changed, and the line after the target (the AWS config file:
+REACH: Final = "cannot reach {AWS_ENDPOINT_URL} (AWS_ENDPOINT_URL)"
+# Each case: the variables changed ({port}: one nothing listens on; {proxy}: the proxy's,
+# which answers in plain HTTP), and the line after the target (the AWS config file:
 # CONFIGS, or empty).
 FAILURES: Final[dict[str, tuple[dict[str, str], str]]] = {
     "wrong-secret": ({"AWS_SECRET_ACCESS_KEY": "wrong-secret-2f7c1a"}, DENIED),
@@ -282,8 +280,7 @@ FAILURES: Final[dict[str, tuple[dict[str, str], str]]] = {
     "port-out-of-range": ({"AWS_ENDPOINT_URL": "http://127.0.0.1:99999"}, NOT_A_URL),
     "ftp-endpoint-in-config": ({"AWS_ENDPOINT_URL": UNSET}, NOT_A_URL),
     "endpoint-half-an-ipv6": ({"AWS_ENDPOINT_URL": "http://[::1:9000"}, NOT_A_URL),
-    # The proxy's port, which answers in plain HTTP.
-    "https-to-plain-http": ({"AWS_ENDPOINT_URL": "https://127.0.0.1:{port}"}, REACH),
+    "https-to-plain-http": ({"AWS_ENDPOINT_URL": "https://127.0.0.1:{proxy}"}, REACH),
     "region-not-a-name": (
         {"AWS_REGION": "us east"},
         (
@@ -337,19 +334,14 @@ AT_THE_STORE: Final = {"no-bucket": (), "wrong-secret": SIGNATURES, "unknown-key
 )
 def test_a_failure_is_one_line_and_exit_2(project: Project, case: str) -> None:
     changes, line = FAILURES[case]
-    port = (
-        project.proxy.endpoint.rpartition(":")[2]
-        if case == "https-to-plain-http"
-        else str(free_port())
-    )
     if case == "no-bucket":
         project.target = "s3://no-such-bucket/p"
     (project.folder / "aws-config").write_text(CONFIGS.get(case, ""))
-    environ = {name: value.replace("{port}", port) for name, value in changes.items()}
+    ports = {"port": free_port(), "proxy": project.proxy.endpoint.rpartition(":")[2]}
+    environ = {name: value.format(**ports) for name, value in changes.items()}
     environ |= {"AWS_CONFIG_FILE": str(project.folder / "aws-config"), "HOME": str(project.folder)}
     done = project.publish(**environ)
-    scheme = environ.get("AWS_ENDPOINT_URL", "http").partition(":")[0]
-    line = line.format(scheme=scheme, port=port, folder=project.folder)
+    line = line.format(folder=project.folder, **environ)
     assert done == (2, "", f"{project.target}: {line}\n")
     for secret in (project.store.secret_key, "wrong-secret-2f7c1a", "secret-9c1e"):
         assert secret not in done.err
@@ -423,16 +415,11 @@ def test_a_publish_stopped_midway_says_so_at_once(
     project.ratings.write_text(many(60))
     server = project.store.process
     assert server is not None
-    stalled = threading.Event()
-
-    def stall() -> None:  # the store stops before this upload, in the proxy
-        server.send_signal(signal.SIGSTOP)
-        stalled.set()
-
-    project.proxy.on("PUT", "p/" + document(30), stall)
+    held = project.proxy.on("PUT", "p/" + document(30), "hold")  # its answer never comes
     process = project.start("--quiet", "--publish-workers", "2")
     try:
-        assert stalled.wait(timeout=60), "it never got that far"
+        assert held.reached.wait(timeout=60), "it never got that far"
+        server.send_signal(signal.SIGSTOP)
         time.sleep(0.3)  # every upload in flight now waits for the store
         process.send_signal(stop)
         stopped = time.monotonic()
@@ -461,18 +448,16 @@ def test_a_publish_that_another_overtook_plans_again(project: Project) -> None:
     and finishes, and the state tells the truth. (One overtaken while it uploads plans
     again the same way: test_state_chain.py's, in memory.)
     """
-    a = catalogue(project, "a", many(9).replace("  2: [3]", "  2: [1, 1]") + "  12: [3]\n")
-    b = catalogue(project, "b", many(10).replace("  2: [3]", "  2: [5, 5]") + "  11: [4]\n")
     assert project.publish().code == 0
     held = project.proxy.on("GET", f"p/{STATE_KEY}", "hold", 1)  # the read in B's lock
-    project.use(b)
+    project.use("b", many(10).replace("  2: [3]", "  2: [5, 5]") + "  11: [4]\n")
     process = project.start()
     try:
         assert held.reached.wait(timeout=60), "B never got that far"
-        project.use(a)
+        project.use("a", many(9).replace("  2: [3]", "  2: [1, 1]") + "  12: [3]\n")
         done = project.publish("--single-publisher")
         assert (done.code, done.err) == (0, "")
-        lock = "p/.ratings-api/lock"
+        lock = f"p/{LOCK_KEY}"
         project.assert_published(theirs={lock: project.objects()[lock]})  # B holds it
     finally:
         held.release.set()
@@ -481,10 +466,10 @@ def test_a_publish_that_another_overtook_plans_again(project: Project) -> None:
     assert out.splitlines()[-1].endswith(
         "; planned 2 times, as another publish wrote the state meanwhile"
     )
-    project.use(b)
+    project.use("b")
     project.assert_published()
     assert project.publish("--check").code == 0
-    project.use(a)
+    project.use("a")
     assert project.publish("--check").code == 1
 
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import threading
 import time
 from pathlib import Path
 from typing import Final
@@ -21,7 +19,7 @@ from ratings_api.bucket_state import BucketState, plan
 from ratings_api.build import render_site
 from ratings_api.publish import site_of
 from tests import objectstore
-from tests.objectstore import SHORT, Project, catalogue, many
+from tests.objectstore import SHORT, Project, many
 from tests.test_lease import HOLDER, OTHER
 from tests.trees import document
 
@@ -52,10 +50,9 @@ def test_publishes_started_together_take_turns(project: Project) -> None:
     holds the last one's site, and they upload as many files as the same publishes run
     one after another, in the order they ended. (Publishes of changes that meet are
     test_state_chain.py's, in memory.)"""
-    texts = [many(50), many(50), many(40, first=20)]
     started = {}
-    for n, text in enumerate(texts):
-        project.use(catalogue(project, f"c{n}", text))
+    for n, text in enumerate([many(50), many(50), many(40, first=20)]):
+        project.use(f"c{n}", text)
         started[project.ratings] = project.start("--quiet")
     ended: list[Path] = []
     while len(ended) < len(started):
@@ -65,7 +62,7 @@ def test_publishes_started_together_take_turns(project: Project) -> None:
         time.sleep(0.05)
     for process in started.values():
         assert (process.returncode, *process.communicate()) == (0, "", "")
-    project.use(ended[-1].parent)
+    project.use(ended[-1].parent.name)
     project.assert_published()
     assert project.publish("--check").code == 0
     state, uploads = BucketState(), 0
@@ -104,11 +101,6 @@ def test_a_publish_that_lost_its_lock_stops(
 # a lost reply. Each failed before the lease fenced the holder's writes.
 
 
-def shorten(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in SHORT.items():
-        monkeypatch.setattr(lock, name, value)
-
-
 FENCED: Final = (
     ": this publish's lock was not renewed within 2 s, so another "
     "publish may hold it now; stopped: publish again to finish\n"
@@ -122,36 +114,28 @@ def test_a_holder_stopped_past_its_lease_writes_nothing_once_resumed(
 ) -> None:
     """A is stopped (SIGSTOP) while it uploads, or just before it removes 30 files; B
     takes the stale lock and publishes; A resumes, and stops before its next write."""
-    shorten(monkeypatch)
-    b = catalogue(project, "b", many(40))
-    a = catalogue(project, "a", many(60 if when == "uploading" else 10))
+    for name, value in SHORT.items():
+        monkeypatch.setattr(lock, name, value)
     if when != "uploading":
-        project.use(b)
+        project.use("b", many(40))
         assert project.publish().code == 0
-    started: list[subprocess.Popen[str]] = []
-    stopped = threading.Event()
-
-    def stop() -> None:
-        started[0].send_signal(signal.SIGSTOP)
-        stopped.set()
-
     key = "p/index.html" if when != "uploading" else "p/" + document(40)
-    project.proxy.on("PUT", key, stop)
-    project.use(a)
-    started.append(
-        project.start("--quiet", "--publish-workers", "1", "--max-removals", "999", short=True)
-    )
+    held = project.proxy.on("PUT", key, "hold")
+    project.use("a", many(60 if when == "uploading" else 10))
+    a = project.start("--quiet", "--publish-workers", "1", "--max-removals", "999", short=True)
     try:
-        assert stopped.wait(timeout=60), "A never got that far"
-        project.use(b)
+        assert held.reached.wait(timeout=60), "A never got that far"
+        a.send_signal(signal.SIGSTOP)
+        held.release.set()  # its answer waits for A to resume
+        project.use("b", many(40))
         done = project.publish("--max-removals", "999")
         assert (done.code, done.err) == (0, "")
     finally:
-        started[0].send_signal(signal.SIGCONT)
-    _, err = started[0].communicate(timeout=60)
+        a.send_signal(signal.SIGCONT)
+    _, err = a.communicate(timeout=60)
     project.assert_published()
     assert project.publish("--check").code == 0
-    assert (started[0].returncode, err) == (2, project.target + FENCED)
+    assert (a.returncode, err) == (2, project.target + FENCED)
 
 
 @PUBLISHERS_OWN
@@ -180,19 +164,16 @@ def test_a_lost_reply_to_its_own_write_is_known_as_its_own(
     """The store applies the lock's create (If-None-Match) or a renewal (If-Match) and the
     answer is lost: the client's retry is refused, and the lock read back holds its own
     token: no race. (The state's writes, handled alike, are test_lease.py's, in memory.)"""
-    shorten(monkeypatch)
+    for name, value in SHORT.items():
+        monkeypatch.setattr(lock, name, value)
     lost = project.proxy.on("PUT", LOCK_KEY, "drop", dropped)  # a renewal: after 3 lock writes
-    held = project.proxy.on("PUT", "index.html", "hold")  # until a renewal is sent
 
-    def release() -> None:
+    def once_lost() -> None:  # index.html's upload waits until a renewal is sent
         lost.reached.wait(timeout=60)
         time.sleep(0.5)  # its retry refused, the lock read back
-        held.release.set()
 
-    releaser = threading.Thread(target=release)
-    releaser.start()
+    project.proxy.on("PUT", "index.html", once_lost)
     done = project.main("--publish", project.target)  # not --quiet: no line waiting on itself
-    releaser.join()
     assert (done.code, done.err, lost.reached.is_set()) == (0, "", True)
     project.assert_published()
 
