@@ -55,12 +55,9 @@ STOP_TIMEOUT: Final = 20.0
 # The probe bucket proves that writes work (volumes allocated) before a test starts.
 PROBE_BUCKET: Final = "objectstore-ready"
 # SeaweedFS's port options: each server's and its gRPC's, the metrics' and the debug one.
+SERVERS: Final = ("master", "volume", "filer", "s3")
 PORT_NAMES: Final = [
-    *(
-        f"{name}.port{grpc}"
-        for name in ("master", "volume", "filer", "s3")
-        for grpc in ("", ".grpc")
-    ),
+    *(f"{server}.port{grpc}" for server in SERVERS for grpc in ("", ".grpc")),
     "metricsPort",
     "debug.port",
 ]
@@ -396,6 +393,10 @@ def many(count: int, first: int = 1) -> str:
     return f"base_url: {BASE}\nscale: [1, 5]\narticles:\n{lines}"
 
 
+# A duration a line says, and its rate: left out of a Done, as no test asserts a timing.
+TIMING: Final = re.compile(r" in \d+\.\d\d s(?: \([^)]*\))?")
+
+
 class Done(NamedTuple):
     code: int
     out: str
@@ -437,7 +438,8 @@ class Project:
         return ["--input", str(self.ratings), "--output", str(self.output), *options]
 
     def run(self, argv: list[str], **environ: str) -> Done:
-        """``generate.py ARGV`` in this process, in the project's folder: exit code, output."""
+        """``generate.py ARGV`` in this process, in the project's folder: exit code, output
+        (its TIMING left out)."""
         with pytest.MonkeyPatch.context() as patch:
             patch.chdir(self.folder)
             for name in [name for name in os.environ if name.startswith("AWS_")]:
@@ -446,7 +448,8 @@ class Project:
                 if value != UNSET:  # an AWS variable, deleted above
                     patch.setenv(name, value)
             code = main(argv)
-        return Done(code, *self.capsys.readouterr())
+        out, err = (TIMING.sub("", text) for text in self.capsys.readouterr())
+        return Done(code, out, err)
 
     def main(self, *options: str, **environ: str) -> Done:
         return self.run(self.arguments(*options), **environ)

@@ -56,9 +56,7 @@ def test_publishes_started_together_take_turns(project: Project) -> None:
         started[project.ratings] = project.start("--quiet")
     ended: list[Path] = []
     while len(ended) < len(started):
-        ended += [
-            path for path, run in started.items() if path not in ended and run.poll() is not None
-        ]
+        ended += [p for p, run in started.items() if p not in ended and run.poll() is not None]
         time.sleep(0.05)
     for process in started.values():
         assert (process.returncode, *process.communicate()) == (0, "", "")
