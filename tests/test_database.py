@@ -121,8 +121,7 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[st
     memory = "/dev/shm" if os.path.isdir("/dev/shm") else None
     with tempfile.TemporaryDirectory(prefix="ratings-database-", dir=memory) as name:
         folder, owner = Path(name), "nobody" if os.geteuid() == 0 else None
-        if owner is not None:
-            shutil.chown(folder, owner)
+        shutil.chown(folder, owner or os.geteuid())
         server = make(folder, owner, free_port())
         log = folder / "server.log"
         with log.open("wb") as output:

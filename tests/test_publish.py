@@ -332,9 +332,7 @@ def test_a_failure_is_one_line_and_exit_2(project: Project, case: str) -> None:
     environ |= {"AWS_CONFIG_FILE": str(project.folder / "aws-config"), "HOME": str(project.folder)}
     done = project.publish(**environ)
     line = line.format(folder=project.folder, **environ)
-    assert done == (2, "", f"{project.target}: {line}\n")
-    for secret in (project.store.secret_key, "wrong-secret-2f7c1a", "secret-9c1e"):
-        assert secret not in done.err
+    assert done == (2, "", f"{project.target}: {line}\n")  # the whole line: no secret in it
     assert project.objects() == {}
 
 
@@ -353,8 +351,7 @@ def test_each_store_failure_is_one_line_without_secrets(error: str, line: str) -
 
     kind = getattr(exceptions, error, None) or getattr(builtins, error)
     failure = kind("Error performing PUT https://key:secret@store.example:9000/b/p/k")
-    endpoint = "https://key:secret@store.example:9000"
-    assert explain(Destination("b", "p"), failure, endpoint) == line
+    assert explain(Destination("b", "p"), failure, "https://key:secret@store.example:9000") == line
 
 
 @pytest.mark.parametrize(
