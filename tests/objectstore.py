@@ -283,7 +283,6 @@ def start_counting_proxy(upstream: str) -> CountingProxy:
     proxy = CountingProxy(urllib.parse.urlsplit(upstream).netloc)
     forward = type("Forward", (_Forward,), {"proxy": proxy})
     proxy.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), forward)
-    proxy.server.daemon_threads = True
     proxy.endpoint = f"http://127.0.0.1:{proxy.server.server_address[1]}"
     threading.Thread(target=proxy.server.serve_forever, args=(0.05,), daemon=True).start()
     return proxy
@@ -403,12 +402,14 @@ class Done(NamedTuple):
 class Project:
     """A ratings file, its output folder, a bucket and the AWS variables pointing at it."""
 
-    def __init__(
-        self, folder: Path, store: Store, proxy: CountingProxy, bucket: str, capsys: Capture
-    ) -> None:
-        self.folder, self.store, self.proxy, self.bucket = folder, store, proxy, bucket
-        self.capsys = capsys
-        self.target = f"s3://{bucket}/p"
+    def __init__(self, folder: Path, store: Store, capsys: Capture) -> None:
+        """A bucket of its own (named for ``folder``, unique in the session), reached through
+        a CountingProxy of its own (the fixture stops it)."""
+        self.folder, self.store, self.capsys = folder, store, capsys
+        self.bucket = re.sub(r"[^a-z0-9]+", "-", folder.name.lower())
+        store.create_bucket(self.bucket)
+        self.proxy = start_counting_proxy(store.endpoint)
+        self.target = f"s3://{self.bucket}/p"
         self.use("", PUBLISHED)
 
     def use(self, name: str, text: str | None = None) -> None:
@@ -502,9 +503,7 @@ Capture = pytest.CaptureFixture[str]
 
 @pytest.fixture
 def project(tmp_path: Path, object_store: Store, capsys: Capture) -> Iterator[Project]:
-    """A bucket of the test's own, reached through a CountingProxy of its own."""
-    bucket = re.sub(r"[^a-z0-9]+", "-", tmp_path.name.lower())  # unique in the session
-    object_store.create_bucket(bucket)
-    proxy = start_counting_proxy(object_store.endpoint)
-    yield Project(tmp_path, object_store, proxy, bucket, capsys)
-    proxy.stop()
+    """A Project in the test's folder, on each store, its proxy stopped after the test."""
+    project = Project(tmp_path, object_store, capsys)
+    yield project
+    project.proxy.stop()
