@@ -64,8 +64,7 @@ PORT_NAMES: Final = [
 
 def free_port() -> int:
     """A port nothing listens on now (weed cannot be told to take port 0)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
+    with socket.create_server(("127.0.0.1", 0)) as probe:
         return int(probe.getsockname()[1])
 
 

@@ -408,12 +408,9 @@ def test_a_publish_stopped_midway_says_so_at_once(
         server.send_signal(signal.SIGSTOP)
         time.sleep(0.3)  # every upload in flight now waits for the store
         process.send_signal(stop)
-        stopped = time.monotonic()
-        out, err = process.communicate(timeout=60)
-        took = time.monotonic() - stopped
+        out, err = process.communicate(timeout=2)  # at once: else TimeoutExpired
     finally:
         server.send_signal(signal.SIGCONT)
-    assert took < 2, f"stopped {took:.1f} s after {stop.name}"
     interrupted = (
         f"{project.target}: publish interrupted by {stop.name}; each object is whole, "
         "old or new: publish again to finish\n"

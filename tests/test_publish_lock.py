@@ -142,8 +142,7 @@ def test_a_waiter_whose_clock_is_ahead_takes_no_live_lock(project: Project) -> N
     plant(project, 40.0)
     # Every clock of the process 50 s ahead: a constant offset changes no duration
     # (libfaketime's FAKETIME_DONT_FAKE_MONOTONIC breaks Python's time.sleep).
-    ahead = ["faketime", "-f", "+50s"]
-    process = project.start("--lock-timeout", "3", short=True, clock=ahead)
+    process = project.start("--lock-timeout", "3", short=True, clock=["faketime", "-f", "+50s"])
     _, err = process.communicate(timeout=60)
     assert process.returncode == 2, err
     assert err.endswith(
