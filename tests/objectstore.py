@@ -368,7 +368,6 @@ class _Forward(http.server.BaseHTTPRequestHandler):
 
 REPO: Final = Path(__file__).resolve().parent.parent
 STATE_KEY: Final = ".ratings-api/state.gz"
-BASE: Final = "https://ratings.example.com"
 UNSET: Final = "\0unset"  # a variable's value in Project.environ that removes it
 # What a Project publishes first: RATINGS, and an article no one has rated yet.
 PUBLISHED: Final = RATINGS + "  31: []\n"
@@ -385,7 +384,7 @@ MAIN: Final = (
 
 def many(count: int, first: int = 1) -> str:
     lines = "".join(f"  {n}: [{n % 5 + 1}]\n" for n in range(first, first + count))
-    return f"base_url: {BASE}\nscale: [1, 5]\narticles:\n{lines}"
+    return f"base_url: https://ratings.example.com\nscale: [1, 5]\narticles:\n{lines}"
 
 
 # A duration a line says, and its rate: left out of a Done, as no test asserts a timing.
