@@ -197,8 +197,8 @@ def _started(store: Store, command: list[str]) -> Store:
         while True:
             try:
                 # A connection first: it fails fast while the port is closed.
-                address = urllib.parse.urlsplit(store.endpoint)
-                socket.create_connection((address.hostname, address.port), timeout=2).close()
+                port = int(store.endpoint.rpartition(":")[2])
+                socket.create_connection(("127.0.0.1", port), timeout=2).close()
                 if PROBE_BUCKET not in {each["Name"] for each in client.list_buckets()["Buckets"]}:
                     client.create_bucket(Bucket=PROBE_BUCKET)
                 client.put_object(Bucket=PROBE_BUCKET, Key="probe", Body=b"ready\n")
@@ -327,9 +327,7 @@ class _Forward(http.server.BaseHTTPRequestHandler):
             status, reason, headers, data = 500, "Internal Server Error", [], b""
             if not (proxy.full and self.command == "PUT"):
                 skip = HOP_BY_HOP | proxy.strip
-                sent = {
-                    name: value for name, value in self.headers.items() if name.lower() not in skip
-                }
+                sent = {k: v for k, v in self.headers.items() if k.lower() not in skip}
                 connection = http.client.HTTPConnection(proxy.upstream, timeout=60)
                 connection.request(self.command, self.path, body or None, sent)
                 answer = connection.getresponse()
@@ -444,8 +442,7 @@ class Project:
                 if value != UNSET:  # an AWS variable, deleted above
                     patch.setenv(name, value)
             code = main(argv)
-        out, err = (TIMING.sub("", text) for text in self.capsys.readouterr())
-        return Done(code, out, err)
+        return Done(code, *(TIMING.sub("", text) for text in self.capsys.readouterr()))
 
     def main(self, *options: str, **environ: str) -> Done:
         return self.run(self.arguments(*options), **environ)

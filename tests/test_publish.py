@@ -129,10 +129,8 @@ def test_check_and_publish_store_each_file_then_only_what_changed(
         locking = [lock] * 5 + [("GET", lock[1])]  # taken over from the last, released
         again = [state, *locking] if changed else []  # nothing to do: no lock
         assert sorted(project.proxy.requests) == sorted([state, *again, *marks, *puts])
-        requests = len(project.proxy.requests)
-        assert done.out.splitlines()[1] == summary(
-            project, len(changed), 0, 12 - len(changed), requests
-        )
+        counts = (len(changed), 0, 12 - len(changed), len(project.proxy.requests))
+        assert done.out.splitlines()[1] == summary(project, *counts)
         project.assert_published(prefix, theirs=theirs)
     for key in project.site(prefix).keys() - theirs.keys():  # their bytes: assert_published
         kind = ERROR_TYPE if key.endswith("404.html") else CONTENT_TYPES[PurePosixPath(key).suffix]
@@ -369,8 +367,7 @@ def test_each_store_failure_is_one_line_without_secrets(error: str, line: str) -
 )
 @NO_STORE
 def test_a_bad_target_is_refused_before_building(project: Project, url: str, error: str) -> None:
-    done = project.main("--publish", url)
-    assert done == (2, "", error + "\n")
+    assert project.main("--publish", url) == (2, "", error + "\n")
     assert not project.output.exists()
 
 
@@ -380,10 +377,9 @@ def test_without_its_libraries_the_error_names_the_requirements(
     project: Project, missing: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, missing, None)
-    done = project.main("--publish", project.target)
     needs = "--publish needs boto3 and obstore: pip install 'ratings-api[publish]' "
     line = needs + "(in a checkout: -r requirements-publish.txt)\n"
-    assert done == (2, "", line)
+    assert project.main("--publish", project.target) == (2, "", line)
     assert not project.output.exists()
 
 
@@ -445,9 +441,7 @@ def test_a_publish_that_another_overtook_plans_again(project: Project) -> None:
         held.release.set()
     out, err = process.communicate(timeout=60)
     assert (process.returncode, err) == (0, "")
-    assert out.splitlines()[-1].endswith(
-        "; planned 2 times, as another publish wrote the state meanwhile"
-    )
+    assert out.endswith("; planned 2 times, as another publish wrote the state meanwhile\n")
     project.use("b")
     project.assert_published()
     assert project.publish("--check").code == 0
