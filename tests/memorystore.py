@@ -55,9 +55,7 @@ class Seen:
         found = self.memory.objects.get(path)
         if found is None:
             return None
-        if found[1] == unless:
-            return Got(b"", unless)
-        return Got(found[0], found[1])
+        return Got(b"" if found[1] == unless else found[0], found[1])
 
     async def head(self, path: str) -> Mapping[str, str] | None:
         await self._request("HEAD", path)

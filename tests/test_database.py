@@ -20,7 +20,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple
 
 import pytest
 
@@ -39,7 +39,6 @@ SAMPLE: Final = (
 )
 EXPORTED: Final = b"article_id,rating_sum,rating_count\n7,9,2\n12,3,1\n31,0,0\n"
 DOCUMENTS: Final = {7: (9, 2, "4.5"), 12: (3, 1, "3.0"), 31: (0, 0, "0.0")}
-QUIET: Final[dict[str, Any]] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
 
 
 def block(language: str, after: str = "") -> str:
@@ -56,19 +55,18 @@ run: Final = functools.partial(run_ok, timeout=120)
 
 class Server(NamedTuple):
     """How to run a server made in a folder: the command, the one that answers once it is
-    ready, its stop signal, its client (a database's name after it, else the server's own),
-    and the variables the client reads."""
+    ready, its client (a database's name after it, else the server's own), and the variables
+    the client reads. Each stops on SIGQUIT: at once, as the data goes."""
 
     command: list[str]
     ready: list[str]
-    stop: signal.Signals
     client: list[str]
     environ: dict[str, str]
 
 
 def postgres(folder: Path, owner: str | None, port: int) -> Server:
     """A cluster initdb made: on loopback only, no Unix socket (its default folder is the
-    system server's), no fsync, and stopped by SIGQUIT, with no checkpoint: the data goes."""
+    system server's), no fsync."""
     # The newest PostgreSQL Debian installed, looked for once the tests installed it.
     programs = max(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name))
     data = str(folder / "data")
@@ -79,15 +77,14 @@ def postgres(folder: Path, owner: str | None, port: int) -> Server:
         [str(programs / "postgres"), "-D", data, "-p", str(port)]
         + [part for setting in settings for part in ("-c", setting)],
         [str(programs / "pg_isready"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres"],
-        signal.SIGQUIT,
         [str(programs / "psql"), "--no-psqlrc", "--quiet", "--set", "ON_ERROR_STOP=1"],
         {"PGHOST": "127.0.0.1", "PGPORT": str(port), "PGUSER": "postgres"},
     )
 
 
 def mariadb(folder: Path, owner: str | None, port: int) -> Server:
-    """A data folder mariadb-install-db made, stopped by SIGTERM (quick on a few rows). Its
-    client finds it through ``~/.my.cnf``, as a user's does: HOME is the server's folder."""
+    """A data folder mariadb-install-db made. Its client finds it through ``~/.my.cnf``, as a
+    user's does: HOME is the server's folder."""
     options = ["--no-defaults", f"--datadir={folder / 'data'}"]
     install = ["mariadb-install-db", *options, "--skip-test-db"]
     run([*install, "--auth-root-authentication-method=normal"], user=owner, cwd=folder)
@@ -97,7 +94,6 @@ def mariadb(folder: Path, owner: str | None, port: int) -> Server:
     return Server(
         ["mariadbd", *options, *listen, *quiet],
         ["mariadb-admin", "--no-defaults", "-h", "127.0.0.1", "-P", str(port), "ping"],
-        signal.SIGTERM,
         ["mariadb", "--batch"],
         {"HOME": str(folder)},
     )
@@ -125,8 +121,7 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[st
     memory = "/dev/shm" if os.path.isdir("/dev/shm") else None
     with tempfile.TemporaryDirectory(prefix="ratings-database-", dir=memory) as name:
         folder, owner = Path(name), "nobody" if os.geteuid() == 0 else None
-        if owner is not None:
-            shutil.chown(folder, owner)
+        shutil.chown(folder, owner or os.geteuid())
         server = make(folder, owner, free_port())
         log = folder / "server.log"
         with log.open("wb") as output:
@@ -134,16 +129,14 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[st
                 server.command, user=owner, cwd=folder, stdout=output, stderr=subprocess.STDOUT
             )
         try:
-            wait_until(
-                lambda: subprocess.call(server.ready, timeout=30, **QUIET) == 0, process, log
-            )
+            ready = functools.partial(subprocess.run, server.ready, capture_output=True, timeout=30)
+            wait_until(lambda: ready().returncode == 0, process, log)
             environ = {**os.environ, **server.environ}
             run(server.client, input="create database shop;", env=environ)
             run([*server.client, "shop"], input=block("sql") + SAMPLE, env=environ)
             yield server.environ
         finally:
-            if process.poll() is None:
-                process.send_signal(server.stop)
+            process.send_signal(signal.SIGQUIT)
             process.wait(timeout=30)
 
 
@@ -151,13 +144,9 @@ def test_the_export_and_build_run_as_the_page_shows(
     database: dict[str, str], tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     # The command the package installs runs the same main as the checkout's generate.py.
-    shim = tmp_path / "bin" / "ratings-api"
-    shim.parent.mkdir()
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{REPO}/generate.py" "$@"\n')
-    shim.chmod(0o755)
-    environ = {**os.environ, **database, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}"}
-    commands = block("sh", request.node.callspec.params["database"])
-    done = run(["bash", "-eo", "pipefail", "-c", commands], cwd=tmp_path, env=environ)
+    command = f'ratings-api() {{ "{sys.executable}" "{REPO}/generate.py" "$@"; }}\n'
+    commands = command + block("sh", request.node.callspec.params["database"])
+    done = run(["bash", "-eo", "pipefail", "-c", commands], cwd=tmp_path, env=os.environ | database)
 
     assert done.stderr == ""
     last = done.stdout.splitlines()[-1]  # after psql's "COPY 3"
