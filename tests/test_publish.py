@@ -269,6 +269,7 @@ FAILURES: Final[dict[str, tuple[dict[str, str], str]]] = {
     "port-out-of-range": ({"AWS_ENDPOINT_URL": "http://127.0.0.1:99999"}, NOT_A_URL),
     "ftp-endpoint-in-config": ({"AWS_ENDPOINT_URL": UNSET}, NOT_A_URL),
     "endpoint-half-an-ipv6": ({"AWS_ENDPOINT_URL": "http://[::1:9000"}, NOT_A_URL),
+    "endpoint-with-a-query": ({"AWS_ENDPOINT_URL": "http://127.0.0.1:9000/?x=1"}, NOT_A_URL),
     "https-to-plain-http": ({"AWS_ENDPOINT_URL": "https://127.0.0.1:{proxy}"}, REACH),
     "region-not-a-name": (
         {"AWS_REGION": "us east"},
