@@ -3,10 +3,10 @@
 The header names the form: ``article_id,rating`` (a row a rating; an empty rating
 lists an article not rated yet) or ``article_id,rating_sum,rating_count`` (a row an
 article). The numbers follow rules.py. The usual file, as a database writes it (numbers,
-quoted or not, LF or CRLF line ends), is read by one regular expression, a chunk
-of rows at a time, and its columns are held to rules.py as fastpath.py's are. Any other
-file, or one that fails, is read by the csv module and rules.py's functions field by
-field: into the catalogue, or to the first bad row's message, placed at its field.
+quoted or not), is read by one regular expression, a chunk of rows at a time, and its
+columns are held to rules.py as fastpath.py's are. Any other file, or one that fails,
+is read by the csv module and rules.py's functions field by field: into the catalogue,
+or to the first bad row's message, placed at its field.
 """
 
 from __future__ import annotations
@@ -59,12 +59,12 @@ def _quick(text: str, header: list[str], columns: list[int]) -> Articles | None:
     checked, as fastpath.py reads them; or None for any other file."""
     patterns = (QUICK_FIELDS.get(name, rules.SHORT_INT) for name in header)
     fields = ",".join(f'(?:{pattern}|"{pattern}")' for pattern in patterns)
-    row = re.compile(f"^(?:{fields})?\r?\n", re.MULTILINE)  # a plain row, or a blank line
+    row = re.compile(f"^(?:{fields})?\n", re.MULTILINE)  # a plain row, or a blank line
+    # The csv module ends a line at CR, LF or CRLF alike, and a plain row holds none.
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
     if not text.endswith("\n"):
         text += "\n"  # a last row's line end changes nothing
     start = text.index("\n") + 1  # after the header
-    if "\r" in text[: start - 2]:  # the header ended before this line did: CR line ends
-        return None
     by_id: dict[int, list[int]] = {}  # a row a rating: each article's sum and count
     found = Articles()
     while start < len(text):
@@ -74,7 +74,7 @@ def _quick(text: str, header: list[str], columns: list[int]) -> Articles | None:
             return None
         # Each of the form's columns, of the rows that are not blank lines; a line end
         # read as a comma, and none after the last.
-        rows = "".join(filter(str.strip, lines)).replace('"', "").replace("\r", "")
+        rows = "".join(filter(str.strip, lines)).replace('"', "")
         values = rows.replace("\n", ",").split(",")[:-1]
         at, at_value, *at_count = (values[column :: len(header)] for column in columns)
         if at_count:
