@@ -199,8 +199,9 @@ def test_the_summary_line_belongs_to_the_build_result() -> None:
 
 
 # Exit codes: 0 done or current, 1 only "differs" (--check's, as a process's status:
-# test_portable.py, test_writers.py), 2 the user's mistake or the store's refusal, 3 a bug. A bug is injected from outside the code under test: a sitecustomize
-# module, which the interpreter runs before generate.py.
+# test_limits.py), 2 the user's mistake or the store's refusal, 3 a bug. A bug is
+# injected from outside the code under test: a sitecustomize module, which the
+# interpreter runs before generate.py.
 SITECUSTOMIZE: Final = {
     "a-bug-of-ours": (
         "import ratings_api.writer\n"
