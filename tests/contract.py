@@ -289,9 +289,10 @@ def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
     deadline = time.monotonic() + STOP_SECONDS
     # Gone, or a zombie (Z): exited. A zombie child of this process is reaped at the end.
     while tree := {pid for pid in tree if (stat(pid) or ["Z"])[0] != "Z"}:
-        for pid in tree if time.monotonic() > deadline else ():
-            with contextlib.suppress(ProcessLookupError):  # it may exit meanwhile
-                os.kill(pid, signal.SIGKILL)
+        if time.monotonic() > deadline:
+            for pid in tree:
+                with contextlib.suppress(ProcessLookupError):  # it may exit meanwhile
+                    os.kill(pid, signal.SIGKILL)
         time.sleep(0.02)
     process.wait()
 
