@@ -28,7 +28,6 @@ from obstore.exceptions import GenericError
 
 from ratings_api import lock
 from ratings_api.bucket_state import Site
-from ratings_api.cli import main
 from ratings_api.errors import InputError
 from ratings_api.lock import DEFAULT_TIMEOUT, LEASE, LOCK_NAME, MAX_LEASE, POLL, Lock, read_body
 from ratings_api.store import Store
@@ -271,15 +270,3 @@ def test_a_dead_holders_lock_is_taken_over_after_the_lease_its_body_gives(case: 
     assert said == [*(waiting.format(n) for n in range(0, int(lease) + 1, 10)), *took]  # each 10 s
     assert lease < now[0] <= lease + POLL
     assert read_body(memory.contents()[LOCK_NAME]).token == taker.body["token"]
-
-
-@pytest.mark.parametrize("timeout", ["0", "59"])
-def test_a_lock_timeout_shorter_than_the_lease_is_refused(
-    timeout: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """It could never see a dead holder's lock go stale."""
-    with pytest.raises(SystemExit) as exit_:
-        main(["--publish", "s3://b/p", "--lock-timeout", timeout])
-    assert exit_.value.code == 2
-    line = "generate.py: error: --lock-timeout must be at least the lock's lease, 60 s\n"
-    assert capsys.readouterr().err.endswith(line)
