@@ -87,15 +87,22 @@ def value(text: str) -> object:
     return int(text) if text.isdigit() else text.replace("{CACHE_CONTROL}", CACHE_CONTROL)
 
 
+def data_lines(path: Path) -> list[str]:
+    """The lines of one of the tests' data files that hold data: a row (``a | b``) or a
+    section's heading (``[name]``), not a blank line or a comment (``#``)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [line for line in lines if line and not line.startswith("#")]
+
+
 def read_table() -> dict[str, dict[str, list[str]]]:
     """tests/contract-table.txt: each line's cells after the point (``point | value [| why]``),
     by point, under each name of its section's heading."""
     table: dict[str, dict[str, list[str]]] = {}
     names: list[str] = []
-    for line in (REPO / "tests" / "contract-table.txt").read_text(encoding="utf-8").splitlines():
+    for line in data_lines(REPO / "tests" / "contract-table.txt"):
         if line.startswith("["):
             names = line.strip("[]").split(", ")
-        elif line and not line.startswith("#"):
+        else:
             point, *cells = line.split(" | ")
             for name in names:
                 table.setdefault(name, {})[point] = cells

@@ -12,7 +12,7 @@ import string
 from pathlib import Path
 from typing import Any, Final
 
-from tests.contract import cell, contract_table, reasons_list
+from tests.contract import cell, contract_table, data_lines, reasons_list
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 CASES: Final = ROOT / "tests" / "cases" / "errors"
@@ -23,10 +23,10 @@ TEMPLATES: Final = ROOT / "tests" / "page-templates"
 def _sections() -> dict[str, list[list[str]]]:
     """error-fixes.txt's sections, by name: each line's fields."""
     sections: dict[str, list[list[str]]] = {}
-    for line in FIXES.read_text(encoding="utf-8").splitlines():
-        if line.startswith("## "):
-            rows = sections.setdefault(line.removeprefix("## "), [])
-        elif line and not line.startswith("#"):
+    for line in data_lines(FIXES):
+        if line.startswith("["):
+            rows = sections.setdefault(line.strip("[]"), [])
+        else:
             rows.append(line.split(" | "))
     return sections
 

@@ -28,7 +28,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from ratings_api.embed import EMBED_PATH
 from tests.browser import console, not_found
-from tests.contract import RATINGS, Host, request
+from tests.contract import RATINGS, Host, data_lines, request
 from tests.hosts import start_serve
 from tests.test_embed_types import TYPED
 
@@ -65,9 +65,7 @@ class Shown:
 
 
 ROWS: Final = [
-    Shown(*map(str.strip, line.split("|")))
-    for line in (HERE / "embed-page.txt").read_text(encoding="utf-8").splitlines()
-    if line and not line.startswith("#")
+    Shown(*map(str.strip, line.split("|"))) for line in data_lines(HERE / "embed-page.txt")
 ]
 FRAMES: Final = list(dict.fromkeys(row.attributes for row in ROWS if row.where == "html"))
 ON_PAGE: Final = [row for row in ROWS if row.where != "html"]

@@ -17,7 +17,7 @@ from typing import Final
 import pytest
 
 from ratings_api.cli import main, parser
-from tests.contract import READY_SECONDS, hermetic_environ
+from tests.contract import READY_SECONDS, data_lines, hermetic_environ
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 GOOD: Final = "articles:\n  7: [5]\n"
@@ -49,8 +49,7 @@ USAGE: Final = "generate.py: error: "  # the start of a line argparse prints aft
 
 def _mistakes() -> dict[str, tuple[list[str], str]]:
     """tests/cases/mistakes.txt, by name: each mistake's arguments and its line."""
-    lines = (ROOT / "tests/cases/mistakes.txt").read_text(encoding="utf-8").splitlines()
-    rows = [line.split(" | ") for line in lines if line and not line.startswith("#")]
+    rows = [line.split(" | ") for line in data_lines(ROOT / "tests/cases/mistakes.txt")]
     return {name: (shlex.split(arguments), said) for name, arguments, said in rows}
 
 
